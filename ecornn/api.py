@@ -1,0 +1,132 @@
+"""Framework-free functional API on NumPy / CuPy arrays.
+
+``lstm_forward`` validates its inputs, plans a strategy, moves arrays to that strategy's device if
+needed (results come back on the caller's array module) and runs it. ``lstm_backward`` takes the
+reserve that a training-mode forward returned.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .arrays import module_of, to_module
+from .config import LSTMConfig, normalize_dtype
+from .engines import get_engine
+from .errors import ConfigError, expect
+from .planner import plan
+from .weights import LayerWeights, config_from_weights, validate_weights
+
+
+@dataclass
+class Reserve:
+    """Opaque training state returned by a training-mode forward; pass it to lstm_backward."""
+
+    strategy: str
+    config: LSTMConfig
+    caller_module: object
+    data: object
+
+
+@dataclass
+class LSTMOutput:
+    y: object          # [T, B, D*H] (TNC) or [B, T, D*H] (NTC)
+    h: object          # [L*D, B, H]
+    c: object          # [L*D, B, H]
+    reserve: Reserve | None
+    strategy: str
+    reason: str
+
+
+@dataclass
+class LSTMGradients:
+    dx: object
+    dh0: object
+    dc0: object
+    dweights: list     # LayerWeights per (layer, direction), framework layout
+
+
+def _check_array(name, a, shape, dtype):
+    expect(hasattr(a, "shape") and hasattr(a, "dtype"), name, "a NumPy or CuPy array", type(a).__name__)
+    expect(len(a.shape) == len(shape), f"{name} rank", f"{len(shape)} ({shape})", f"{len(a.shape)} {tuple(a.shape)}")
+    expect(tuple(a.shape) == tuple(shape), f"{name} shape", tuple(shape), tuple(a.shape))
+    expect(str(a.dtype) == dtype, f"{name} dtype", dtype, str(a.dtype))
+
+
+def make_config(x, weights, bidirectional=False, layout="TNC") -> LSTMConfig:
+    """Infer the LSTMConfig of a call from its input and weights, validating both."""
+    expect(hasattr(x, "shape") and hasattr(x, "dtype"), "x", "a NumPy or CuPy array", type(x).__name__)
+    expect(len(x.shape) == 3, "x rank", f"3 ({layout})", f"{len(x.shape)} {tuple(x.shape)}")
+    try:
+        normalize_dtype(x.dtype)
+    except ConfigError:
+        raise ConfigError(f"x dtype: expected a floating type (float16, bfloat16, float32, float64), got {x.dtype}")
+    expect(layout in ("TNC", "NTC"), "layout", "'TNC' or 'NTC'", repr(layout))
+    steps, batch = (x.shape[0], x.shape[1]) if layout == "TNC" else (x.shape[1], x.shape[0])
+    config = config_from_weights(weights, bidirectional, batch=int(batch), seq_len=int(steps), layout=layout)
+    expect(x.shape[2] == config.input_size, "x feature size (last axis)", config.input_size, x.shape[2])
+    expect(str(x.dtype) == config.dtype, "x dtype", f"the weights' dtype {config.dtype}", str(x.dtype))
+    validate_weights(config, weights)
+    return config
+
+
+def _time_major(a, layout):
+    return a if layout == "TNC" else a.swapaxes(0, 1)
+
+
+def lstm_forward(x, weights, h0=None, c0=None, *, bidirectional=False, layout="TNC",
+                 strategy="auto", training=False, dropout=0.0, seed=None) -> LSTMOutput:
+    """Run a multi-layer LSTM over ``x``.
+
+    weights: list of LayerWeights(w_ih [4H,K], w_hh [4H,H], b_ih [4H], b_hh [4H]) per
+    (layer, direction), layer-major; gates ordered i, f, g, o as in MXNet and PyTorch.
+    h0, c0: [L*D, B, H] or None (zeros). dropout applies between layers when training.
+    """
+    config = make_config(x, weights, bidirectional, layout)
+    for name, state in (("h0", h0), ("c0", c0)):
+        if state is not None:
+            _check_array(name, state, config.state_shape, config.dtype)
+    expect(0.0 <= dropout < 1.0, "dropout", "a probability in [0, 1)", dropout)
+    chosen = plan(config, strategy, training)
+    engine = get_engine(chosen.strategy)
+    caller = module_of(x)
+    xp = np if engine.device == "cpu" else module_of_gpu()
+    x_e = to_module(_time_major(x, layout), xp)
+    w_e = [LayerWeights(*(to_module(a, xp) for a in w)) for w in weights]
+    zeros = xp.zeros(config.state_shape, dtype=x_e.dtype)
+    h0_e = zeros if h0 is None else to_module(h0, xp)
+    c0_e = zeros if c0 is None else to_module(c0, xp)
+    rng = np.random.default_rng(seed)
+    y, h, c, data = engine.forward(config, x_e, w_e, h0_e, c0_e, training=training, dropout=dropout, rng=rng)
+    y = _time_major(to_module(y, caller), layout)
+    reserve = Reserve(chosen.strategy, config, caller, data) if training else None
+    dtype = x.dtype
+    return LSTMOutput(y.astype(dtype, copy=False), to_module(h, caller).astype(dtype, copy=False),
+                      to_module(c, caller).astype(dtype, copy=False), reserve, chosen.strategy, chosen.reason)
+
+
+def module_of_gpu():
+    from .arrays import cupy_or_none
+    return cupy_or_none()
+
+
+def lstm_backward(reserve: Reserve, dy, dh=None, dc=None) -> LSTMGradients:
+    """Gradients of x, h0, c0 and every weight, given dL/dy and optionally dL/dhT, dL/dcT."""
+    expect(isinstance(reserve, Reserve), "reserve", "the Reserve of a training-mode lstm_forward",
+           type(reserve).__name__)
+    config = reserve.config
+    _check_array("dy", dy, config.output_shape, config.dtype)
+    for name, grad in (("dh", dh), ("dc", dc)):
+        if grad is not None:
+            _check_array(name, grad, config.state_shape, config.dtype)
+    engine = get_engine(reserve.strategy)
+    xp = np if engine.device == "cpu" else module_of_gpu()
+    dy_e = to_module(_time_major(dy, config.layout), xp)
+    zeros = xp.zeros(config.state_shape, dtype=dy_e.dtype)
+    dh_e = zeros if dh is None else to_module(dh, xp)
+    dc_e = zeros if dc is None else to_module(dc, xp)
+    dx, dh0, dc0, dweights = engine.backward(reserve.data, dy_e, dh_e, dc_e)
+    back = reserve.caller_module
+    cast = lambda a: to_module(a, back).astype(dy.dtype, copy=False)  # noqa: E731
+    return LSTMGradients(_time_major(cast(dx), config.layout), cast(dh0), cast(dc0),
+                         [LayerWeights(*(cast(a) for a in w)) for w in dweights])

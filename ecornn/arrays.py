@@ -1,0 +1,46 @@
+"""Array-module helpers: which module an array belongs to, and moving arrays host <-> GPU.
+
+CuPy is optional; nothing here imports it until a CuPy array or a GPU is asked about.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+
+@functools.lru_cache(maxsize=None)
+def cupy_or_none():
+    try:
+        import cupy
+    except Exception:  # not installed, or no CUDA libraries on this machine
+        return None
+    return cupy
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_available() -> bool:
+    """True when CuPy imports and sees at least one CUDA device."""
+    cupy = cupy_or_none()
+    if cupy is None:
+        return False
+    try:
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+def is_gpu_array(a) -> bool:
+    cupy = cupy_or_none() if type(a).__module__.startswith("cupy") else None
+    return cupy is not None and isinstance(a, cupy.ndarray)
+
+
+def module_of(a):
+    return cupy_or_none() if is_gpu_array(a) else np
+
+
+def to_module(a, xp):
+    """Move ``a`` (or None) to array module ``xp`` (numpy or cupy), copying only if needed."""
+    if a is None or module_of(a) is xp:
+        return a
+    return a.get() if xp is np else xp.asarray(a)

@@ -1,0 +1,133 @@
+"""Standalone throughput runner: ``python -m ecornn.run [options]``.
+
+Runs one configured LSTM on the best available backend (or the strategy asked for), and prints
+microseconds per timestep, TFLOP/s, and which strategy ran and why. ``--json PATH`` saves the record.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+
+import numpy as np
+
+from . import __version__
+from .api import lstm_backward, lstm_forward
+from .arrays import cupy_or_none, gpu_available
+from .config import LSTMConfig
+from .errors import EcornnError
+from .progress import Progress
+from .weights import init_weights, to_dtype
+
+CPU_DEFAULT = dict(hidden=128, batch=4, seq_len=32, iterations=5)
+GPU_DEFAULT = dict(hidden=1024, batch=8, seq_len=256, iterations=20)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m ecornn.run", description=__doc__.splitlines()[0])
+    p.add_argument("--hidden", type=int, help="hidden size H (default: 1024 on a GPU, 128 on CPU)")
+    p.add_argument("--input", type=int, help="input size (default: = hidden)")
+    p.add_argument("--batch", type=int)
+    p.add_argument("--seq-len", type=int)
+    p.add_argument("--layers", type=int, default=1)
+    p.add_argument("--bidirectional", action="store_true")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64", "float16", "bfloat16"])
+    p.add_argument("--strategy", default="auto", choices=["auto", "reference", "fused", "persistent"])
+    p.add_argument("--iterations", type=int)
+    p.add_argument("--training", action="store_true", help="time forward + backward")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", metavar="PATH", help="write the result record as JSON")
+    return p
+
+
+def resolve_config(args) -> tuple:
+    on_gpu = gpu_available() and args.strategy != "reference"
+    default = GPU_DEFAULT if on_gpu else CPU_DEFAULT
+    hidden = args.hidden or default["hidden"]
+    config = LSTMConfig(input_size=args.input or hidden, hidden_size=hidden, num_layers=args.layers,
+                        bidirectional=args.bidirectional, dtype=args.dtype,
+                        batch=args.batch or default["batch"], seq_len=args.seq_len or default["seq_len"])
+    iterations = args.iterations or default["iterations"]
+    if iterations <= 0:
+        raise EcornnError(f"--iterations: expected a positive int, got {iterations}")
+    return config, iterations, on_gpu
+
+
+def _inputs(config: LSTMConfig, seed: int, xp):
+    rng = np.random.default_rng(seed)
+    weights = init_weights(config, seed=seed, xp=xp)
+    make = lambda shape: to_dtype(rng.standard_normal(shape), config.dtype, xp)  # noqa: E731
+    return weights, make(config.input_shape), make(config.state_shape), make(config.state_shape), \
+        make(config.output_shape)
+
+
+def time_config(config, strategy, iterations, training, seed=0, xp=np, progress=True) -> dict:
+    """Median wall time of forward (and backward) over ``iterations`` after one warm-up."""
+    weights, x, h0, c0, dy = _inputs(config, seed, xp)
+    sync = (lambda: xp.cuda.runtime.deviceSynchronize()) if xp is not np else (lambda: None)
+
+    def once():
+        out = lstm_forward(x, weights, h0, c0, strategy=strategy, training=training)
+        if training:
+            lstm_backward(out.reserve, dy)
+        return out
+
+    first = once()
+    sync()
+    bar = Progress(iterations, f"{first.strategy}") if progress else None
+    times = []
+    for _ in range(iterations):
+        start = time.perf_counter()
+        once()
+        sync()
+        times.append(time.perf_counter() - start)
+        if bar:
+            bar.update()
+    if bar:
+        bar.close()
+    seconds = float(np.median(times))
+    flops = config.flops_per_step() * config.seq_len * (3.0 if training else 1.0)
+    return {"strategy": first.strategy, "reason": first.reason,
+            "us_per_step": seconds * 1e6 / config.seq_len, "tflops": flops / seconds / 1e12,
+            "seconds_per_iteration": seconds, "iterations": iterations}
+
+
+def device_name(on_gpu: bool) -> str:
+    if on_gpu:
+        props = cupy_or_none().cuda.runtime.getDeviceProperties(0)
+        return props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    return f"CPU ({platform.processor() or platform.machine()})"
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config, iterations, on_gpu = resolve_config(args)
+        if not on_gpu:
+            print("no CUDA GPU found: running the NumPy reference on a small default problem",
+                  file=sys.stderr) if not gpu_available() else None
+        xp = cupy_or_none() if on_gpu else np
+        result = time_config(config, args.strategy, iterations, args.training, args.seed, xp)
+    except EcornnError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    record = {"config": config.__dict__, "training": args.training, "device": device_name(on_gpu),
+              "ecornn": __version__, "numpy": np.__version__, **result}
+    mode = "forward+backward" if args.training else "forward"
+    print(f"{config.dtype} H={config.hidden_size} I={config.input_size} B={config.batch} "
+          f"T={config.seq_len} layers={config.num_layers} dirs={config.num_directions} {mode} "
+          f"on {record['device']}")
+    print(f"strategy: {result['strategy']} ({result['reason']})")
+    print(f"{result['us_per_step']:.2f} us/step, {result['tflops']:.4f} TFLOP/s "
+          f"(median of {iterations})")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(record, fh, indent=2)
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

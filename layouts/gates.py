@@ -1,0 +1,54 @@
+"""Gate-blocked <-> gate-interleaved rows, and per-block tiles of whole hidden units.
+
+Framework (gate-blocked) rows of a [4H, ...] array: ``q*H + j`` for gate q in (i, f, g, o) and
+hidden unit j. Gate-interleaved rows: ``4*j + q``, so the four gate rows of unit j are adjacent and
+a block or warp that owns unit j computes all its gates without exchanging data.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def _split_rows(a, hidden: int):
+    if a.shape[0] != 4 * hidden:
+        raise ValueError(f"leading axis: expected 4*hidden = {4 * hidden} rows, got {a.shape[0]}")
+    return a.reshape((4, hidden) + tuple(a.shape[1:]))
+
+
+def gate_interleave(a, hidden: int):
+    """[4H, ...] gate-blocked -> [4H, ...] gate-interleaved (row 4*j+q <- row q*H+j)."""
+    return _split_rows(a, hidden).swapaxes(0, 1).reshape(a.shape)
+
+
+def gate_deinterleave(a, hidden: int):
+    """Inverse of gate_interleave."""
+    if a.shape[0] != 4 * hidden:
+        raise ValueError(f"leading axis: expected 4*hidden = {4 * hidden} rows, got {a.shape[0]}")
+    return a.reshape((hidden, 4) + tuple(a.shape[1:])).swapaxes(0, 1).reshape(a.shape)
+
+
+def interleaved_permutation(hidden: int) -> np.ndarray:
+    """Index array p with gate_interleave(a) == a[p]."""
+    return gate_interleave(np.arange(4 * hidden), hidden)
+
+
+def block_tiles(a, hidden: int, units_per_block: int, xp=None):
+    """Gate-blocked [4H, K] -> [num_blocks, 4*units_per_block, K]: block b holds the four gate
+    rows (interleaved) of units b*U .. b*U+U-1. Units past H are zero rows (padding)."""
+    xp = xp or _module(a)
+    blocks = -(-hidden // units_per_block)
+    rows = gate_interleave(a, hidden)
+    pad = blocks * units_per_block - hidden
+    if pad:
+        rows = xp.concatenate([rows, xp.zeros((4 * pad,) + tuple(a.shape[1:]), a.dtype)], axis=0)
+    return rows.reshape((blocks, 4 * units_per_block) + tuple(a.shape[1:]))
+
+
+def unblock_tiles(tiles, hidden: int):
+    """Inverse of block_tiles (drops the padding units)."""
+    rows = tiles.reshape((-1,) + tuple(tiles.shape[2:]))[: 4 * hidden]
+    return gate_deinterleave(rows, hidden)
+
+
+def _module(a):
+    return np if isinstance(a, np.ndarray) else __import__("cupy")

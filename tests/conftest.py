@@ -1,0 +1,22 @@
+import numpy as np
+import pytest
+
+from ecornn.arrays import gpu_available
+
+
+def pytest_collection_modifyitems(config, items):
+    if gpu_available():
+        return
+    skip = pytest.mark.skip(reason="no CUDA GPU (CuPy with a device) on this machine")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def rng(request):
+    """A fresh, differently seeded generator per test; the seed is printed on failure."""
+    seed = np.random.SeedSequence().entropy % (2**32)
+    request.node.user_properties.append(("seed", seed))
+    print(f"rng seed {seed}")
+    return np.random.default_rng(seed)
