@@ -29,6 +29,20 @@ class Reserve:
 
 
 @dataclass
+class PreparedWeights:
+    """Weights already converted into one strategy's kernel layout (see ``prepare_weights``).
+
+    Converting once and reusing the result keeps layout transforms out of every call. The caller
+    owns freshness: after changing ``raw`` in place, prepare again.
+    """
+
+    strategy: str
+    bidirectional: bool
+    raw: list          # framework-layout LayerWeights the data was made from
+    data: object       # engine-specific
+
+
+@dataclass
 class LSTMOutput:
     y: object          # [T, B, D*H] (TNC) or [B, T, D*H] (NTC)
     h: object          # [L*D, B, H]
@@ -70,6 +84,18 @@ def make_config(x, weights, bidirectional=False, layout="TNC") -> LSTMConfig:
     return config
 
 
+def prepare_weights(weights, *, strategy, bidirectional=False) -> PreparedWeights:
+    """Convert framework-layout weights once for ``strategy`` (a GPU engine); pass the result to
+    lstm_forward as ``weights`` to skip the per-call conversion."""
+    engine = get_engine(strategy)
+    config = config_from_weights(weights, bidirectional, batch=1, seq_len=1)
+    validate_weights(config, weights)
+    xp = np if engine.device == "cpu" else module_of_gpu()
+    w_e = [LayerWeights(*(to_module(a, xp) for a in w)) for w in weights]
+    data = engine.prepare(config, w_e) if hasattr(engine, "prepare") else None
+    return PreparedWeights(strategy, bidirectional, list(weights), data)
+
+
 def _time_major(a, layout):
     return a if layout == "TNC" else a.swapaxes(0, 1)
 
@@ -82,6 +108,14 @@ def lstm_forward(x, weights, h0=None, c0=None, *, bidirectional=False, layout="T
     (layer, direction), layer-major; gates ordered i, f, g, o as in MXNet and PyTorch.
     h0, c0: [L*D, B, H] or None (zeros). dropout applies between layers when training.
     """
+    prepared = None
+    if isinstance(weights, PreparedWeights):
+        prepared, weights = weights, weights.raw
+        expect(prepared.bidirectional == bidirectional, "bidirectional",
+               f"{prepared.bidirectional} (as the weights were prepared)", bidirectional)
+        expect(strategy in ("auto", prepared.strategy), "strategy",
+               f"'auto' or {prepared.strategy!r} (as the weights were prepared)", repr(strategy))
+        strategy = prepared.strategy
     config = make_config(x, weights, bidirectional, layout)
     for name, state in (("h0", h0), ("c0", c0)):
         if state is not None:
@@ -97,7 +131,9 @@ def lstm_forward(x, weights, h0=None, c0=None, *, bidirectional=False, layout="T
     h0_e = zeros if h0 is None else to_module(h0, xp)
     c0_e = zeros if c0 is None else to_module(c0, xp)
     rng = np.random.default_rng(seed)
-    y, h, c, data = engine.forward(config, x_e, w_e, h0_e, c0_e, training=training, dropout=dropout, rng=rng)
+    extra = {"prepared": prepared.data} if prepared is not None else {}
+    y, h, c, data = engine.forward(config, x_e, w_e, h0_e, c0_e, training=training,
+                                   dropout=dropout, rng=rng, **extra)
     y = _time_major(to_module(y, caller), layout)
     reserve = Reserve(chosen.strategy, config, caller, data) if training else None
     dtype = x.dtype
