@@ -34,7 +34,7 @@ test-np1: $(VENV)/.ready
 	$(PY) -m pytest -q
 
 test-np2: $(VENV2)/.ready
-	$(PY2) -m pytest -q
+	$(PY2) -m pytest -q -m "not kernel_build"
 
 clean:
 	rm -rf $(VENV) $(VENV2) build *.egg-info

@@ -45,11 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
 def resolve_config(args) -> tuple:
     on_gpu = gpu_available() and args.strategy != "reference"
     default = GPU_DEFAULT if on_gpu else CPU_DEFAULT
-    hidden = args.hidden or default["hidden"]
-    config = LSTMConfig(input_size=args.input or hidden, hidden_size=hidden, num_layers=args.layers,
+    pick = lambda value, key: default[key] if value is None else value  # noqa: E731
+    hidden = pick(args.hidden, "hidden")
+    config = LSTMConfig(input_size=hidden if args.input is None else args.input, hidden_size=hidden, num_layers=args.layers,
                         bidirectional=args.bidirectional, dtype=args.dtype,
-                        batch=args.batch or default["batch"], seq_len=args.seq_len or default["seq_len"])
-    iterations = args.iterations or default["iterations"]
+                        batch=pick(args.batch, "batch"), seq_len=pick(args.seq_len, "seq_len"))
+    iterations = pick(args.iterations, "iterations")
     if iterations <= 0:
         raise EcornnError(f"--iterations: expected a positive int, got {iterations}")
     return config, iterations, on_gpu
@@ -69,7 +70,8 @@ def time_config(config, strategy, iterations, training, seed=0, xp=np, progress=
     sync = (lambda: xp.cuda.runtime.deviceSynchronize()) if xp is not np else (lambda: None)
 
     def once():
-        out = lstm_forward(x, weights, h0, c0, strategy=strategy, training=training)
+        out = lstm_forward(x, weights, h0, c0, bidirectional=config.bidirectional,
+                           strategy=strategy, training=training)
         if training:
             lstm_backward(out.reserve, dy)
         return out
@@ -105,9 +107,9 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         config, iterations, on_gpu = resolve_config(args)
-        if not on_gpu:
+        if not gpu_available():
             print("no CUDA GPU found: running the NumPy reference on a small default problem",
-                  file=sys.stderr) if not gpu_available() else None
+                  file=sys.stderr)
         xp = cupy_or_none() if on_gpu else np
         result = time_config(config, args.strategy, iterations, args.training, args.seed, xp)
     except EcornnError as exc:
