@@ -1,16 +1,22 @@
 """Which strategy runs a call, and why.
 
-This is the first planner: an explicit strategy is honoured (or raises NotSupported); "auto" tries
-the GPU strategies in order of preference and falls back to the reference. The cost-model planner
-replaces ``_preference`` without changing ``plan``'s contract.
+``plan(config, strategy, training, device)`` excludes the strategies that cannot run the problem
+on the device (with the reason), predicts µs per timestep for the rest with the cost model, and
+picks the fastest. Without a GPU the plan is the reference. An explicit strategy is honoured or
+raises NotSupported naming the limit.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
+from . import costmodel
 from .config import LSTMConfig
+from .devices import DeviceSpec, current
 from .engines import STRATEGIES, get_engine
 from .errors import ConfigError, NotSupported
+
+GPU_STRATEGIES = ("persistent", "fused")
 
 
 @dataclass
@@ -18,34 +24,93 @@ class Plan:
     strategy: str
     reason: str
     predicted_us_per_step: float | None = None
-    rejected: dict = field(default_factory=dict)  # strategy -> why it was not chosen
+    kernel_config: dict = field(default_factory=dict)
+    rejected: dict = field(default_factory=dict)      # strategy -> why it cannot run
+    predictions: dict = field(default_factory=dict)   # strategy -> predicted µs per step
+    device: str = "cpu"
 
     def __str__(self):
         return f"{self.strategy}: {self.reason}"
 
 
-def _preference(config: LSTMConfig) -> list:
-    # Small batches keep the weights on-chip; larger ones amortise per-step GEMMs.
-    gpu = ["persistent", "fused"] if config.batch <= 32 else ["fused", "persistent"]
-    return gpu + ["reference"]
+def _mb(n: float) -> str:
+    return f"{n / 2**20:.1f} MB"
 
 
-def plan(config: LSTMConfig, strategy: str = "auto", training: bool = False) -> Plan:
-    if strategy != "auto":
-        if strategy not in STRATEGIES:
-            raise ConfigError(f"strategy: expected one of {STRATEGIES + ('auto',)}, got {strategy!r}")
-        engine = get_engine(strategy)  # raises NotSupported naming the limit
-        engine.check(config)
-        return Plan(strategy, "requested explicitly")
-    rejected = {}
-    for candidate in _preference(config):
+def weight_bytes(config: LSTMConfig) -> int:
+    """Recurrent weights of one layer (all directions) in the storage dtype."""
+    return config.num_directions * config.gate_size * config.hidden_size * costmodel.BYTES[config.dtype]
+
+
+def persistent_fit(config: LSTMConfig, device: DeviceSpec) -> dict:
+    """Kernel configuration for the persistent strategy on ``device`` or NotSupported."""
+    from .engines import persistent_capacity
+    return persistent_capacity.plan_launch(config, device.as_dict())
+
+
+def _feasible_kernel(strategy: str, config: LSTMConfig, device: DeviceSpec, live: bool) -> dict:
+    """Kernel configuration for ``strategy``, or raise NotSupported with the reason."""
+    if live:
+        get_engine(strategy).check(config)  # engine importable, GPU present, dtype supported
+    if strategy == "persistent":
+        return persistent_fit(config, device)
+    return {}
+
+
+def _predict(strategy, config, device, kernel, training, consts) -> float:
+    if strategy == "persistent":
+        return costmodel.predict_persistent_us(config, device, kernel.get("blocks", device.sm_count),
+                                               training, consts)
+    return costmodel.predict_fused_us(config, device, training, consts)
+
+
+@functools.lru_cache(maxsize=4)
+def _constants_for(device_name: str) -> tuple:
+    from .calibrate import versions  # lazy: versions reads cupy/torch if present
+    return costmodel.load_constants(device_name, versions())
+
+
+def _explain(choice, config, device, predictions, rejected) -> str:
+    others = ", ".join(f"{s} {us:.1f}" for s, us in predictions.items() if s != choice)
+    why = f"predicted {predictions[choice]:.1f} µs/step" + (f" vs {others}" if others else "")
+    if choice == "persistent":
+        why = (f"weights {_mb(weight_bytes(config))} per layer fit on-chip (capacity "
+               f"{_mb(device.onchip_bytes)} on {device.sm_count} SMs); " + why)
+    elif choice == "fused" and "persistent" in rejected:
+        why += f"; persistent excluded: {rejected['persistent']}"
+    return why
+
+
+def plan(config: LSTMConfig, strategy: str = "auto", training: bool = False,
+         device: DeviceSpec | None = None, constants: costmodel.CostConstants | None = None) -> Plan:
+    """Choose the strategy for ``config``. ``device``: a DeviceSpec to plan for (default: the
+    current GPU, or the reference when there is none)."""
+    if strategy not in STRATEGIES + ("auto",):
+        raise ConfigError(f"strategy: expected one of {STRATEGIES + ('auto',)}, got {strategy!r}")
+    live = device is None
+    device = device or current()
+    if strategy == "reference" or (device is None and strategy == "auto"):
+        why = "requested explicitly" if strategy == "reference" else "no CUDA GPU: the NumPy reference runs"
+        return Plan("reference", why, costmodel.predict_reference_us(config, training))
+    if device is None:
+        get_engine(strategy)  # raises NotSupported: no GPU
+    consts = constants or _constants_for(device.name)[0]
+    candidates = GPU_STRATEGIES if strategy == "auto" else (strategy,)
+    kernels, predictions, rejected = {}, {}, {}
+    for name in candidates:
         try:
-            get_engine(candidate).check(config)
+            kernels[name] = _feasible_kernel(name, config, device, live)
         except NotSupported as exc:
-            rejected[candidate] = exc.reason
+            rejected[name] = exc.reason
             continue
-        why = "only strategy that runs here" if candidate == "reference" else "first feasible GPU strategy"
-        if rejected:
-            why += "; " + "; ".join(f"{k} excluded: {v}" for k, v in rejected.items())
-        return Plan(candidate, why, rejected=rejected)
-    raise NotSupported("auto", "no strategy can run this configuration: " + str(rejected))
+        predictions[name] = _predict(name, config, device, kernels[name], training, consts)
+    if not predictions:
+        if strategy != "auto":
+            raise NotSupported(strategy, rejected[strategy])
+        return Plan("reference", "no GPU strategy can run this: " +
+                    "; ".join(f"{k}: {v}" for k, v in rejected.items()),
+                    costmodel.predict_reference_us(config, training), rejected=rejected, device=device.name)
+    choice = min(predictions, key=predictions.get)
+    reason = "requested explicitly; " if strategy != "auto" else ""
+    reason += _explain(choice, config, device, predictions, rejected)
+    return Plan(choice, reason, predictions[choice], kernels[choice], rejected, predictions, device.name)

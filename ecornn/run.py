@@ -1,7 +1,10 @@
-"""Standalone throughput runner: ``python -m ecornn.run [options]``.
+"""Standalone throughput runner.
 
-Runs one configured LSTM on the best available backend (or the strategy asked for), and prints
-microseconds per timestep, TFLOP/s, and which strategy ran and why. ``--json PATH`` saves the record.
+``python -m ecornn.run [options]``: one configured LSTM on the best available backend (or the
+strategy asked for); prints µs per timestep, TFLOP/s, and which strategy ran and why.
+``python -m ecornn.run sweep [options]``: a grid of hidden/batch/dtype/mode, every strategy, cuDNN
+and the planner's pick; table, --json, --csv, --plot.
+``python -m ecornn.run calibrate``: fit the planner's cost model on this GPU and cache it.
 """
 from __future__ import annotations
 
@@ -9,16 +12,16 @@ import argparse
 import json
 import platform
 import sys
-import time
 
 import numpy as np
 
 from . import __version__
-from .api import lstm_backward, lstm_forward
+from .api import lstm_backward, lstm_forward, prepare_weights
 from .arrays import cupy_or_none, gpu_available
 from .config import LSTMConfig
 from .errors import EcornnError
 from .progress import Progress
+from .timing import median_seconds
 from .weights import init_weights, to_dtype
 
 CPU_DEFAULT = dict(hidden=128, batch=4, seq_len=32, iterations=5)
@@ -65,31 +68,23 @@ def _inputs(config: LSTMConfig, seed: int, xp):
 
 
 def time_config(config, strategy, iterations, training, seed=0, xp=np, progress=True) -> dict:
-    """Median wall time of forward (and backward) over ``iterations`` after one warm-up."""
+    """Median time of one forward (and backward) call over ``iterations`` after warm-up."""
     weights, x, h0, c0, dy = _inputs(config, seed, xp)
-    sync = (lambda: xp.cuda.runtime.deviceSynchronize()) if xp is not np else (lambda: None)
+    first = lstm_forward(x, weights, h0, c0, bidirectional=config.bidirectional, strategy=strategy,
+                         training=training)
+    if first.strategy != "reference":  # convert weights to the kernel layout once, as a model would
+        weights = prepare_weights(weights, strategy=first.strategy, bidirectional=config.bidirectional)
 
     def once():
         out = lstm_forward(x, weights, h0, c0, bidirectional=config.bidirectional,
-                           strategy=strategy, training=training)
+                           strategy=first.strategy, training=training)
         if training:
             lstm_backward(out.reserve, dy)
-        return out
 
-    first = once()
-    sync()
-    bar = Progress(iterations, f"{first.strategy}") if progress else None
-    times = []
-    for _ in range(iterations):
-        start = time.perf_counter()
-        once()
-        sync()
-        times.append(time.perf_counter() - start)
-        if bar:
-            bar.update()
+    bar = Progress(iterations, first.strategy) if progress else None
+    seconds = median_seconds(once, iterations, xp, on_iteration=bar.update if bar else None)
     if bar:
         bar.close()
-    seconds = float(np.median(times))
     flops = config.flops_per_step() * config.seq_len * (3.0 if training else 1.0)
     return {"strategy": first.strategy, "reason": first.reason,
             "us_per_step": seconds * 1e6 / config.seq_len, "tflops": flops / seconds / 1e12,
@@ -104,6 +99,12 @@ def device_name(on_gpu: bool) -> str:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "sweep":
+        return sweep_main(argv[1:])
+    if argv and argv[0] == "calibrate":
+        from .calibrate import main as calibrate_main
+        return calibrate_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         config, iterations, on_gpu = resolve_config(args)
@@ -128,6 +129,75 @@ def main(argv=None) -> int:
         with open(args.json, "w") as fh:
             json.dump(record, fh, indent=2)
         print(f"wrote {args.json}")
+    return 0
+
+
+def _int_list(text: str) -> list:
+    try:
+        values = [int(v) for v in text.split(",") if v]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive ints, got {text!r}")
+    if not values or min(values) <= 0:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive ints, got {text!r}")
+    return values
+
+
+def _choice_list(choices):
+    def parse(text: str) -> list:
+        values = [v for v in text.split(",") if v]
+        bad = [v for v in values if v not in choices]
+        if not values or bad:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated subset of {list(choices)}, got {text!r}")
+        return values
+    return parse
+
+
+def build_sweep_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m ecornn.run sweep",
+                                description="Time a grid of problems with every strategy.")
+    p.add_argument("--hidden", type=_int_list, help="comma-separated hidden sizes")
+    p.add_argument("--batch", type=_int_list, help="comma-separated batch sizes")
+    p.add_argument("--dtype", type=_choice_list(("float32", "float64", "float16", "bfloat16")))
+    p.add_argument("--mode", type=_choice_list(("inference", "training")), default=["inference"])
+    p.add_argument("--strategies", type=_choice_list(("reference", "fused", "persistent")))
+    p.add_argument("--seq-len", type=int)
+    p.add_argument("--iterations", type=int)
+    p.add_argument("--no-torch", action="store_true", help="skip the torch.nn.LSTM (cuDNN) column")
+    p.add_argument("--json", metavar="PATH")
+    p.add_argument("--csv", metavar="PATH")
+    p.add_argument("--plot", metavar="PNG")
+    return p
+
+
+def sweep_main(argv) -> int:
+    from . import sweep
+    args = build_sweep_parser().parse_args(argv)
+    gpu = gpu_available()
+    xp = cupy_or_none() if gpu else np
+    defaults = (dict(hidden=[256, 1024], batch=[1, 8, 64], dtype=["float32"], strategies=["persistent", "fused"],
+                     seq_len=256, iterations=10) if gpu else
+                dict(hidden=[32, 64], batch=[1, 4], dtype=["float32"], strategies=["reference"],
+                     seq_len=16, iterations=2))
+    if not gpu:
+        print("no CUDA GPU found: sweeping the NumPy reference on a small grid", file=sys.stderr)
+    pick = lambda name: getattr(args, name) or defaults[name]  # noqa: E731
+    strategies = pick("strategies")
+    cells = sweep.run_sweep(pick("hidden"), pick("batch"), pick("dtype"), args.mode, strategies,
+                            pick("seq_len"), pick("iterations"), xp, time_config,
+                            with_torch=False if args.no_torch else None)
+    print(sweep.format_table(cells, strategies))
+    quality = sweep.pick_quality(cells)
+    if quality.get("cells"):
+        print(f"planner: pick within 10% of the fastest in {quality['within_10pct']:.0%} of "
+              f"{quality['cells']} cells; worst pick/best {quality['worst']:.2f}")
+    meta = {"device": device_name(gpu), "ecornn": __version__, "numpy": np.__version__,
+            "seq_len": pick("seq_len"), "iterations": pick("iterations")}
+    if args.json:
+        sweep.write_json(cells, args.json, meta)
+    if args.csv:
+        sweep.write_csv(cells, args.csv)
+    if args.plot:
+        sweep.plot(cells, args.plot, strategies, sync_floor_us=1.18 if gpu else None)
     return 0
 
 

@@ -1,0 +1,131 @@
+"""A cost model with a physical shape: predicted microseconds per timestep for each GPU strategy.
+
+persistent, per layer and step:  sync + exchange + recurrent FLOPs / (blocks x per-SM rate x eff)
+fused, per layer and step:       max(launch floor, GEMM time) + pointwise, where the GEMM is bound
+                                 by FLOPs at the unit's rate x efficiency(batch) or by re-reading the
+                                 weights (from L2 when they fit, else HBM)
+plus the input projection of all timesteps (one large GEMM), amortised per step. Training adds the
+backward recurrence (about the forward's cost again) and the weight-gradient GEMMs.
+
+The few constants are calibrated on the device (``python -m ecornn.run calibrate``) and cached per
+device name and versions; without a cache, the defaults below (measured on an H100) apply.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import LSTMConfig
+from .devices import DeviceSpec
+
+BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
+
+
+@dataclass(frozen=True)
+class CostConstants:
+    grid_sync_us: float = 1.2             # one grid-wide barrier (H100, 132 blocks)
+    persistent_exchange_us: float = 0.6   # h through L2 + pointwise + loop overhead per step
+    persistent_efficiency: float = 0.35   # fraction of the FMA/MMA peak reached inside the loop
+    launch_us: float = 2.0                # one graph-replayed kernel node (GEMM or pointwise)
+    gemm_efficiency: float = 0.6          # large-GEMM fraction of peak
+    l2_bandwidth_gbs: float = 9000.0      # weights re-read per step when they fit in L2
+    backward_factor: float = 1.3          # backward recurrence / forward recurrence
+    call_overhead_us: float = 40.0        # per call (Python, planning, launches outside the loop)
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+DEFAULTS = CostConstants()
+
+
+def _rate_tflops(config: LSTMConfig, device: DeviceSpec, tensor: bool) -> float:
+    if config.dtype in ("float16", "bfloat16") and tensor:
+        return device.tensor_tflops
+    return device.fp32_tflops
+
+
+def _gemm_us(flops: float, config, device, consts) -> float:
+    return flops / (_rate_tflops(config, device, True) * 1e12 * consts.gemm_efficiency) * 1e6
+
+
+def _per_layer_inputs(config: LSTMConfig):
+    for layer in range(config.num_layers):
+        yield layer, config.layer_input_size(layer)
+
+
+def predict_persistent_us(config: LSTMConfig, device: DeviceSpec, blocks: int,
+                          training: bool = False, consts: CostConstants = DEFAULTS) -> float:
+    """Predicted µs per timestep; ``blocks`` is the grid the capacity model chose."""
+    rate = _rate_tflops(config, device, tensor=True) * 1e12 * consts.persistent_efficiency
+    per_block_rate = rate / device.sm_count
+    total = 0.0
+    for _, k_in in _per_layer_inputs(config):
+        recurrent = 2.0 * config.batch * config.gate_size * config.hidden_size * config.num_directions
+        step = consts.grid_sync_us + consts.persistent_exchange_us + recurrent / (blocks * per_block_rate) * 1e6
+        projection = _gemm_us(2.0 * config.batch * config.gate_size * k_in * config.num_directions,
+                              config, device, consts)
+        total += step + projection
+        if training:
+            total += consts.backward_factor * step + 2 * projection + _gemm_us(
+                2.0 * config.batch * config.gate_size * config.hidden_size * config.num_directions,
+                config, device, consts)
+    return total + consts.call_overhead_us / config.seq_len
+
+
+def predict_fused_us(config: LSTMConfig, device: DeviceSpec, training: bool = False,
+                     consts: CostConstants = DEFAULTS) -> float:
+    weight_bytes = config.gate_size * config.hidden_size * BYTES[config.dtype]
+    bandwidth = consts.l2_bandwidth_gbs if weight_bytes * config.num_directions <= device.l2_bytes / 2 \
+        else device.mem_bandwidth_gbs
+    per_layer = []
+    for _, k_in in _per_layer_inputs(config):
+        flops = 2.0 * config.batch * config.gate_size * config.hidden_size
+        gemm = max(_gemm_us(flops, config, device, consts), weight_bytes / (bandwidth * 1e3))
+        step = max(consts.launch_us, gemm) + consts.launch_us  # GEMM node + pointwise node
+        projection = _gemm_us(2.0 * config.batch * config.gate_size * k_in, config, device, consts)
+        directions = config.num_directions
+        layer = directions * step / (1.6 if directions == 2 else 1.0) + directions * projection
+        if training:
+            layer += consts.backward_factor * directions * step + 2 * directions * projection \
+                + directions * _gemm_us(flops, config, device, consts)
+        per_layer.append(layer)
+    # wavefront: layers overlap, so the slowest layer dominates and the others add partly
+    slowest = max(per_layer)
+    return slowest + 0.35 * (sum(per_layer) - slowest) + consts.call_overhead_us / config.seq_len
+
+
+def predict_reference_us(config: LSTMConfig, training: bool = False) -> float:
+    """NumPy on a host core: about 5 GFLOP/s for these small per-step GEMMs."""
+    return config.flops_per_step() * (3.0 if training else 1.0) / 5e9 * 1e6
+
+
+# ---- calibration cache ------------------------------------------------------------------------
+def cache_dir() -> Path:
+    return Path(os.environ.get("ECORNN_CACHE", Path.home() / ".cache" / "ecornn"))
+
+
+def cache_key(device_name: str, versions: dict) -> str:
+    parts = [device_name] + [f"{k}-{v}" for k, v in sorted(versions.items())]
+    return "_".join("".join(c if c.isalnum() or c in ".-" else "-" for c in p) for p in parts)
+
+
+def load_constants(device_name: str, versions: dict) -> tuple:
+    """(constants, source): the calibrated constants for this device and versions, else DEFAULTS."""
+    path = cache_dir() / f"calibration_{cache_key(device_name, versions)}.json"
+    if path.exists():
+        data = json.loads(path.read_text())
+        known = {f.name for f in dataclasses.fields(CostConstants)}
+        return CostConstants(**{k: v for k, v in data["constants"].items() if k in known}), str(path)
+    return DEFAULTS, "defaults (H100)"
+
+
+def save_constants(device_name: str, versions: dict, consts: CostConstants, measurements: list) -> Path:
+    path = cache_dir() / f"calibration_{cache_key(device_name, versions)}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"device": device_name, "versions": versions,
+                                "constants": consts.to_json(), "measurements": measurements}, indent=2))
+    return path

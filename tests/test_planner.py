@@ -1,0 +1,73 @@
+"""Planner (CPU): feasibility on synthetic devices, explanations, explicit strategies."""
+import pytest
+
+from ecornn import LSTMConfig, NotSupported, plan
+from ecornn.arrays import gpu_available
+from ecornn.devices import A100, H100, SMALL_20SM, DeviceSpec
+
+needs_no_gpu = pytest.mark.skipif(gpu_available(), reason="checks the no-GPU path")
+
+
+def cfg(hidden, batch, dtype="float32", **kw):
+    return LSTMConfig(hidden, hidden, dtype=dtype, batch=batch, seq_len=256, **kw)
+
+
+@needs_no_gpu
+def test_without_gpu_the_plan_is_the_reference():
+    p = plan(cfg(512, 4))
+    assert p.strategy == "reference" and "no CUDA GPU" in p.reason
+    with pytest.raises(NotSupported, match="fused"):
+        plan(cfg(512, 4), strategy="fused")
+
+
+def test_small_batch_on_h100_is_persistent_with_reason():
+    p = plan(cfg(1024, 4), device=H100)
+    assert p.strategy == "persistent", p
+    assert "fit on-chip" in p.reason and "µs/step" in p.reason and "fused" in p.reason
+    assert p.kernel_config["blocks"] <= H100.sm_count
+    assert p.predictions["persistent"] < p.predictions["fused"]
+
+
+def test_large_batch_on_h100_is_fused():
+    p = plan(cfg(1024, 256), device=H100)
+    assert p.strategy == "fused", p
+    assert p.predicted_us_per_step == p.predictions["fused"]
+
+
+def test_capacity_limits_differ_by_device():
+    big = cfg(1536, 4)
+    assert plan(big, device=H100).strategy == "persistent"
+    small = plan(big, device=SMALL_20SM)
+    assert small.strategy == "fused"
+    assert "persistent" in small.rejected and small.rejected["persistent"]
+    assert "persistent excluded" in small.reason
+
+
+def test_every_synthetic_device_gets_feasible_plans():
+    for device in (H100, A100, SMALL_20SM):
+        for hidden in (64, 256, 1000):
+            for batch in (1, 3, 64):
+                p = plan(cfg(hidden, batch), device=device)
+                assert p.strategy in ("persistent", "fused")
+                if p.strategy == "persistent":
+                    k = p.kernel_config
+                    assert k["blocks"] <= device.sm_count * k.get("blocks_per_sm", 1)
+
+
+def test_explicit_strategy_that_does_not_fit_names_the_limit():
+    with pytest.raises(NotSupported) as err:
+        plan(cfg(4096, 4), strategy="persistent", device=H100)
+    assert err.value.strategy == "persistent" and err.value.reason
+
+
+def test_unknown_gpu_from_properties_is_planned():
+    props = {"name": b"Imaginary GPU", "major": 8, "minor": 9, "multiProcessorCount": 46,
+             "regsPerMultiprocessor": 65536, "regsPerBlock": 65536, "sharedMemPerMultiprocessor": 102400,
+             "sharedMemPerBlockOptin": 101376, "maxThreadsPerMultiProcessor": 1536,
+             "l2CacheSize": 50331648, "clockRate": 2_500_000, "memoryBusWidth": 256,
+             "memoryClockRate": 10_501_000}
+    device = DeviceSpec.from_properties(props)
+    assert device.name == "Imaginary GPU" and device.sm_count == 46
+    assert 600 < device.mem_bandwidth_gbs < 700
+    p = plan(cfg(512, 2), device=device)
+    assert p.strategy in ("persistent", "fused") and p.predicted_us_per_step > 0

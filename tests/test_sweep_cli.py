@@ -1,0 +1,78 @@
+"""Sweep and calibration on the CPU: argument errors, JSON/CSV shapes, the plot, model fitting."""
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from ecornn import LSTMConfig, costmodel
+from ecornn.calibrate import fit_constants
+from ecornn.devices import H100
+from ecornn.run import main
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--hidden", "0"], "expected comma-separated positive ints"),
+    (["--batch", "a,b"], "expected comma-separated positive ints"),
+    (["--dtype", "int8"], "expected a comma-separated subset"),
+    (["--mode", "train"], "expected a comma-separated subset"),
+])
+def test_sweep_argument_errors(args, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["sweep", *args])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_sweep_writes_json_and_csv(tmp_path, capsys):
+    j, c = tmp_path / "s.json", tmp_path / "s.csv"
+    assert main(["sweep", "--hidden", "8,16", "--batch", "1,2", "--seq-len", "3", "--iterations", "1",
+                 "--mode", "inference,training", "--strategies", "reference", "--no-torch",
+                 "--json", str(j), "--csv", str(c)]) == 0
+    out = capsys.readouterr().out
+    assert "reference us" in out and "pick" in out
+    data = json.loads(j.read_text())
+    assert len(data["cells"]) == 8 and data["quality"]["cells"] == 8
+    assert {"hidden", "batch", "dtype", "mode", "reference_us", "pick", "pick_over_best"} <= set(data["cells"][0])
+    assert all(cell["reference_us"] > 0 for cell in data["cells"])
+    rows = list(csv.DictReader(c.open()))
+    assert len(rows) == 8 and rows[0]["pick"] == "reference"
+    assert sorted({(r["hidden"], r["batch"], r["mode"]) for r in rows}) == sorted(
+        {(h, b, m) for h in ("8", "16") for b in ("1", "2") for m in ("inference", "training")})
+
+
+def test_sweep_plot_is_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "p.png"
+    assert main(["sweep", "--hidden", "8", "--batch", "1,2", "--seq-len", "2", "--iterations", "1",
+                 "--strategies", "reference", "--no-torch", "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_calibration_recovers_constants_from_synthetic_measurements():
+    truth = costmodel.CostConstants(persistent_exchange_us=0.9, persistent_efficiency=0.2,
+                                    launch_us=3.0, gemm_efficiency=0.4)
+    from ecornn.calibrate import FUSED_GRID, PERSISTENT_GRID, _predict
+    measurements = []
+    for strategy, grid in (("persistent", PERSISTENT_GRID), ("fused", FUSED_GRID)):
+        for hidden, batch in grid:
+            config = LSTMConfig(hidden, hidden, batch=batch, seq_len=256)
+            measurements.append({"strategy": strategy, "hidden": hidden, "batch": batch,
+                                 "dtype": "float32", "seq_len": 256,
+                                 "us_per_step": _predict(strategy, config, H100, truth)})
+    fitted = fit_constants(measurements, H100)
+    for m in measurements:
+        config = LSTMConfig(m["hidden"], m["hidden"], batch=m["batch"], seq_len=256)
+        assert np.isclose(_predict(m["strategy"], config, H100, fitted), m["us_per_step"], rtol=0.05)
+
+
+def test_constants_cache_round_trip(tmp_path, monkeypatch):
+    monkeypatch.setenv("ECORNN_CACHE", str(tmp_path))
+    versions = {"ecornn": "0.1.0", "cupy": "14.2.0"}
+    assert costmodel.load_constants("GPU X", versions)[0] == costmodel.DEFAULTS
+    consts = costmodel.CostConstants(launch_us=1.5)
+    path = costmodel.save_constants("GPU X", versions, consts, [])
+    assert path.exists()
+    loaded, source = costmodel.load_constants("GPU X", versions)
+    assert loaded == consts and source == str(path)
+    assert costmodel.load_constants("GPU X", {"ecornn": "0.2.0"})[0] == costmodel.DEFAULTS
