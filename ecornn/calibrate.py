@@ -29,10 +29,11 @@ def versions() -> dict:
 # Problems timed for calibration: small enough to take seconds, spread enough to pin the terms.
 PERSISTENT_GRID = [(256, 1), (256, 8), (1024, 1), (1024, 8), (512, 4)]
 FUSED_GRID = [(256, 16), (256, 128), (1024, 16), (1024, 128), (512, 64)]
+# fused first: the persistent prediction also uses gemm_efficiency (its input projection)
 SEARCH = {
+    "fused": {"launch_us": np.linspace(0.5, 8.0, 31), "gemm_efficiency": np.geomspace(0.05, 1.0, 40)},
     "persistent": {"persistent_exchange_us": np.linspace(0.0, 4.0, 41),
                    "persistent_efficiency": np.geomspace(0.02, 1.0, 40)},
-    "fused": {"launch_us": np.linspace(0.5, 8.0, 31), "gemm_efficiency": np.geomspace(0.05, 1.0, 40)},
 }
 
 

@@ -42,18 +42,22 @@ def weight_bytes(config: LSTMConfig) -> int:
     return config.num_directions * config.gate_size * config.hidden_size * costmodel.BYTES[config.dtype]
 
 
-def persistent_fit(config: LSTMConfig, device: DeviceSpec) -> dict:
-    """Kernel configuration for the persistent strategy on ``device`` or NotSupported."""
+def persistent_fit(config: LSTMConfig, device: DeviceSpec, training: bool = False) -> dict:
+    """Kernel configuration of the persistent strategy on ``device``, or NotSupported."""
     from .engines import persistent_capacity
-    return persistent_capacity.plan_launch(config, device.as_dict())
+    passes = persistent_capacity.plan_config(device.as_dict(), config, training)
+    forward = passes["forward"]
+    return {"blocks": forward.grid, "threads": forward.threads, "launches": forward.launches,
+            "passes": {name: p.describe() for name, p in passes.items()}}
 
 
-def _feasible_kernel(strategy: str, config: LSTMConfig, device: DeviceSpec, live: bool) -> dict:
+def _feasible_kernel(strategy: str, config: LSTMConfig, device: DeviceSpec, live: bool,
+                     training: bool) -> dict:
     """Kernel configuration for ``strategy``, or raise NotSupported with the reason."""
     if live:
         get_engine(strategy).check(config)  # engine importable, GPU present, dtype supported
     if strategy == "persistent":
-        return persistent_fit(config, device)
+        return persistent_fit(config, device, training)
     return {}
 
 
@@ -99,7 +103,7 @@ def plan(config: LSTMConfig, strategy: str = "auto", training: bool = False,
     kernels, predictions, rejected = {}, {}, {}
     for name in candidates:
         try:
-            kernels[name] = _feasible_kernel(name, config, device, live)
+            kernels[name] = _feasible_kernel(name, config, device, live, training)
         except NotSupported as exc:
             rejected[name] = exc.reason
             continue
