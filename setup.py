@@ -15,6 +15,7 @@ setup(
     extras_require={
         "gpu": ["cupy-cuda13x>=14"],
         "mxnet": ["mxnet==1.9.1"],
+        "torch": ["torch>=2.1"],
         "test": ["pytest>=7", "hypothesis>=6", "ml_dtypes>=0.2"],
     },
 )
