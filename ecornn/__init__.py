@@ -8,6 +8,11 @@ from .weights import LayerWeights, init_weights
 
 __version__ = "0.1.0"
 
+# On numpy >= 1.24, make a later `import mxnet` work (mxnet 1.9.1 reads removed numpy names);
+# numpy is only touched if and when mxnet is imported. See ecornn/mxnet_compat.py.
+from . import mxnet_compat as _mxnet_compat  # noqa: E402
+_mxnet_compat.install_import_hook()
+
 __all__ = ["LSTMConfig", "LayerWeights", "init_weights", "lstm_forward", "lstm_backward",
            "LSTMOutput", "LSTMGradients", "PreparedWeights", "prepare_weights", "Reserve", "make_config", "plan", "Plan",
            "ConfigError", "EcornnError", "NotSupported", "__version__"]

@@ -1,0 +1,284 @@
+"""Benchmark of the `persistent` strategy against torch.nn.LSTM (cuDNN) in the same process.
+
+T=256, 1 layer, input=hidden, random inputs (never zeros), CUDA events, median of repeats.
+Rows: forward us/step and forward+backward ms for persistent and cuDNN (PyTorch defaults: TF32
+allowed for fp32), plus a strict-fp32 cuDNN column (TF32 off) for fp32 rows; sweeps over batch and
+hidden size for the plots; the capacity edge (largest H that runs, the error one size above).
+
+    python benchmarks/bench_persistent.py [--out DIR] [--quick]
+Writes DIR/persistent_bench.json, DIR/persistent_bench.md and DIR/persistent_*.png.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+STEPS = 256
+SYNC_FLOOR_US = {"H100": 1.18, "H200": 0.99}  # cooperative grid.sync() (shared/h100-baselines.md)
+TARGETS = {("float32", 256, 1): 1.6, ("float32", 512, 4): 1.8, ("float32", 1024, 4): 2.0,
+           ("float32", 1024, 8): 2.6, ("bfloat16", 1024, 4): 1.8, ("float16", 1024, 8): 2.0,
+           ("float16", 1024, 16): 2.1, ("bfloat16", 2048, 4): 3.5}
+
+
+def _median_ms(fn, repeats=20, warmup=3):
+    import cupy as cp
+    for _ in range(warmup):
+        fn()
+    cp.cuda.Device().synchronize()
+    times = []
+    for _ in range(repeats):
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, stop))
+    return float(np.median(times))
+
+
+def _problem(dtype, hidden, batch, seed=0):
+    import cupy as cp
+    from ecornn import LSTMConfig, init_weights
+    from ecornn.weights import LayerWeights, to_dtype
+    config = LSTMConfig(hidden, hidden, 1, False, dtype, batch, STEPS)
+    rng = np.random.default_rng(seed)
+    host = init_weights(config, seed=seed, scale=None)
+    weights = [LayerWeights(*(cp.asarray(np.asarray(a, np.float32)).astype(_cp_dtype(dtype)) for a in w))
+               for w in host]
+    x = cp.asarray(rng.standard_normal(config.input_shape, dtype=np.float32)).astype(_cp_dtype(dtype))
+    state = cp.asarray(rng.standard_normal(config.state_shape, dtype=np.float32) * 0.5).astype(_cp_dtype(dtype))
+    return config, weights, x, state, state.copy()
+
+
+def _cp_dtype(dtype):
+    if dtype == "bfloat16":
+        import ml_dtypes
+        return ml_dtypes.bfloat16
+    return dtype
+
+
+def persistent_times(dtype, hidden, batch, repeats=20):
+    """(forward us/step, forward+backward ms or None, kernel report) of the persistent engine.
+    Training may be unsupported where inference fits (backward keeps a 4H x B vector on chip)."""
+    import cupy as cp
+    from ecornn import NotSupported
+    from ecornn.engines import persistent
+    config, weights, x, h0, c0 = _problem(dtype, hidden, batch)
+    prepared = persistent.prepare(config, weights)
+    fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
+    fwd_ms = _median_ms(fwd, repeats)
+    plans = persistent._plans(config, training=False)
+    report = {"forward": persistent.kernel_report(plans["forward"])}
+    report["recurrence_only_us"] = _recurrence_ms(config, prepared, x, h0, c0, plans["forward"]) * 1e3 / STEPS
+    dy = cp.asarray(np.random.default_rng(1).standard_normal(config.output_shape, dtype=np.float32)).astype(x.dtype)
+    zeros_state = cp.zeros(config.state_shape, x.dtype)
+
+    def train():
+        out = persistent.forward(config, x, weights, h0, c0, training=True, prepared=prepared)
+        persistent.backward(out[3], dy, zeros_state, zeros_state)
+    try:
+        train_ms = _median_ms(train, max(5, repeats // 2))
+        report["backward"] = persistent.kernel_report(persistent._plans(config, training=True)["backward"])
+    except NotSupported as exc:
+        train_ms, report["backward_error"] = None, str(exc)
+    return fwd_ms * 1e3 / STEPS, train_ms, report
+
+
+def fused_us(dtype, hidden, batch, repeats=20):
+    """Forward us/step of the `fused` strategy through the functional API (if that engine exists)."""
+    from ecornn import lstm_forward
+    config, weights, x, h0, c0 = _problem(dtype, hidden, batch)
+    run = lambda: lstm_forward(x, weights, h0, c0, strategy="fused")  # noqa: E731
+    return _median_ms(run, repeats) * 1e3 / STEPS
+
+
+def _recurrence_ms(config, prepared, x, h0, c0, plan):
+    """The forward kernel alone (no input GEMM, casts or allocations)."""
+    import cupy as cp
+    from ecornn.engines import persistent
+    hidden, batch = config.hidden_size, config.batch
+    xw = persistent._input_projections(persistent._f32(x), prepared.slots[0:1])
+    y = cp.empty((STEPS, batch, hidden), cp.float32)
+    hT, cT = cp.empty((1, batch, hidden), cp.float32), cp.empty((1, batch, hidden), cp.float32)
+    args = (persistent._tiles(prepared, 0, 1, plan), xw, persistent._f32(h0), persistent._f32(c0), y, hT, cT,
+            persistent._null(), persistent._null(), np.int32(STEPS), np.int32(hidden), np.int32(plan.units),
+            np.int32(plan.blocks_per_dir), np.int32(hidden))
+    return _median_ms(lambda: persistent._launch(plan, args))
+
+
+def cudnn_times(dtype, hidden, batch, tf32=True, repeats=20):
+    import torch
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    tdtype = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
+    lstm = torch.nn.LSTM(hidden, hidden, 1).cuda().to(tdtype)
+    x = torch.randn(STEPS, batch, hidden, device="cuda", dtype=tdtype)
+    h0 = torch.randn(1, batch, hidden, device="cuda", dtype=tdtype) * 0.5
+    c0 = torch.randn(1, batch, hidden, device="cuda", dtype=tdtype) * 0.5
+
+    def fwd():
+        with torch.no_grad():
+            lstm(x, (h0, c0))
+
+    def train():
+        xg = x.detach().requires_grad_(True)
+        y, _ = lstm(xg, (h0, c0))
+        y.backward(torch.ones_like(y))
+
+    def timed(fn, reps):
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        out = []
+        for _ in range(reps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record(); fn(); b.record(); b.synchronize()
+            out.append(a.elapsed_time(b))
+        return float(np.median(out))
+    result = timed(fwd, repeats) * 1e3 / STEPS, timed(train, max(5, repeats // 2))
+    torch.backends.cudnn.allow_tf32 = True
+    return result
+
+
+def row(dtype, hidden, batch, strict=True, repeats=20):
+    entry = {"dtype": dtype, "hidden": hidden, "batch": batch, "steps": STEPS}
+    try:
+        us, train_ms, entry["kernels"] = persistent_times(dtype, hidden, batch, repeats)
+        entry["persistent_us"] = us
+        if train_ms is not None:
+            entry["persistent_train_ms"] = train_ms
+    except Exception as exc:  # NotSupported or a failure: recorded, never hidden
+        entry["persistent_error"] = f"{type(exc).__name__}: {exc}"
+    try:
+        entry["fused_us"] = fused_us(dtype, hidden, batch, repeats)
+    except Exception as exc:
+        entry["fused_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+    try:
+        entry["cudnn_us"], entry["cudnn_train_ms"] = cudnn_times(dtype, hidden, batch, True, repeats)
+        if dtype == "float32" and strict:
+            entry["cudnn_strict_us"], entry["cudnn_strict_train_ms"] = cudnn_times(dtype, hidden, batch, False, repeats)
+    except Exception as exc:
+        entry["cudnn_error"] = f"{type(exc).__name__}: {exc}"
+    entry["target_us"] = TARGETS.get((dtype, hidden, batch))
+    return entry
+
+
+def capacity_edge(dtype="float32", batch=4):
+    """Largest H (step 64) that the model admits and that runs; the error one step above."""
+    from ecornn import NotSupported
+    from ecornn.engines import persistent_capacity as cap
+    from ecornn.engines import persistent
+    props = persistent._props()
+    out = {"batch": batch}
+    for pass_name in ("forward", "backward"):
+        largest = cap.largest_hidden(props, batch, pass_name, step=64)
+        out[f"{pass_name}_largest_hidden"] = largest
+    largest = min(out["forward_largest_hidden"], out["backward_largest_hidden"])
+    try:
+        us, train_ms, _ = persistent_times(dtype, largest, batch, repeats=5)
+        out.update(runs_hidden=largest, runs_us=us, runs_train_ms=train_ms)
+    except Exception as exc:
+        out["runs_error"] = f"{type(exc).__name__}: {exc}"
+    from ecornn import LSTMConfig
+    try:
+        cap.plan_config(props, LSTMConfig(largest + 64, largest + 64, 1, False, dtype, batch, STEPS), training=True)
+    except NotSupported as exc:
+        out["above_error"] = str(exc)
+    return out
+
+
+def _fmt(v, spec=".2f"):
+    return "-" if v is None else format(v, spec)
+
+
+def markdown(rows):
+    lines = ["| dtype | H | B | persistent µs/step | kernel only | cuDNN µs/step | cuDNN TF32-off | speed-up | target | "
+             "persistent fwd+bwd ms | cuDNN fwd+bwd ms | train speed-up |", "|" + "---|" * 12]
+    for r in rows:
+        sp = r["cudnn_us"] / r["persistent_us"] if "persistent_us" in r and "cudnn_us" in r else None
+        tsp = (r["cudnn_train_ms"] / r["persistent_train_ms"]
+               if "persistent_train_ms" in r and "cudnn_train_ms" in r else None)
+        kernel = r.get("kernels", {}).get("recurrence_only_us")
+        lines.append(f"| {r['dtype']} | {r['hidden']} | {r['batch']} | {_fmt(r.get('persistent_us'))} | {_fmt(kernel)} | "
+                     f"{_fmt(r.get('cudnn_us'))} | {_fmt(r.get('cudnn_strict_us'))} | {_fmt(sp)}x | "
+                     f"{_fmt(r.get('target_us'), '.1f')} | {_fmt(r.get('persistent_train_ms'))} | "
+                     f"{_fmt(r.get('cudnn_train_ms'))} | {_fmt(tsp)}x |")
+        if "backward_error" in r.get("kernels", {}):
+            lines.append(f"|  | | | training: {r['kernels']['backward_error'][:160]} ||||||||")
+        if "persistent_error" in r:
+            lines.append(f"|  | | | error: {r['persistent_error'][:160]} ||||||||")
+    return "\n".join(lines)
+
+
+def plot(rows, key, fixed, out_png, title, device_name=""):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    sel = [r for r in rows if r.get("sweep") == key]
+    if not sel:
+        return
+    xs = [r[key] for r in sel]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for field, label in (("persistent_us", "persistent"), ("fused_us", "fused"), ("cudnn_us", "cuDNN (TF32 allowed)"),
+                         ("cudnn_strict_us", "cuDNN TF32 off")):
+        pts = [(x, r[field]) for x, r in zip(xs, sel) if field in r]
+        if pts:
+            ax.plot(*zip(*pts), marker="o", label=label)
+    floor = SYNC_FLOOR_US["H200" if "H200" in device_name else "H100"]
+    ax.axhline(floor, color="gray", linestyle="--", label=f"grid.sync floor {floor} µs")
+    ax.set_xlabel(key), ax.set_ylabel("forward µs / step"), ax.set_yscale("log")
+    ax.set_title(f"{title} ({fixed}), T={STEPS}, fp32, {device_name}")
+    ax.legend(), fig.tight_layout(), fig.savefig(out_png, dpi=120)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    import cupy as cp
+    import torch
+    from ecornn.gpu import device_properties
+    meta = {"device": device_properties(), "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
+            "cupy": cp.__version__, "python": platform.python_version(), "numpy": np.__version__,
+            "time": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    print(json.dumps(meta, default=str), flush=True)
+    rows = []
+    headline = [("float32", 256, 1), ("float32", 512, 4), ("float32", 1024, 4), ("float32", 1024, 8),
+                ("float32", 512, 1), ("float32", 512, 8), ("float32", 1024, 1),
+                ("float16", 1024, 8), ("float16", 1024, 16), ("bfloat16", 1024, 4), ("bfloat16", 2048, 4)]
+    for dtype, hidden, batch in headline:
+        rows.append(row(dtype, hidden, batch))
+        print(markdown(rows[-1:]).splitlines()[-1], flush=True)
+    if not args.quick:
+        for batch in (1, 2, 4, 8, 16, 32):
+            r = row("float32", 1024, batch, strict=True, repeats=10)
+            r["sweep"] = "batch"
+            rows.append(r)
+        for hidden in (256, 512, 768, 1024, 1280, 1536):
+            r = row("float32", hidden, 4, strict=True, repeats=10)
+            r["sweep"] = "hidden"
+            rows.append(r)
+    edge = capacity_edge()
+    print("capacity:", json.dumps(edge), flush=True)
+    table = markdown(rows)
+    (out / "persistent_bench.json").write_text(json.dumps({"meta": meta, "rows": rows, "capacity": edge},
+                                                          indent=1, default=str))
+    (out / "persistent_bench.md").write_text(f"{json.dumps(meta, default=str)}\n\n{table}\n\ncapacity: {json.dumps(edge)}\n")
+    name = meta["device"]["name"]
+    plot(rows, "batch", "H=1024", out / "persistent_vs_batch.png", "µs/step vs batch", name)
+    plot(rows, "hidden", "B=4", out / "persistent_vs_hidden.png", "µs/step vs hidden", name)
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,288 @@
+"""GPU strategy `persistent`: one cooperative kernel per layer runs all T steps with W_hh on chip.
+
+Forward, per layer: the input projection of every step (x W_ih^T + b, gate-interleaved) is one
+GEMM; then kernels/persistent_lstm.cu (PASS=0) runs the recurrence, both directions in one grid
+when they fit (else one after the other). Backward, per layer from the top: the same kernel file
+(PASS=1) runs the dh/dc recurrence with W_hh^T on chip and writes dz for every step; dX, dW_ih,
+dW_hh and the bias gradients are GEMMs/reductions over all T*B rows afterwards.
+
+Arithmetic is fp32 (FFMA) for every storage dtype: 16-bit inputs and weights are widened to fp32 on
+the GPU, results are cast back (the cell state is fp32 throughout). The capacity model
+(persistent_capacity.py) picks the tiles; before any launch the compiled kernel's registers, spills
+and the occupancy API are checked, and NotSupported is raised where the grid cannot be co-resident
+(a cooperative grid that is not co-resident would never pass its first grid.sync()).
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import NotSupported
+from ..layouts import gate_deinterleave, gate_interleave
+from ..layouts.persistent import pack_block_rows
+from ..weights import LayerWeights, slot
+from . import persistent_capacity as capacity
+
+name = "persistent"
+device = "gpu"
+
+KERNEL_FILE = "persistent_lstm.cu"
+SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
+REG_COL_BACKOFF = 8  # register columns moved to shared memory per retry when a build spills
+
+
+def _cp():
+    import cupy
+    return cupy
+
+
+def _props():
+    from ..gpu import device_properties
+    return device_properties()
+
+
+def check(config, training: bool = False) -> None:
+    """dtype and capacity of the forward pass (and of backward with training=True; a training-mode
+    forward checks both itself before its first launch)."""
+    if config.dtype not in SUPPORTED_DTYPES:
+        raise NotSupported(name, f"dtype {config.dtype} (supported: {', '.join(SUPPORTED_DTYPES)})")
+    _plans(config, training=training)
+
+
+@functools.lru_cache(maxsize=256)
+def _plans_for(props_items: tuple, config, training: bool) -> dict:
+    return capacity.plan_config(dict(props_items), config, training)
+
+
+def _plans(config, training: bool) -> dict:
+    """Capacity plans of a call, cached per (device, config, training): planning is Python work."""
+    props = _props()
+    return _plans_for(tuple(sorted(props.items())), config, training)
+
+
+# ---- weights ----------------------------------------------------------------------------------
+@dataclass
+class PreparedLayer:
+    w_ih: object   # [4H, K] gate-interleaved fp32
+    w_hh: object   # [4H, H] gate-interleaved fp32
+    bias: object   # [4H] b_ih + b_hh, gate-interleaved fp32
+
+
+@dataclass
+class PersistentWeights:
+    hidden: int
+    slots: list                                   # PreparedLayer per (layer, direction)
+    tiles: dict = field(default_factory=dict)     # (layer, pass, tile shape) -> packed [D, ...]
+
+
+def prepare(config, weights) -> PersistentWeights:
+    """Gate-interleaved fp32 copies (tiles for the kernels are packed per plan and cached here)."""
+    cp, hidden = _cp(), config.hidden_size
+    slots = []
+    for w in weights:
+        f32 = [cp.asarray(a).astype(cp.float32) for a in w]
+        slots.append(PreparedLayer(gate_interleave(f32[0], hidden), gate_interleave(f32[1], hidden),
+                                   gate_interleave(f32[2] + f32[3], hidden)))
+    return PersistentWeights(hidden, slots)
+
+
+def _tiles(prepared: PersistentWeights, layer: int, directions: int, plan):
+    """Packed recurrent tiles of all directions of ``layer`` for ``plan`` ([D, blocks, ...])."""
+    key = (layer, plan.pass_name, plan.tile_shape())
+    if key not in prepared.tiles:
+        cp, shape = _cp(), plan.tile_shape()
+        mats = [prepared.slots[slot(layer, d, directions)].w_hh for d in range(directions)]
+        if plan.pass_name == "backward":
+            mats = [m.T for m in mats]
+        prepared.tiles[key] = cp.stack([pack_block_rows(cp.ascontiguousarray(m), shape) for m in mats])
+    return prepared.tiles[key]
+
+
+# ---- kernels ----------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _kernel(plan, device_id: int):
+    """(plan, RawKernel) with 0 spill bytes and a co-resident grid, or NotSupported."""
+    from ..gpu import compile_module
+    props = _props()
+    while True:
+        module = compile_module(KERNEL_FILE, plan.defines(), cooperative=True)
+        kern = module.get_function(f"persistent_lstm_{'fwd' if plan.pass_name == 'forward' else 'bwd'}")
+        if kern.local_size_bytes == 0:
+            break
+        if plan.reg_cols == 0:
+            raise NotSupported(name, f"{plan.pass_name} kernel uses local memory even without register tiles")
+        plan = plan.with_reg_cols(max(0, plan.reg_cols - REG_COL_BACKOFF))
+        if plan.smem_bytes > props["smem_per_block_optin"]:
+            raise NotSupported(name, f"{plan.pass_name} tile spills registers and the remainder does not "
+                                     f"fit shared memory ({plan.smem_bytes} > {props['smem_per_block_optin']} B)")
+    kern.max_dynamic_shared_size_bytes = plan.smem_bytes
+    per_sm = _occupancy(kern, plan)
+    if per_sm * props["sm_count"] < plan.grid:
+        raise NotSupported(name, f"{plan.pass_name} grid of {plan.grid} blocks cannot be co-resident "
+                                 f"({per_sm} block(s)/SM x {props['sm_count']} SMs; kernel uses "
+                                 f"{kern.num_regs} registers/thread, {plan.smem_bytes} B shared memory)")
+    return plan, kern
+
+
+def _occupancy(kern, plan) -> int:
+    cp = _cp()
+    return cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+        kern.kernel.ptr, plan.threads, plan.smem_bytes)
+
+
+def kernel_report(plan) -> dict:
+    """What the compiled kernel of ``plan`` uses (for benchmarks and notes)."""
+    final, kern = _kernel(plan, _cp().cuda.Device().id)
+    return {"registers": kern.num_regs, "local_bytes": kern.local_size_bytes,
+            "smem_bytes": final.smem_bytes, "reg_cols": final.reg_cols, "grid": final.grid,
+            "threads": final.threads, "occupancy_per_sm": _occupancy(kern, final),
+            "describe": final.describe()}
+
+
+def _build(plans: dict) -> None:
+    """Compile every pass and check co-residency (raises NotSupported) before the first launch."""
+    for plan in plans.values():
+        _kernel(plan, _cp().cuda.Device().id)
+
+
+def _launch(plan, args_before_dir: tuple):
+    """Launch ``plan``'s kernel once per direction group (dir0 is the last argument)."""
+    cp = _cp()
+    final, kern = _kernel(plan, cp.cuda.Device().id)
+    for launch in range(final.launches):
+        kern((final.grid,), (final.threads,), args_before_dir + (np.int32(launch),),
+             shared_mem=final.smem_bytes)
+
+
+def _null():
+    return np.uint64(0)
+
+
+# ---- forward ----------------------------------------------------------------------------------
+@dataclass
+class LayerSave:
+    layer_input: object   # [T, B, K] fp32 (after dropout)
+    output: object        # [T, B, D*H] fp32 (h_t of every direction)
+    gates: object         # [D, T, B, 4H] activated, gate-interleaved
+    cells: object         # [D, T, B, H]
+
+
+@dataclass
+class PersistentReserve:
+    config: object
+    plans: dict
+    weights: PersistentWeights
+    h0: object
+    c0: object
+    layers: list = field(default_factory=list)
+    dropout_masks: dict = field(default_factory=dict)
+
+
+def _f32(a):
+    cp = _cp()
+    return cp.ascontiguousarray(a.astype(cp.float32, copy=False))
+
+
+def _input_projections(layer_input, preps):
+    """[D, T, B, 4H]: every direction's x W_ih^T + b (one GEMM each, written in place)."""
+    cp = _cp()
+    steps, batch, k = layer_input.shape
+    flat = layer_input.reshape(steps * batch, k)
+    out = cp.empty((len(preps), steps * batch, preps[0].w_ih.shape[0]), cp.float32)
+    for d, prep in enumerate(preps):
+        cp.matmul(flat, prep.w_ih.T, out=out[d])
+        out[d] += prep.bias
+    return out.reshape(len(preps), steps, batch, -1)
+
+
+def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None):
+    cp = _cp()
+    plans = _plans(config, training)                           # NotSupported before any launch
+    _build(plans)
+    prep = prepared if prepared is not None else prepare(config, weights)
+    steps, batch, hidden, dirs = config.seq_len, config.batch, config.hidden_size, config.num_directions
+    h0, c0 = _f32(h0), _f32(c0)
+    h_final = cp.full(config.state_shape, cp.nan, cp.float32)
+    c_final = cp.full(config.state_shape, cp.nan, cp.float32)
+    reserve = PersistentReserve(config, plans, prep, h0, c0)
+    layer_in = _f32(x)
+    for layer in range(config.num_layers):
+        s0 = slot(layer, 0, dirs)
+        xw = _input_projections(layer_in, prep.slots[s0:s0 + dirs])
+        y = cp.full((steps, batch, dirs * hidden), cp.nan, cp.float32)
+        gates = cp.full((dirs, steps, batch, 4 * hidden), cp.nan, cp.float32) if training else None
+        cells = cp.full((dirs, steps, batch, hidden), cp.nan, cp.float32) if training else None
+        states = slice(s0, s0 + dirs)
+        _launch(plans["forward"], (
+            _tiles(prep, layer, dirs, plans["forward"]), cp.ascontiguousarray(xw), h0[states], c0[states],
+            y, h_final[states], c_final[states],
+            gates if training else _null(), cells if training else _null(),
+            np.int32(steps), np.int32(hidden), np.int32(plans["forward"].units),
+            np.int32(plans["forward"].blocks_per_dir), np.int32(dirs * hidden)))
+        if training:
+            reserve.layers.append(LayerSave(layer_in, y, gates, cells))
+        layer_in = y
+        if training and dropout > 0 and layer < config.num_layers - 1:
+            mask = (rng.random(y.shape) >= dropout).astype(np.float32) / np.float32(1.0 - dropout)
+            reserve.dropout_masks[layer] = cp.asarray(mask)
+            layer_in = y * reserve.dropout_masks[layer]
+    dtype = x.dtype
+    return (layer_in.astype(dtype), h_final.astype(dtype), c_final.astype(dtype),
+            reserve if training else None)
+
+
+# ---- backward ---------------------------------------------------------------------------------
+def _previous_hidden(output, h0, direction: int, hidden: int):
+    """h_{t-1} in processing order for every t, [T, B, H]."""
+    cp = _cp()
+    h = output[..., direction * hidden:(direction + 1) * hidden]
+    if direction == 1:
+        return cp.concatenate([h[1:], h0[None]], axis=0)
+    return cp.concatenate([h0[None], h[:-1]], axis=0)
+
+
+def _weight_grads(dz, layer_input, h_prev, hidden: int) -> LayerWeights:
+    """Framework-layout gradients from interleaved dz [T*B, 4H]."""
+    d_w_ih = dz.T @ layer_input.reshape(dz.shape[0], -1)
+    d_w_hh = dz.T @ h_prev.reshape(dz.shape[0], -1)
+    d_b = gate_deinterleave(dz.sum(axis=0), hidden)
+    return LayerWeights(gate_deinterleave(d_w_ih, hidden), gate_deinterleave(d_w_hh, hidden), d_b, d_b.copy())
+
+
+def backward(reserve: PersistentReserve, dy, dhT, dcT):
+    cp = _cp()
+    config = reserve.config
+    plan = reserve.plans.get("backward")
+    if plan is None:
+        raise NotSupported(name, "backward needs a reserve from a training-mode forward")
+    steps, batch, hidden, dirs = config.seq_len, config.batch, config.hidden_size, config.num_directions
+    dhT, dcT = _f32(dhT), _f32(dcT)
+    dh0 = cp.full(config.state_shape, cp.nan, cp.float32)
+    dc0 = cp.full(config.state_shape, cp.nan, cp.float32)
+    grads = [None] * (config.num_layers * dirs)
+    d_out = _f32(dy)
+    for layer in reversed(range(config.num_layers)):
+        if layer in reserve.dropout_masks:
+            d_out = d_out * reserve.dropout_masks[layer]
+        save = reserve.layers[layer]
+        s0 = slot(layer, 0, dirs)
+        states = slice(s0, s0 + dirs)
+        dz = cp.full((dirs, steps, batch, 4 * hidden), cp.nan, cp.float32)
+        _launch(plan, (
+            _tiles(reserve.weights, layer, dirs, plan), cp.ascontiguousarray(d_out), save.gates, save.cells,
+            reserve.c0[states], dhT[states], dcT[states], dz, dh0[states], dc0[states],
+            np.int32(steps), np.int32(hidden), np.int32(plan.units), np.int32(plan.blocks_per_dir),
+            np.int32(dirs * hidden)))
+        d_in = cp.zeros((steps * batch, save.layer_input.shape[-1]), cp.float32)
+        for d in range(dirs):
+            s = s0 + d
+            flat_dz = dz[d].reshape(steps * batch, 4 * hidden)
+            h_prev = _previous_hidden(save.output, reserve.h0[s], d, hidden)
+            grads[s] = _weight_grads(flat_dz, save.layer_input, h_prev, hidden)
+            d_in += flat_dz @ reserve.weights.slots[s].w_ih
+        d_out = d_in.reshape(steps, batch, -1)
+    dtype = dy.dtype
+    cast = lambda a: a.astype(dtype)  # noqa: E731
+    return (cast(d_out), cast(dh0), cast(dc0), [LayerWeights(*(cast(a) for a in g)) for g in grads])

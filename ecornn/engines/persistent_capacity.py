@@ -1,0 +1,259 @@
+"""Capacity model of the persistent kernels: does a configuration fit on a device, and how.
+
+Pure Python, no GPU needed: the inputs are a device-properties dict (as ``ecornn.gpu.
+device_properties()`` returns: sm_count, regs_per_sm, smem_per_sm, smem_per_block_optin) and the
+problem sizes. One block per SM (``__launch_bounds__(threads, 1)``); a block owns ``units`` hidden
+units, i.e. ``rows_per_unit * units`` rows of the recurrent matrix (forward: the 4 gate rows of W_hh,
+K = H; backward: one row of W_hh^T, K = 4H). Each lane keeps ``reg_cols`` of its ``cols_per_lane``
+columns in registers, the rest in shared memory, next to the step's vector (K x B) and the
+reduction buffers. The register estimate (44 + rows_per_lane * (B + 2) registers of overhead, the weights
+on top) was calibrated against ``nvcc -Xptxas -v`` for sm_90 (0 spills at 128 and 255 registers per
+thread); the engine checks the compiled kernel's real usage and the occupancy API before launch.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..errors import NotSupported
+from ..layouts.persistent import TileShape
+
+STRATEGY = "persistent"
+WARP_CHOICES = (16, 8)
+LANE_ROW_CHOICES = (32, 16, 8, 4, 2, 1)
+MAX_ROWS_PER_LANE = 8
+MAX_REGS_PER_THREAD = 255
+REG_ALLOC_GRANULE = 8
+SMEM_RESERVED_PER_BLOCK = 1024  # the driver keeps 1 KB of each block's shared memory
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """Tile and launch parameters of one persistent pass (forward or backward) of one layer."""
+
+    pass_name: str          # "forward" or "backward"
+    hidden: int
+    batch: int
+    directions_per_launch: int
+    launches: int           # 1, or 2 when the two directions run one after the other
+    units: int              # hidden units per block
+    blocks_per_dir: int
+    warps: int
+    lane_rows: int
+    rows_per_lane: int
+    cols_per_lane: int
+    reg_cols: int
+    regs_per_thread: int    # estimate; the compiled kernel reports the real count
+    smem_bytes: int
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+    @property
+    def grid(self) -> int:
+        return self.blocks_per_dir * self.directions_per_launch
+
+    @property
+    def rows_per_unit(self) -> int:
+        return 4 if self.pass_name == "forward" else 1
+
+    @property
+    def reduction_length(self) -> int:
+        return self.hidden * (1 if self.pass_name == "forward" else 4)
+
+    @property
+    def smem_weight_cols(self) -> int:
+        return self.cols_per_lane - self.reg_cols
+
+    def tile_shape(self) -> TileShape:
+        return TileShape(blocks=self.blocks_per_dir, rows_per_block=self.rows_per_unit * self.units,
+                         warps=self.warps, lane_rows=self.lane_rows,
+                         rows_per_lane=self.rows_per_lane, cols_per_lane=self.cols_per_lane)
+
+    def defines(self) -> dict:
+        """Compile-time constants of kernels/persistent_lstm.cu."""
+        return {"PASS": 0 if self.pass_name == "forward" else 1, "BATCH": self.batch,
+                "NWARPS": self.warps, "LANE_ROWS": self.lane_rows,
+                "ROWS_PER_LANE": self.rows_per_lane, "COLS_PER_LANE": self.cols_per_lane,
+                "REG_COLS": self.reg_cols}
+
+    def with_reg_cols(self, reg_cols: int) -> "KernelPlan":
+        """The same tiling with fewer register columns (after a spill): more shared memory."""
+        fields = asdict(self)
+        extra = (self.reg_cols - reg_cols) * self.rows_per_lane * self.threads * 4
+        fields.update(reg_cols=reg_cols, smem_bytes=self.smem_bytes + extra,
+                      regs_per_thread=self.regs_per_thread - (self.reg_cols - reg_cols) * self.rows_per_lane)
+        return KernelPlan(**fields)
+
+    def describe(self) -> str:
+        return (f"{self.pass_name}: {self.grid} blocks x {self.threads} threads, {self.units} units/block, "
+                f"{self.reg_cols}/{self.cols_per_lane} columns in registers, "
+                f"{self.smem_bytes // 1024} KB smem, {self.launches} launch(es)")
+
+
+def choose_lanes(rows: int) -> tuple:
+    """(lane_rows, rows_per_lane) covering ``rows`` with the least padding; then two rows per lane
+    on 16+ lane rows (each shared-memory load of the vector feeds two rows, halving those loads,
+    for one shuffle level at most); then the widest lanes (the shortest shuffle reduction)."""
+    options = []
+    for lane_rows in LANE_ROW_CHOICES:
+        per_lane = -(-rows // lane_rows)
+        if per_lane <= MAX_ROWS_PER_LANE:
+            paired = per_lane == 2 and lane_rows >= 16
+            options.append((per_lane * lane_rows - rows, not paired, -lane_rows, per_lane))
+    if not options:
+        return None
+    _, _, neg_lane_rows, per_lane = min(options)
+    return -neg_lane_rows, per_lane
+
+
+def register_cap(props: dict, threads: int) -> int:
+    per_thread = props["regs_per_sm"] // threads
+    return min(MAX_REGS_PER_THREAD, per_thread - per_thread % REG_ALLOC_GRANULE)
+
+
+def register_overhead(rows_per_lane: int, batch: int) -> int:
+    return 44 + rows_per_lane * (batch + 2)
+
+
+def smem_bytes(reduction_length_padded: int, batch: int, warps: int, rows_per_lane: int,
+               tile_rows: int, smem_cols: int) -> int:
+    floats = (reduction_length_padded * batch + warps * smem_cols * rows_per_lane * 32
+              + warps * batch * tile_rows + batch * tile_rows)
+    return 4 * floats
+
+
+def _candidate(props, pass_name, hidden, batch, directions, warps, units):
+    """The plan for one (warps, units) choice, or None if it cannot fit one block per SM."""
+    rows_per_unit, k = (4, hidden) if pass_name == "forward" else (1, 4 * hidden)
+    lanes = choose_lanes(rows_per_unit * units)
+    if lanes is None or units * batch > 32 * warps:   # one pointwise thread per (unit, batch)
+        return None
+    lane_rows, rows_per_lane = lanes
+    lane_k = 32 // lane_rows
+    cols_per_lane = -(-k // (warps * lane_k))
+    cap = register_cap(props, 32 * warps)
+    spare = cap - register_overhead(rows_per_lane, batch)
+    if spare < 0:
+        return None
+    reg_cols = min(cols_per_lane, spare // rows_per_lane)
+    smem = smem_bytes(warps * lane_k * cols_per_lane, batch, warps, rows_per_lane,
+                      rows_per_lane * lane_rows, cols_per_lane - reg_cols)
+    if smem > props["smem_per_block_optin"] or smem + SMEM_RESERVED_PER_BLOCK > props["smem_per_sm"]:
+        return None
+    regs = register_overhead(rows_per_lane, batch) + reg_cols * rows_per_lane
+    return KernelPlan(pass_name, hidden, batch, directions, 1, units, -(-hidden // units), warps,
+                      lane_rows, rows_per_lane, cols_per_lane, reg_cols, regs, smem)
+
+
+def _plan_for_directions(props, pass_name, hidden, batch, directions):
+    """Fewest units per block (most blocks, least work each) that fits, over the warp choices.
+    Larger tiles only get heavier, so a few sizes past the smallest are enough to try."""
+    blocks_available = props["sm_count"] // directions
+    if blocks_available < 1:
+        return None
+    smallest = -(-hidden // blocks_available)
+    best = None
+    for warps in WARP_CHOICES:
+        for units in range(smallest, min(hidden, smallest + 8) + 1):
+            plan = _candidate(props, pass_name, hidden, batch, directions, warps, units)
+            if plan is not None:
+                if best is None or _cost(plan) < _cost(best):
+                    best = plan
+                break
+    return best
+
+
+def _cost(plan: KernelPlan) -> tuple:
+    """Rank fitting plans: fewer shared-memory weight reads per lane, then fewer units per block."""
+    return (plan.smem_weight_cols * plan.rows_per_lane, plan.units, -plan.warps)
+
+
+def plan_pass(props: dict, pass_name: str, hidden: int, batch: int, num_directions: int = 1) -> KernelPlan:
+    """Tile/launch plan of one pass, both directions in one grid when they fit, else one after the
+    other. Raises NotSupported naming the limit when not even one direction fits."""
+    if pass_name not in ("forward", "backward"):
+        raise ValueError(f"pass_name: expected 'forward' or 'backward', got {pass_name!r}")
+    if not props.get("cooperative_launch", True):
+        raise NotSupported(STRATEGY, "the device does not support cooperative launches")
+    if num_directions == 2:
+        both = _plan_for_directions(props, pass_name, hidden, batch, 2)
+        if both is not None:
+            return both
+    one = _plan_for_directions(props, pass_name, hidden, batch, 1)
+    if one is None:
+        raise NotSupported(STRATEGY, _why_not(props, pass_name, hidden, batch))
+    if num_directions == 2:
+        fields = asdict(one)
+        fields["launches"] = 2
+        return KernelPlan(**fields)
+    return one
+
+
+def _why_not(props, pass_name, hidden, batch) -> str:
+    weights = 4 * hidden * hidden * 4
+    vector = (hidden if pass_name == "forward" else 4 * hidden) * batch * 4
+    on_chip = props["sm_count"] * (props["regs_per_sm"] * 4 + props["smem_per_block_optin"])
+    what = (f"{pass_name} recurrent weights of hidden_size={hidden} (fp32, {weights / 2**20:.1f} MiB) "
+            f"plus batch={batch} vectors do not fit one block per SM on {props.get('name', 'this GPU')} "
+            f"({props['sm_count']} SMs, at most {on_chip / 2**20:.1f} MiB of registers + shared memory)")
+    if vector > props["smem_per_block_optin"] // 2:
+        what += (f"; the step's {'h' if pass_name == 'forward' else 'dz'} vector alone needs "
+                 f"{vector // 1024} KB of each block's {props['smem_per_block_optin'] // 1024} KB shared memory")
+    return what
+
+
+def plan_config(props: dict, config, training: bool) -> dict:
+    """Plans of every pass a call needs ({'forward': plan[, 'backward': plan]}), or NotSupported."""
+    plans = {"forward": plan_pass(props, "forward", config.hidden_size, config.batch,
+                                  config.num_directions)}
+    if training:
+        plans["backward"] = plan_pass(props, "backward", config.hidden_size, config.batch,
+                                      config.num_directions)
+    return plans
+
+
+def largest_hidden(props: dict, batch: int, pass_name: str = "forward", step: int = 32,
+                   limit: int = 8192) -> int:
+    """The largest multiple of ``step`` hidden size that fits (0 if none)."""
+    best = 0
+    for hidden in range(step, limit + 1, step):
+        try:
+            plan_pass(props, pass_name, hidden, batch)
+        except NotSupported:
+            continue
+        best = hidden
+    return best
+
+
+def predicted_us_per_step(plan: KernelPlan, clock_ghz: float = 1.75, sync_us: float = 1.2) -> float:
+    """Rough forward step time: FMAs of the busiest block at 2 lanes-per-clock-efficiency plus the
+    grid barrier and ~1 us of L2 latency for the vector and the pointwise update."""
+    fmas_per_lane = plan.cols_per_lane * plan.rows_per_lane * plan.batch * plan.directions_per_launch
+    clocks = fmas_per_lane * plan.warps / 4 / 0.5  # 4 schedulers, ~50% issue efficiency
+    return plan.launches * (sync_us + 1.0 + clocks / (clock_ghz * 1e3))
+
+
+def h100_properties() -> dict:
+    """The H100 SXM as device_properties() reports it (for CPU-side tests and docs)."""
+    return {"name": "NVIDIA H100 80GB HBM3", "compute_capability": (9, 0), "sm_count": 132,
+            "regs_per_sm": 65536, "regs_per_block": 65536, "smem_per_sm": 233472,
+            "smem_per_block_optin": 232448, "max_threads_per_sm": 2048, "l2_bytes": 52428800,
+            "cooperative_launch": True}
+
+
+def a100_properties() -> dict:
+    return {"name": "NVIDIA A100-SXM4-80GB", "compute_capability": (8, 0), "sm_count": 108,
+            "regs_per_sm": 65536, "regs_per_block": 65536, "smem_per_sm": 167936,
+            "smem_per_block_optin": 166912, "max_threads_per_sm": 2048, "l2_bytes": 41943040,
+            "cooperative_launch": True}
+
+
+def small_gpu_properties(sm_count: int = 20) -> dict:
+    props = h100_properties()
+    props.update(name=f"synthetic {sm_count}-SM GPU", sm_count=sm_count)
+    return props
+
+
+__all__ = ["KernelPlan", "plan_pass", "plan_config", "largest_hidden", "choose_lanes",
+           "h100_properties", "a100_properties", "small_gpu_properties", "predicted_us_per_step"]

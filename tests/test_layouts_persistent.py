@@ -1,0 +1,46 @@
+"""Persistent tile packing: exact inverse, zero padding, and the kernel's index formula."""
+import numpy as np
+import pytest
+
+from ecornn.layouts.persistent import TileShape, pack_block_rows, unpack_block_rows
+
+SHAPES = [
+    (TileShape(blocks=4, rows_per_block=32, warps=4, lane_rows=32, rows_per_lane=1, cols_per_lane=3), 128, 12),
+    (TileShape(blocks=3, rows_per_block=8, warps=2, lane_rows=8, rows_per_lane=1, cols_per_lane=5), 20, 37),
+    (TileShape(blocks=5, rows_per_block=12, warps=3, lane_rows=4, rows_per_lane=3, cols_per_lane=2), 57, 40),
+    (TileShape(blocks=2, rows_per_block=40, warps=1, lane_rows=16, rows_per_lane=3, cols_per_lane=7), 80, 13),
+]
+
+
+@pytest.mark.parametrize("shape, rows, cols", SHAPES)
+def test_pack_is_exactly_inverted(rng, shape, rows, cols):
+    matrix = rng.standard_normal((rows, cols)).astype(np.float32)
+    tiles = pack_block_rows(matrix, shape)
+    assert tiles.shape == (shape.blocks, shape.warps, shape.cols_per_lane, shape.rows_per_lane, 32)
+    np.testing.assert_array_equal(unpack_block_rows(tiles, shape, rows, cols), matrix)
+    assert np.count_nonzero(tiles) == np.count_nonzero(matrix)  # padding is zeros
+
+
+@pytest.mark.parametrize("shape, rows, cols", SHAPES)
+def test_kernel_index_formula(rng, shape, rows, cols):
+    """Element (block, warp, i, rl, lane) is matrix[block*rpb + rl*LR + lane//LK, warp*KW + i*LK + lane%LK]."""
+    matrix = rng.standard_normal((rows, cols))
+    tiles = pack_block_rows(matrix, shape)
+    lk = shape.lane_k
+    for _ in range(200):
+        blk, w = rng.integers(shape.blocks), rng.integers(shape.warps)
+        i, rl, lane = rng.integers(shape.cols_per_lane), rng.integers(shape.rows_per_lane), rng.integers(32)
+        local = rl * shape.lane_rows + lane // lk
+        row = blk * shape.rows_per_block + local
+        col = w * shape.cols_per_lane * lk + i * lk + lane % lk
+        inside = local < shape.rows_per_block and row < rows and col < cols
+        want = matrix[row, col] if inside else 0.0
+        assert tiles[blk, w, i, rl, lane] == want
+
+
+def test_rejects_too_small_tiles():
+    shape = TileShape(blocks=2, rows_per_block=8, warps=1, lane_rows=8, rows_per_lane=1, cols_per_lane=1)
+    with pytest.raises(ValueError, match="padded columns"):
+        pack_block_rows(np.zeros((16, 5)), shape)
+    with pytest.raises(ValueError, match="rows"):
+        pack_block_rows(np.zeros((17, 4)), shape)

@@ -1,0 +1,144 @@
+"""The persistent engine on the CPU: NumPy stands in for CuPy and a NumPy emulation of
+kernels/persistent_lstm.cu (same packed tiles, lane/warp index formulas and step order) stands in
+for the GPU launch. Checks the engine's Python side (plans, tile packing, input projection,
+reserve, dropout, gradient GEMMs) and the kernel's index arithmetic against the float64 reference
+without a GPU; tests/test_persistent_gpu.py checks the real kernels."""
+import numpy as np
+import pytest
+
+from ecornn import LSTMConfig, LayerWeights
+from ecornn.engines import persistent, persistent_capacity as cap
+from ecornn.engines import reference
+from tests.helpers import random_problem, rel_err
+
+
+def _block_sums(plan, tiles, vec):
+    """What block_matvec leaves in sums_s for every block: [blocks, tile_rows, B]."""
+    shape = plan.tile_shape()
+    lk, kw = shape.lane_k, shape.cols_per_lane * shape.lane_k
+    w, i, lane = np.meshgrid(np.arange(shape.warps), np.arange(shape.cols_per_lane), np.arange(32),
+                             indexing="ij")
+    cols = w * kw + i * lk + lane % lk                       # column of (warp, i, lane)
+    v = vec[cols]                                            # [NW, KWL, 32, B]
+    partial = np.einsum("nwirl,wilb->nrlb", tiles, v)        # per lane, summed over warps
+    per_row = partial.reshape(tiles.shape[0], shape.rows_per_lane, shape.lane_rows, lk, -1).sum(axis=3)
+    return per_row.reshape(tiles.shape[0], shape.tile_rows, -1)
+
+
+def _own_rows(plan, sums, count):
+    """Block-major rows actually owned ([count, B]), dropping the tile padding."""
+    return sums[:, : plan.rows_per_unit * plan.units].reshape(-1, sums.shape[-1])[:count]
+
+
+def _vector(src, padded):
+    """[B, K] -> [padded K, B] zero padded, as load_vector + the zeroed padding leave vec_s."""
+    vec = np.zeros((padded, src.shape[0]), np.float32)
+    vec[: src.shape[1]] = src.T
+    return vec
+
+
+def _sig(z):
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def emulate_forward(plan, args, dir0):
+    tiles, xw, h0, c0, y, hT, cT, gates, cells, steps, hidden = args[:11]
+    steps, hidden = int(steps), int(hidden)
+    for d in range(dir0, dir0 + plan.directions_per_launch):
+        c = c0[d].T.copy()                                   # [H, B]
+        for step in range(steps):
+            t = steps - 1 - step if d == 1 else step
+            tp = t + 1 if d == 1 else t - 1
+            h_prev = h0[d] if step == 0 else y[tp, :, d * hidden:(d + 1) * hidden]
+            sums = _block_sums(plan, tiles[d], _vector(h_prev, plan.tile_shape().padded_cols))
+            z = _own_rows(plan, sums, 4 * hidden).T.reshape(-1, hidden, 4) + xw[d, t].reshape(-1, hidden, 4)
+            gi, gf, gg, go = _sig(z[..., 0]), _sig(z[..., 1]), np.tanh(z[..., 2]), _sig(z[..., 3])
+            c = gf * c.T + gi * gg
+            h = go * np.tanh(c)
+            c = c.T
+            y[t, :, d * hidden:(d + 1) * hidden] = h
+            if not isinstance(gates, np.uint64):
+                gates[d, t] = np.stack([gi, gf, gg, go], axis=-1).reshape(gates.shape[2:])
+                cells[d, t] = c.T
+            if step == steps - 1:
+                hT[d], cT[d] = h, c.T
+
+
+def emulate_backward(plan, args, dir0):
+    tiles, dy, gates, cells, c0, dhT, dcT, dz, dh0, dc0, steps, hidden = args[:12]
+    steps, hidden = int(steps), int(hidden)
+    for d in range(dir0, dir0 + plan.directions_per_launch):
+        dh_next, dc_next = dhT[d].copy(), dcT[d].copy()      # [B, H]
+        for step in range(steps - 1, -1, -1):
+            t = steps - 1 - step if d == 1 else step
+            tp = t + 1 if d == 1 else t - 1
+            g = gates[d, t].reshape(-1, hidden, 4)
+            gi, gf, gg, go = g[..., 0], g[..., 1], g[..., 2], g[..., 3]
+            tc = np.tanh(cells[d, t])
+            c_prev = c0[d] if step == 0 else cells[d, tp]
+            dh = dy[t, :, d * hidden:(d + 1) * hidden] + dh_next
+            dc = dh * go * (1 - tc * tc) + dc_next
+            parts = [dc * gg * gi * (1 - gi), dc * c_prev * gf * (1 - gf), dc * gi * (1 - gg * gg),
+                     dh * tc * go * (1 - go)]
+            dz[d, t] = np.stack(parts, axis=-1).reshape(dz.shape[2:])
+            dc_next = dc * gf
+            sums = _block_sums(plan, tiles[d], _vector(dz[d, t], plan.tile_shape().padded_cols))
+            dh_next = _own_rows(plan, sums, hidden).T
+        dh0[d], dc0[d] = dh_next, dc_next
+
+
+def _emulated_launch(plan, args):
+    for launch in range(plan.launches):
+        run = emulate_forward if plan.pass_name == "forward" else emulate_backward
+        run(plan, args, launch)
+
+
+@pytest.fixture
+def cpu_engine(monkeypatch):
+    monkeypatch.setattr(persistent, "_cp", lambda: np)
+    monkeypatch.setattr(persistent, "_props", cap.h100_properties)
+    monkeypatch.setattr(persistent, "_build", lambda plans: None)
+    monkeypatch.setattr(persistent, "_launch", _emulated_launch)
+    return persistent
+
+
+CONFIGS = [  # (input, hidden, layers, bidirectional, batch, steps)
+    (7, 5, 1, False, 1, 1),
+    (37, 100, 1, False, 3, 9),
+    (20, 1000, 1, False, 2, 3),
+    (30, 64, 3, True, 3, 7),
+    (16, 1536, 1, True, 1, 2),
+]
+
+
+@pytest.mark.parametrize("inp, hidden, layers, bidir, batch, steps", CONFIGS)
+def test_engine_with_emulated_kernels_matches_reference(cpu_engine, rng, inp, hidden, layers, bidir, batch, steps):
+    config = LSTMConfig(inp, hidden, layers, bidir, "float32", batch, steps)
+    weights, x, h0, c0 = random_problem(rng, config)
+    dy = rng.standard_normal(config.output_shape).astype(np.float32)
+    dh, dc = (rng.standard_normal(config.state_shape).astype(np.float32) for _ in range(2))
+    dropout = 0.25 if layers > 1 else 0.0
+    got = cpu_engine.forward(config, x, weights, h0, c0, training=True, dropout=dropout,
+                             rng=np.random.default_rng(3))
+    got_grads = cpu_engine.backward(got[3], dy, dh, dc)
+    w64 = [LayerWeights(*(a.astype(np.float64) for a in w)) for w in weights]
+    want = reference.forward(config.replace(dtype="float64"), x.astype(np.float64), w64, h0.astype(np.float64),
+                             c0.astype(np.float64), training=True, dropout=dropout, rng=np.random.default_rng(3))
+    want_grads = reference.backward(want[3], dy.astype(np.float64), dh.astype(np.float64), dc.astype(np.float64))
+    for g, w in zip(got[:3], want[:3]):
+        assert rel_err(g, w) <= 1e-5
+    for g, w in zip(got_grads[:3], want_grads[:3]):
+        assert rel_err(g, w) <= 1e-5
+    for gw, ww in zip(got_grads[3], want_grads[3]):
+        for g, w in zip(gw, ww):
+            assert rel_err(g, w) <= 1e-5
+
+
+def test_check_covers_backward_only_when_training(cpu_engine):
+    from ecornn import NotSupported
+    config = LSTMConfig(1024, 1024, 1, False, "float32", 16, 8)
+    cpu_engine.check(config)
+    with pytest.raises(NotSupported, match="backward"):
+        cpu_engine.check(config, training=True)
+    with pytest.raises(NotSupported, match="backward"):  # before anything runs
+        cpu_engine.forward(config, np.zeros(config.input_shape, np.float32), None, None, None, training=True)
