@@ -1,4 +1,28 @@
 """ecornn: fast LSTM layers for NVIDIA GPUs (persistent and fused kernels) with a NumPy reference."""
+
+
+def _map_checkout_folders():
+    """kernels/ and layouts/ sit beside ecornn/ in a checkout and install as ecornn.kernels and
+    ecornn.layouts. When the checkout shadows the install on sys.path (python -m pytest from the
+    root, some editable-install modes), no finder maps them: load them from the checkout."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+    here = Path(__file__).resolve().parent
+    for name in ("kernels", "layouts"):
+        full, init = f"{__name__}.{name}", here.parent / name / "__init__.py"
+        if full in sys.modules or (here / name).exists() or not init.exists():
+            continue
+        if importlib.util.find_spec(full) is not None:  # an editable install's finder maps it
+            continue
+        spec = importlib.util.spec_from_file_location(full, init, submodule_search_locations=[str(init.parent)])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[full] = module
+        spec.loader.exec_module(module)
+        globals()[name] = module  # what the import system does for submodules it loads itself
+
+
+_map_checkout_folders()
 from .api import (LSTMGradients, LSTMOutput, PreparedWeights, Reserve, lstm_backward, lstm_forward,
                   make_config, prepare_weights)
 from .config import LSTMConfig
