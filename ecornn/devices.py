@@ -6,6 +6,7 @@ never seen still gets feasible plans.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass
 
 # FMA-pipe throughput per SM per clock, by architecture (dense, flops = 2 x FMAs).
@@ -71,9 +72,14 @@ KNOWN = {"h100": H100, "a100": A100, "small": SMALL_20SM}
 
 
 def current() -> DeviceSpec | None:
-    """The current CUDA device, or None without a GPU."""
+    """The current CUDA device, or None without a GPU (properties read once per device)."""
     from .arrays import cupy_or_none, gpu_available
     if not gpu_available():
         return None
-    cupy = cupy_or_none()
-    return DeviceSpec.from_properties(cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id))
+    return _spec_of(cupy_or_none().cuda.Device().id)
+
+
+@functools.lru_cache(maxsize=None)
+def _spec_of(device_id: int) -> DeviceSpec:
+    cupy = __import__("cupy")
+    return DeviceSpec.from_properties(cupy.cuda.runtime.getDeviceProperties(device_id))

@@ -88,11 +88,16 @@ def _explain(choice, config, device, predictions, rejected) -> str:
 def plan(config: LSTMConfig, strategy: str = "auto", training: bool = False,
          device: DeviceSpec | None = None, constants: costmodel.CostConstants | None = None) -> Plan:
     """Choose the strategy for ``config``. ``device``: a DeviceSpec to plan for (default: the
-    current GPU, or the reference when there is none)."""
+    current GPU, or the reference when there is none). Plans are cached: every call of a training
+    loop asks the same question."""
     if strategy not in STRATEGIES + ("auto",):
         raise ConfigError(f"strategy: expected one of {STRATEGIES + ('auto',)}, got {strategy!r}")
     live = device is None
-    device = device or current()
+    return _plan_cached(config, strategy, training, device or current(), constants, live)
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan_cached(config, strategy, training, device, constants, live) -> Plan:
     if strategy == "reference" or (device is None and strategy == "auto"):
         why = "requested explicitly" if strategy == "reference" else "no CUDA GPU: the NumPy reference runs"
         return Plan("reference", why, costmodel.predict_reference_us(config, training))
