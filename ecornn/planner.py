@@ -54,8 +54,9 @@ def persistent_fit(config: LSTMConfig, device: DeviceSpec, training: bool = Fals
 def _feasible_kernel(strategy: str, config: LSTMConfig, device: DeviceSpec, live: bool,
                      training: bool) -> dict:
     """Kernel configuration for ``strategy``, or raise NotSupported with the reason."""
-    if live:
-        get_engine(strategy).check(config)  # engine importable, GPU present, dtype supported
+    if live:  # engine importable, GPU present, dtype supported, compiled kernel fits
+        engine = get_engine(strategy)
+        engine.check(config, training=training) if strategy == "persistent" else engine.check(config)
     if strategy == "persistent":
         return persistent_fit(config, device, training)
     return {}
