@@ -1,0 +1,147 @@
+"""Thin cuBLAS wrapper for CuPy arrays: GEMMs into preallocated outputs on a given stream.
+
+Column-major semantics, as cuBLAS: ``C[m,n] = alpha * op(A)[m,k] @ op(B)[k,n] + beta * C``, with
+``lda/ldb/ldc`` the leading dimensions in elements. A row-major array ``R[r, c]`` (row stride ``ld``)
+is the column-major matrix ``R^T`` (c x r, leading dimension ``ld``); engines use that identity.
+
+Precision: fp32 inputs run with CUBLAS_COMPUTE_32F and the default math mode, so no TF32 unless
+``tf32=True`` asks for it (strict by default); fp16/bf16 inputs run cublasGemmEx with fp32 compute
+and an fp32 or 16-bit output. Operands are CuPy arrays (views are fine) or raw device pointers
+(int); the element types come from ``a_type`` / ``c_type`` ("float32", "float16", "bfloat16").
+
+The calls go straight to the libcublas that CuPy loaded, through ctypes: CuPy's own wrappers rebind
+the handle to CuPy's *current* stream before every call and refuse to run under stream capture,
+and both break a multi-stream schedule captured into a CUDA graph. Each stream gets its own handle,
+bound once, with its own workspace set once (cublasSetWorkspace): nothing is allocated later, not
+under capture either, and two streams never share a workspace.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+OP_N, OP_T = 0, 1
+_CUDA_TYPES = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 14}
+_COMPUTE_32F, _COMPUTE_32F_FAST_TF32, _COMPUTE_64F = 68, 77, 70
+_GEMM_DEFAULT = -1
+_DEFAULT_MATH = 0
+WORKSPACE_BYTES = 32 << 20
+
+_handles: dict = {}      # (device, stream ptr) -> handle
+_workspaces: dict = {}   # handle -> CuPy buffer given to cublasSetWorkspace (kept alive)
+# alpha/beta live in host memory (pointer mode HOST); cuBLAS reads them at enqueue time.
+_SCALARS = {}
+_lib = []
+
+
+def _libcublas():
+    """ctypes view of the libcublas CuPy loaded (the same file, so the same library instance)."""
+    if not _lib:
+        from cupy_backends.cuda.libs import cublas  # noqa: F401  (loads libcublas)
+        with open("/proc/self/maps") as maps:
+            paths = sorted({line.split()[-1] for line in maps
+                            if "libcublas.so" in line and "libcublasLt" not in line})
+        lib = ctypes.CDLL(paths[0] if paths else "libcublas.so")
+        p, i, ll = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
+        signatures = {
+            "cublasCreate_v2": [ctypes.POINTER(p)],
+            "cublasSetStream_v2": [p, p],
+            "cublasSetMathMode": [p, i],
+            "cublasSetWorkspace_v2": [p, p, ctypes.c_size_t],
+            "cublasGemmEx": [p, i, i, i, i, i, p, p, i, i, p, i, i, p, p, i, i, i, i],
+            "cublasGemmStridedBatchedEx": [p, i, i, i, i, i, p, p, i, i, ll, p, i, i, ll, p, p, i, i,
+                                           ll, i, i, i],
+        }
+        for fn, args in signatures.items():
+            getattr(lib, fn).argtypes = args
+            getattr(lib, fn).restype = i
+        _lib.append(lib)
+    return _lib[0]
+
+
+def _check(status: int, what: str) -> None:
+    if status != 0:
+        raise RuntimeError(f"cuBLAS {what} failed with status {status}")
+
+
+def _scalar(value: float, compute: int):
+    dtype = np.float64 if compute == _COMPUTE_64F else np.float32
+    key = (float(value), dtype)
+    if key not in _SCALARS:
+        _SCALARS[key] = np.array([value], dtype=dtype)
+    return _SCALARS[key].ctypes.data
+
+
+def handle_for(stream) -> int:
+    """The cuBLAS handle bound to ``stream``, with its own workspace (created once per stream)."""
+    import cupy
+    key = (cupy.cuda.Device().id, stream.ptr)
+    handle = _handles.get(key)
+    if handle is None:
+        lib = _libcublas()
+        raw = ctypes.c_void_p()
+        _check(lib.cublasCreate_v2(ctypes.byref(raw)), "create")
+        handle = raw.value
+        _check(lib.cublasSetMathMode(handle, _DEFAULT_MATH), "setMathMode")
+        _check(lib.cublasSetStream_v2(handle, stream.ptr or None), "setStream")
+        workspace = cupy.empty(WORKSPACE_BYTES, dtype=np.uint8)
+        _check(lib.cublasSetWorkspace_v2(handle, workspace.data.ptr, WORKSPACE_BYTES), "setWorkspace")
+        _workspaces[handle] = workspace
+        _handles[key] = handle
+    return handle
+
+
+def workspace_status() -> dict:
+    """How many cuBLAS handles (one per device and stream) and workspaces exist (device logs)."""
+    return {"handles": len(_handles), "workspaces": len(_workspaces)}
+
+
+def _ptr(a) -> int:
+    return a if isinstance(a, int) else a.data.ptr
+
+
+def _compute_type(a_type: str, tf32: bool) -> int:
+    if a_type == "float64":
+        return _COMPUTE_64F
+    if a_type == "float32" and tf32:
+        return _COMPUTE_32F_FAST_TF32
+    return _COMPUTE_32F
+
+
+def gemm(transa: int, transb: int, m: int, n: int, k: int, a, lda: int, b, ldb: int, c, ldc: int,
+         *, alpha=1.0, beta=0.0, a_type="float32", c_type="float32", tf32=False, stream=None):
+    """C = alpha op(A) op(B) + beta C (column-major) on ``stream`` (default: CuPy's current)."""
+    import cupy
+    stream = stream or cupy.cuda.get_current_stream()
+    compute = _compute_type(a_type, tf32)
+    at, ct = _CUDA_TYPES[a_type], _CUDA_TYPES[c_type]
+    _check(_libcublas().cublasGemmEx(handle_for(stream), transa, transb, m, n, k, _scalar(alpha, compute),
+                                     _ptr(a), at, lda, _ptr(b), at, ldb, _scalar(beta, compute), _ptr(c),
+                                     ct, ldc, compute, _GEMM_DEFAULT), "GemmEx")
+
+
+def gemm_strided_batched(transa: int, transb: int, m: int, n: int, k: int, a, lda: int, stride_a: int,
+                         b, ldb: int, stride_b: int, c, ldc: int, stride_c: int, batch: int, *,
+                         alpha=1.0, beta=0.0, a_type="float32", c_type="float32", tf32=False,
+                         stream=None):
+    """``batch`` independent GEMMs whose operands sit ``stride_*`` elements apart."""
+    import cupy
+    stream = stream or cupy.cuda.get_current_stream()
+    compute = _compute_type(a_type, tf32)
+    at, ct = _CUDA_TYPES[a_type], _CUDA_TYPES[c_type]
+    _check(_libcublas().cublasGemmStridedBatchedEx(
+        handle_for(stream), transa, transb, m, n, k, _scalar(alpha, compute), _ptr(a), at, lda, stride_a,
+        _ptr(b), at, ldb, stride_b, _scalar(beta, compute), _ptr(c), ct, ldc, stride_c, batch, compute,
+        _GEMM_DEFAULT), "GemmStridedBatchedEx")
+
+
+def matmul_rows(a, b_t, c, *, rows: int, cols: int, inner: int, lda: int, ldb: int, ldc: int,
+                alpha=1.0, beta=0.0, a_type="float32", c_type="float32", tf32=False, stream=None):
+    """Row-major ``C[rows, cols] = alpha * A[rows, inner] @ B_t[cols, inner]^T + beta * C``.
+
+    The common LSTM shape (activations times a [out, in] weight matrix): in cuBLAS terms
+    C^T = B_t^T-op(T) applied to A^T, a plain "TN" GEMM with m=cols, n=rows.
+    """
+    gemm(OP_T, OP_N, cols, rows, inner, b_t, ldb, a, lda, c, ldc, alpha=alpha, beta=beta,
+         a_type=a_type, c_type=c_type, tf32=tf32, stream=stream)
