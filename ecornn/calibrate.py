@@ -26,15 +26,19 @@ def versions() -> dict:
     return out
 
 
-# Problems timed for calibration: small enough to take seconds, spread enough to pin the terms.
-PERSISTENT_GRID = [(256, 1), (256, 8), (1024, 1), (1024, 8), (512, 4)]
-FUSED_GRID = [(256, 16), (256, 128), (1024, 16), (1024, 128), (512, 64)]
-# fused first: the persistent prediction also uses gemm_efficiency (its input projection)
-SEARCH = {
-    "fused": {"launch_us": np.linspace(0.5, 8.0, 31), "gemm_efficiency": np.geomspace(0.05, 1.0, 40)},
-    "persistent": {"persistent_exchange_us": np.linspace(0.0, 4.0, 41),
-                   "persistent_efficiency": np.geomspace(0.02, 1.0, 40)},
-}
+# Problems timed for calibration (hidden, batch, dtype): seconds in all, spread enough to pin the terms.
+PERSISTENT_GRID = [(256, 1, "float32"), (256, 8, "float32"), (1024, 1, "float32"), (1024, 8, "float32"),
+                   (512, 4, "float32")]
+FUSED_GRID = [(256, 16, "float32"), (256, 128, "float32"), (1024, 16, "float32"), (1024, 128, "float32"),
+              (512, 64, "float32"), (512, 16, "bfloat16"), (1024, 128, "bfloat16"), (2048, 64, "bfloat16")]
+# Fitted in this order (later stages see earlier results): strategy, dtypes, two constants' ranges.
+SEARCH = [
+    ("fused", ("float32",), {"launch_us": np.linspace(0.5, 8.0, 31),
+                             "gemm_efficiency": np.geomspace(0.05, 1.0, 40)}),
+    ("fused", ("float16", "bfloat16"), {"gemm_efficiency_16bit": np.geomspace(0.01, 1.0, 60)}),
+    ("persistent", ("float32", "float16", "bfloat16"),
+     {"persistent_exchange_us": np.linspace(0.0, 4.0, 41), "persistent_efficiency": np.geomspace(0.02, 1.0, 40)}),
+]
 
 
 def _predict(strategy, config, device, consts):
@@ -46,23 +50,20 @@ def _predict(strategy, config, device, consts):
 
 
 def fit_constants(measurements: list, device, start: costmodel.CostConstants = costmodel.DEFAULTS):
-    """Grid-search each strategy's two constants to minimise squared log error over its points."""
-    from .config import LSTMConfig
+    """Grid-search each stage's constants to minimise squared log error over its points."""
+    import itertools
     consts = start
-    for strategy, space in SEARCH.items():
-        points = [(LSTMConfig(m["hidden"], m["hidden"], dtype=m["dtype"], batch=m["batch"],
-                              seq_len=m["seq_len"]), m["us_per_step"])
-                  for m in measurements if m["strategy"] == strategy and m["us_per_step"]]
+    for strategy, dtypes, space in SEARCH:
+        points = [(_cfg(m), m["us_per_step"]) for m in measurements
+                  if m["strategy"] == strategy and m["dtype"] in dtypes and m["us_per_step"]]
         if not points:
             continue
-        (name_a, values_a), (name_b, values_b) = space.items()
         best = None
-        for a in values_a:
-            for b in values_b:
-                trial = dataclasses.replace(consts, **{name_a: float(a), name_b: float(b)})
-                err = sum((np.log(_predict(strategy, c, device, trial)) - np.log(us)) ** 2 for c, us in points)
-                if best is None or err < best[0]:
-                    best = (err, trial)
+        for values in itertools.product(*space.values()):
+            trial = dataclasses.replace(consts, **{k: float(v) for k, v in zip(space, values)})
+            err = sum((np.log(_predict(strategy, c, device, trial)) - np.log(us)) ** 2 for c, us in points)
+            if best is None or err < best[0]:
+                best = (err, trial)
         consts = best[1]
     return consts
 
@@ -72,13 +73,13 @@ def measure(time_config, xp, seq_len=256, iterations=10) -> list:
     from .errors import NotSupported
     out = []
     for strategy, grid in (("persistent", PERSISTENT_GRID), ("fused", FUSED_GRID)):
-        for hidden, batch in grid:
-            config = LSTMConfig(hidden, hidden, batch=batch, seq_len=seq_len)
+        for hidden, batch, dtype in grid:
+            config = LSTMConfig(hidden, hidden, batch=batch, seq_len=seq_len, dtype=dtype)
             try:
                 us = time_config(config, strategy, iterations, False, xp=xp, progress=False)["us_per_step"]
             except NotSupported:
                 us = None
-            out.append({"strategy": strategy, "hidden": hidden, "batch": batch, "dtype": "float32",
+            out.append({"strategy": strategy, "hidden": hidden, "batch": batch, "dtype": dtype,
                         "seq_len": seq_len, "us_per_step": us})
     return out
 

@@ -30,7 +30,8 @@ class CostConstants:
     persistent_exchange_us: float = 0.6   # h through L2 + pointwise + loop overhead per step
     persistent_efficiency: float = 0.35   # fraction of the FMA/MMA peak reached inside the loop
     launch_us: float = 2.0                # one graph-replayed kernel node (GEMM or pointwise)
-    gemm_efficiency: float = 0.6          # large-GEMM fraction of peak
+    gemm_efficiency: float = 0.6          # fp32 GEMM fraction of the FMA peak
+    gemm_efficiency_16bit: float = 0.3    # 16-bit GEMM fraction of the tensor-core peak
     l2_bandwidth_gbs: float = 9000.0      # weights re-read per step when they fit in L2
     backward_factor: float = 1.3          # backward recurrence / forward recurrence
     call_overhead_us: float = 40.0        # per call (Python, planning, launches outside the loop)
@@ -49,7 +50,9 @@ def _rate_tflops(config: LSTMConfig, device: DeviceSpec, tensor: bool) -> float:
 
 
 def _gemm_us(flops: float, config, device, consts) -> float:
-    return flops / (_rate_tflops(config, device, True) * 1e12 * consts.gemm_efficiency) * 1e6
+    sixteen = config.dtype in ("float16", "bfloat16")
+    efficiency = consts.gemm_efficiency_16bit if sixteen else consts.gemm_efficiency
+    return flops / (_rate_tflops(config, device, True) * 1e12 * efficiency) * 1e6
 
 
 def _per_layer_inputs(config: LSTMConfig):
@@ -60,7 +63,8 @@ def _per_layer_inputs(config: LSTMConfig):
 def predict_persistent_us(config: LSTMConfig, device: DeviceSpec, blocks: int,
                           training: bool = False, consts: CostConstants = DEFAULTS) -> float:
     """Predicted µs per timestep; ``blocks`` is the grid the capacity model chose."""
-    rate = _rate_tflops(config, device, tensor=True) * 1e12 * consts.persistent_efficiency
+    # the persistent kernels compute in fp32 FMAs for every storage dtype
+    rate = _rate_tflops(config, device, tensor=False) * 1e12 * consts.persistent_efficiency
     per_block_rate = rate / device.sm_count
     total = 0.0
     for _, k_in in _per_layer_inputs(config):

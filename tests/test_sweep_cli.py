@@ -51,18 +51,18 @@ def test_sweep_plot_is_a_png(tmp_path):
 
 def test_calibration_recovers_constants_from_synthetic_measurements():
     truth = costmodel.CostConstants(persistent_exchange_us=0.9, persistent_efficiency=0.2,
-                                    launch_us=3.0, gemm_efficiency=0.4)
+                                    launch_us=3.0, gemm_efficiency=0.4, gemm_efficiency_16bit=0.15)
     from ecornn.calibrate import FUSED_GRID, PERSISTENT_GRID, _predict
     measurements = []
     for strategy, grid in (("persistent", PERSISTENT_GRID), ("fused", FUSED_GRID)):
-        for hidden, batch in grid:
-            config = LSTMConfig(hidden, hidden, batch=batch, seq_len=256)
+        for hidden, batch, dtype in grid:
+            config = LSTMConfig(hidden, hidden, batch=batch, seq_len=256, dtype=dtype)
             measurements.append({"strategy": strategy, "hidden": hidden, "batch": batch,
-                                 "dtype": "float32", "seq_len": 256,
+                                 "dtype": dtype, "seq_len": 256,
                                  "us_per_step": _predict(strategy, config, H100, truth)})
     fitted = fit_constants(measurements, H100)
     for m in measurements:
-        config = LSTMConfig(m["hidden"], m["hidden"], batch=m["batch"], seq_len=256)
+        config = LSTMConfig(m["hidden"], m["hidden"], batch=m["batch"], seq_len=256, dtype=m["dtype"])
         assert np.isclose(_predict(m["strategy"], config, H100, fitted), m["us_per_step"], rtol=0.05)
 
 
