@@ -11,9 +11,17 @@ the GPU, results are cast back (the cell state is fp32 throughout). The capacity
 (persistent_capacity.py) picks the tiles; before any launch the compiled kernel's registers, spills
 and the occupancy API are checked, and NotSupported is raised where the grid cannot be co-resident
 (a cooperative grid that is not co-resident would never pass its first grid.sync()).
+
+v3 (forward only, `variant="cluster"`): when W_hh of a layer fits ONE thread-block cluster
+(sm_90+, 8 blocks, or 16 with the non-portable cluster size), kernels/persistent_cluster.cu runs
+each direction on its own cluster (one ordinary launch per layer) with a cluster barrier per step
+and h exchanged through distributed shared memory. A training-mode cluster forward saves the same
+reserve as v2, whose backward kernel consumes it. `variant="auto"` takes the cluster kernel for
+inference only while CLUSTER_DEFAULT is True, on clusters of at most AUTO_MAX_CLUSTER blocks.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 from dataclasses import dataclass, field
 
@@ -31,6 +39,13 @@ device = "gpu"
 KERNEL_FILE = "persistent_lstm.cu"
 SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
 REG_COL_BACKOFF = 8  # register columns moved to shared memory per retry when a build spills
+CLUSTER_KERNEL_FILE = "persistent_cluster.cu"
+CLUSTER_DEFAULT = True  # "auto" prefers the cluster kernel for inference (green and faster on the device, v3)
+POISON_OUTPUTS = False  # tests set True: outputs start as NaN, so an element no kernel wrote fails
+VARIANTS = ("auto", "grid", "cluster")
+MAX_CLUSTER = 16         # 16 needs CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (set below)
+AUTO_MAX_CLUSTER = 8     # "auto" skips 16-block plans: H=512 B=4 measured slower than the grid (H200)
+_NON_PORTABLE_CLUSTER_ATTR = 14  # CUfunction_attribute value in cuda.h (CUDA 12/13)
 
 
 def _cp():
@@ -41,6 +56,10 @@ def _cp():
 def _props():
     from ..gpu import device_properties
     return device_properties()
+
+
+def _device_id() -> int:
+    return _cp().cuda.Device().id
 
 
 def check(config, training: bool = False) -> None:
@@ -144,7 +163,8 @@ def kernel_report(plan) -> dict:
 def _build(plans: dict) -> None:
     """Compile every pass and check co-residency (raises NotSupported) before the first launch."""
     for plan in plans.values():
-        _kernel(plan, _cp().cuda.Device().id)
+        build = _cluster_kernel if isinstance(plan, capacity.ClusterPlan) else _kernel
+        build(plan, _cp().cuda.Device().id)
 
 
 def _launch(plan, args_before_dir: tuple):
@@ -158,6 +178,119 @@ def _launch(plan, args_before_dir: tuple):
 
 def _null():
     return np.uint64(0)
+
+
+# ---- v3: cluster kernel ---------------------------------------------------------------------------
+@functools.lru_cache(maxsize=256)
+def _cluster_plan_for(props_items: tuple, hidden: int, batch: int, directions: int):
+    return capacity.plan_cluster(dict(props_items), hidden, batch, directions, MAX_CLUSTER)
+
+
+def cluster_plan(config):
+    """The cluster forward plan of ``config`` on this device, or NotSupported (no launch)."""
+    if config.dtype not in SUPPORTED_DTYPES:
+        raise NotSupported(name, f"dtype {config.dtype} (supported: {', '.join(SUPPORTED_DTYPES)})")
+    props = _props()
+    return _cluster_plan_for(tuple(sorted(props.items())), config.hidden_size, config.batch,
+                             config.num_directions)
+
+
+class _LaunchConfig(ctypes.Structure):   # CUlaunchConfig (cuda.h)
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                ("attrs", ctypes.c_void_p), ("numAttrs", ctypes.c_uint)]
+
+
+def _libcuda():
+    """The driver library CuPy runs on (None where it cannot be loaded)."""
+    try:
+        return ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+
+
+def _allow_non_portable_cluster(kern) -> None:
+    lib = _libcuda()
+    rc = -1 if lib is None else lib.cuFuncSetAttribute(ctypes.c_void_p(kern.kernel.ptr),
+                                                       _NON_PORTABLE_CLUSTER_ATTR, 1)
+    if rc != 0:
+        raise NotSupported(name, f"cluster of more than 8 blocks: could not set the non-portable cluster "
+                                 f"size attribute (libcuda {'missing' if lib is None else f'error {rc}'})")
+
+
+def _max_active_clusters(kern, plan):
+    """cuOccupancyMaxActiveClusters for the launch, or None where the driver call is unavailable."""
+    lib = _libcuda()
+    if lib is None or not hasattr(lib, "cuOccupancyMaxActiveClusters"):
+        return None
+    config = _LaunchConfig(plan.grid, 1, 1, plan.threads, 1, 1, plan.smem_bytes, None, None, 0)
+    count = ctypes.c_int(0)
+    rc = lib.cuOccupancyMaxActiveClusters(ctypes.byref(count), ctypes.c_void_p(kern.kernel.ptr),
+                                          ctypes.byref(config))
+    return count.value if rc == 0 else None
+
+
+@functools.lru_cache(maxsize=None)
+def _cluster_kernel(plan, device_id: int):
+    """(plan, RawKernel) with 0 spill bytes and every direction's cluster resident at once, or
+    NotSupported. An ordinary launch: the cluster size is compiled in (__cluster_dims__)."""
+    from ..gpu import compile_module
+    props = _props()
+    while True:
+        kern = compile_module(CLUSTER_KERNEL_FILE, plan.defines()).get_function("persistent_cluster_fwd")
+        if kern.local_size_bytes == 0:
+            break
+        if plan.reg_cols == 0:
+            raise NotSupported(name, "cluster kernel uses local memory even without register tiles")
+        plan = plan.with_reg_cols(max(0, plan.reg_cols - REG_COL_BACKOFF))
+        if plan.smem_bytes > props["smem_per_block_optin"]:
+            raise NotSupported(name, f"cluster tile spills registers and the remainder does not fit shared "
+                                     f"memory ({plan.smem_bytes} > {props['smem_per_block_optin']} B)")
+    kern.max_dynamic_shared_size_bytes = plan.smem_bytes
+    if plan.cluster > 8:
+        _allow_non_portable_cluster(kern)
+    per_sm = _occupancy(kern, plan)
+    clusters = _max_active_clusters(kern, plan)
+    if per_sm < 1 or (clusters is not None and clusters < plan.directions):
+        raise NotSupported(name, f"cluster kernel: {plan.directions} cluster(s) of {plan.cluster} blocks cannot "
+                                 f"be resident at once ({per_sm} block(s)/SM, {clusters} active cluster(s); "
+                                 f"{kern.num_regs} registers/thread, {plan.smem_bytes} B shared memory)")
+    return plan, kern
+
+
+def cluster_kernel_report(plan) -> dict:
+    """What the compiled cluster kernel of ``plan`` uses (for benchmarks and notes)."""
+    final, kern = _cluster_kernel(plan, _device_id())
+    return {"registers": kern.num_regs, "local_bytes": kern.local_size_bytes, "smem_bytes": final.smem_bytes,
+            "reg_cols": final.reg_cols, "grid": final.grid, "cluster": final.cluster,
+            "threads": final.threads, "occupancy_per_sm": _occupancy(kern, final),
+            "max_active_clusters": _max_active_clusters(kern, final), "describe": final.describe()}
+
+
+def _launch_cluster(plan, args: tuple):
+    final, kern = _cluster_kernel(plan, _device_id())
+    kern((final.grid,), (final.threads,), args, shared_mem=final.smem_bytes)
+
+
+def _cluster_choice(config, training: bool, variant: str):
+    """The (built) cluster plan when this call runs the cluster kernel, else None. "cluster" raises
+    NotSupported where it does not fit; "auto" uses it for inference while CLUSTER_DEFAULT is set,
+    on clusters of at most AUTO_MAX_CLUSTER blocks."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant: expected one of {VARIANTS}, got {variant!r}")
+    if variant == "grid" or (variant == "auto" and (training or not CLUSTER_DEFAULT)):
+        return None
+    try:
+        plan = cluster_plan(config)
+        if variant == "auto" and plan.cluster > AUTO_MAX_CLUSTER:
+            return None
+        _cluster_kernel(plan, _device_id())
+    except NotSupported:
+        if variant == "cluster":
+            raise
+        return None
+    return plan
 
 
 # ---- forward ----------------------------------------------------------------------------------
@@ -197,30 +330,43 @@ def _input_projections(layer_input, preps):
     return out.reshape(len(preps), steps, batch, -1)
 
 
-def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None):
+def _output(shape):
+    """An fp32 buffer every element of which a kernel writes (NaN-poisoned under tests)."""
     cp = _cp()
-    plans = _plans(config, training)                           # NotSupported before any launch
+    return cp.full(shape, cp.nan, cp.float32) if POISON_OUTPUTS else cp.empty(shape, cp.float32)
+
+
+def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
+            variant="auto"):
+    cp = _cp()
+    cluster = _cluster_choice(config, training, variant)       # NotSupported before any launch
+    plans = _plans(config, training) if cluster is None or training else {}
+    if cluster is not None:
+        plans = {**plans, "forward": cluster}                  # backward (training) stays v2
     _build(plans)
     prep = prepared if prepared is not None else prepare(config, weights)
     steps, batch, hidden, dirs = config.seq_len, config.batch, config.hidden_size, config.num_directions
     h0, c0 = _f32(h0), _f32(c0)
-    h_final = cp.full(config.state_shape, cp.nan, cp.float32)
-    c_final = cp.full(config.state_shape, cp.nan, cp.float32)
+    h_final = _output(config.state_shape)
+    c_final = _output(config.state_shape)
     reserve = PersistentReserve(config, plans, prep, h0, c0)
     layer_in = _f32(x)
     for layer in range(config.num_layers):
         s0 = slot(layer, 0, dirs)
         xw = _input_projections(layer_in, prep.slots[s0:s0 + dirs])
-        y = cp.full((steps, batch, dirs * hidden), cp.nan, cp.float32)
-        gates = cp.full((dirs, steps, batch, 4 * hidden), cp.nan, cp.float32) if training else None
-        cells = cp.full((dirs, steps, batch, hidden), cp.nan, cp.float32) if training else None
+        y = _output((steps, batch, dirs * hidden))
+        gates = _output((dirs, steps, batch, 4 * hidden)) if training else None
+        cells = _output((dirs, steps, batch, hidden)) if training else None
         states = slice(s0, s0 + dirs)
-        _launch(plans["forward"], (
-            _tiles(prep, layer, dirs, plans["forward"]), cp.ascontiguousarray(xw), h0[states], c0[states],
-            y, h_final[states], c_final[states],
-            gates if training else _null(), cells if training else _null(),
-            np.int32(steps), np.int32(hidden), np.int32(plans["forward"].units),
-            np.int32(plans["forward"].blocks_per_dir), np.int32(dirs * hidden)))
+        fwd = plans["forward"]
+        args = (_tiles(prep, layer, dirs, fwd), cp.ascontiguousarray(xw), h0[states], c0[states],
+                y, h_final[states], c_final[states],
+                gates if training else _null(), cells if training else _null(),
+                np.int32(steps), np.int32(hidden), np.int32(fwd.units))
+        if fwd is cluster:
+            _launch_cluster(fwd, args + (np.int32(dirs * hidden),))
+        else:
+            _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)))
         if training:
             reserve.layers.append(LayerSave(layer_in, y, gates, cells))
         layer_in = y
@@ -229,7 +375,8 @@ def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None
             reserve.dropout_masks[layer] = cp.asarray(mask)
             layer_in = y * reserve.dropout_masks[layer]
     dtype = x.dtype
-    return (layer_in.astype(dtype), h_final.astype(dtype), c_final.astype(dtype),
+    return (layer_in.astype(dtype, copy=False), h_final.astype(dtype, copy=False),
+            c_final.astype(dtype, copy=False),
             reserve if training else None)
 
 
@@ -259,8 +406,8 @@ def backward(reserve: PersistentReserve, dy, dhT, dcT):
         raise NotSupported(name, "backward needs a reserve from a training-mode forward")
     steps, batch, hidden, dirs = config.seq_len, config.batch, config.hidden_size, config.num_directions
     dhT, dcT = _f32(dhT), _f32(dcT)
-    dh0 = cp.full(config.state_shape, cp.nan, cp.float32)
-    dc0 = cp.full(config.state_shape, cp.nan, cp.float32)
+    dh0 = _output(config.state_shape)
+    dc0 = _output(config.state_shape)
     grads = [None] * (config.num_layers * dirs)
     d_out = _f32(dy)
     for layer in reversed(range(config.num_layers)):
@@ -269,7 +416,7 @@ def backward(reserve: PersistentReserve, dy, dhT, dcT):
         save = reserve.layers[layer]
         s0 = slot(layer, 0, dirs)
         states = slice(s0, s0 + dirs)
-        dz = cp.full((dirs, steps, batch, 4 * hidden), cp.nan, cp.float32)
+        dz = _output((dirs, steps, batch, 4 * hidden))
         _launch(plan, (
             _tiles(reserve.weights, layer, dirs, plan), cp.ascontiguousarray(d_out), save.gates, save.cells,
             reserve.c0[states], dhT[states], dcT[states], dz, dh0[states], dc0[states],
@@ -284,5 +431,5 @@ def backward(reserve: PersistentReserve, dy, dhT, dcT):
             d_in += flat_dz @ reserve.weights.slots[s].w_ih
         d_out = d_in.reshape(steps, batch, -1)
     dtype = dy.dtype
-    cast = lambda a: a.astype(dtype)  # noqa: E731
+    cast = lambda a: a.astype(dtype, copy=False)  # noqa: E731
     return (cast(d_out), cast(dh0), cast(dc0), [LayerWeights(*(cast(a) for a in g)) for g in grads])

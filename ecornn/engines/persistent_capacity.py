@@ -234,6 +234,142 @@ def predicted_us_per_step(plan: KernelPlan, clock_ghz: float = 1.75, sync_us: fl
     return plan.launches * (sync_us + 1.0 + clocks / (clock_ghz * 1e3))
 
 
+# ---- v3: one thread-block cluster per sequence (kernels/persistent_cluster.cu, forward only) ----
+CLUSTER_SIZES = (8, 16)          # 8 is portable; 16 needs the non-portable-size function attribute
+CLUSTER_WARP_CHOICES = (16, 8, 4)
+CLUSTER_REG_OVERHEAD = 44        # + rows_per_lane * (B + 2): ptxas on sm_90 (184 regs at H=256 B=1)
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    """Tile and launch parameters of the cluster forward kernel of one layer: ``cluster`` blocks
+    per direction (one cluster each), all directions in one launch."""
+
+    hidden: int
+    batch: int
+    directions: int
+    cluster: int
+    units: int              # hidden units per block (the last block may own fewer)
+    warps: int
+    lane_rows: int
+    rows_per_lane: int
+    cols_per_lane: int
+    reg_cols: int
+    regs_per_thread: int    # estimate; the compiled kernel reports the real count
+    smem_bytes: int
+
+    pass_name = "forward"
+    rows_per_unit = 4
+    launches = 1
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+    @property
+    def blocks_per_dir(self) -> int:
+        return self.cluster
+
+    @property
+    def grid(self) -> int:
+        return self.cluster * self.directions
+
+    @property
+    def smem_weight_cols(self) -> int:
+        return self.cols_per_lane - self.reg_cols
+
+    def tile_shape(self) -> TileShape:
+        return TileShape(blocks=self.cluster, rows_per_block=4 * self.units, warps=self.warps,
+                         lane_rows=self.lane_rows, rows_per_lane=self.rows_per_lane,
+                         cols_per_lane=self.cols_per_lane)
+
+    def defines(self) -> dict:
+        """Compile-time constants of kernels/persistent_cluster.cu."""
+        return {"CLUSTER": self.cluster, "BATCH": self.batch, "NWARPS": self.warps,
+                "LANE_ROWS": self.lane_rows, "ROWS_PER_LANE": self.rows_per_lane,
+                "COLS_PER_LANE": self.cols_per_lane, "REG_COLS": self.reg_cols}
+
+    def with_reg_cols(self, reg_cols: int) -> "ClusterPlan":
+        fields = asdict(self)
+        extra = (self.reg_cols - reg_cols) * self.rows_per_lane * self.threads * 4
+        fields.update(reg_cols=reg_cols, smem_bytes=self.smem_bytes + extra,
+                      regs_per_thread=self.regs_per_thread - (self.reg_cols - reg_cols) * self.rows_per_lane)
+        return ClusterPlan(**fields)
+
+    def describe(self) -> str:
+        return (f"cluster forward: {self.directions} cluster(s) of {self.cluster} blocks x {self.threads} "
+                f"threads, {self.units} units/block, {self.reg_cols}/{self.cols_per_lane} columns in "
+                f"registers, {self.smem_bytes // 1024} KB smem")
+
+
+def cluster_smem_bytes(padded_cols: int, batch: int, warps: int, rows_per_lane: int, tile_rows: int,
+                       smem_cols: int) -> int:
+    """Two h buffers, the shared-memory weight columns, the per-warp partial sums."""
+    return 4 * (2 * padded_cols * batch + warps * smem_cols * rows_per_lane * 32 + warps * batch * tile_rows)
+
+
+def _cluster_candidate(props, hidden, batch, directions, cluster, warps):
+    units = -(-hidden // cluster)
+    lanes = choose_lanes(4 * units)
+    if lanes is None or units * batch > 32 * warps:   # one pointwise thread per (unit, batch)
+        return None
+    lane_rows, rows_per_lane = lanes
+    lane_k = 32 // lane_rows
+    cols_per_lane = -(-hidden // (warps * lane_k))
+    overhead = CLUSTER_REG_OVERHEAD + rows_per_lane * (batch + 2)
+    spare = register_cap(props, 32 * warps) - overhead
+    if spare < 0:
+        return None
+    reg_cols = min(cols_per_lane, spare // rows_per_lane)
+    smem = cluster_smem_bytes(warps * lane_k * cols_per_lane, batch, warps, rows_per_lane,
+                              rows_per_lane * lane_rows, cols_per_lane - reg_cols)
+    if smem > props["smem_per_block_optin"] or smem + SMEM_RESERVED_PER_BLOCK > props["smem_per_sm"]:
+        return None
+    return ClusterPlan(hidden, batch, directions, cluster, units, warps, lane_rows, rows_per_lane,
+                       cols_per_lane, reg_cols, overhead + reg_cols * rows_per_lane, smem)
+
+
+def cluster_issue_slots(plan: ClusterPlan) -> int:
+    """Per-scheduler issue slots of one step's matvec (FFMA + vector loads + shared-memory weight
+    loads) plus the pointwise thread's per-warp partial loads: ranks plans of one configuration."""
+    per_lane = (plan.cols_per_lane * (plan.rows_per_lane * plan.batch + 1)
+                + plan.smem_weight_cols * plan.rows_per_lane)
+    return max(1, plan.warps // 4) * per_lane + 4 * plan.warps
+
+
+def plan_cluster(props: dict, hidden: int, batch: int, num_directions: int = 1,
+                 max_cluster: int = 8) -> ClusterPlan:
+    """The cluster forward plan (smallest cluster that holds W_hh, then the fewest issue slots),
+    or NotSupported naming the limit. Co-residency rule: one block per SM and every direction's
+    cluster resident at once (directions x cluster <= SMs); the engine also asks the occupancy API."""
+    cc = tuple(props.get("compute_capability", (0, 0)))
+    if cc < (9, 0):
+        raise NotSupported(STRATEGY, f"the cluster kernel needs thread-block clusters (sm_90+); "
+                                     f"{props.get('name', 'this GPU')} is sm_{cc[0]}{cc[1]}")
+    sizes = [c for c in CLUSTER_SIZES if c <= max_cluster]
+    for cluster in sizes:
+        if num_directions * cluster > props["sm_count"]:
+            continue
+        plans = [p for w in CLUSTER_WARP_CHOICES
+                 if (p := _cluster_candidate(props, hidden, batch, num_directions, cluster, w)) is not None]
+        if plans:
+            return min(plans, key=lambda p: (cluster_issue_slots(p), -p.warps))
+    per_sm = (props["regs_per_sm"] * 4 + props["smem_per_block_optin"]) / 2**20
+    raise NotSupported(STRATEGY, f"cluster kernel: recurrent weights of hidden_size={hidden} (fp32, "
+                                 f"{16 * hidden * hidden / 2**20:.2f} MiB) plus batch={batch} vectors do not "
+                                 f"fit one cluster of {'/'.join(map(str, sizes))} blocks (~{per_sm:.2f} MiB "
+                                 f"of registers + shared memory per SM) with {num_directions} direction(s) "
+                                 f"on {props['sm_count']} SMs")
+
+
+def predicted_cluster_us_per_step(plan: ClusterPlan, clock_ghz: float = 1.75, barrier_us: float = 0.18,
+                                  pointwise_us: float = 0.55) -> float:
+    """Kernel-only forward step: matvec issue slots at ~70% issue efficiency, the fixed serial rest
+    (__syncthreads, partial loads, activations, DSMEM push) and one cluster barrier. pointwise_us
+    was 0.15 a priori; the H200 run (benchmarks/notes_persistent.md, v3) put it at ~0.55."""
+    return cluster_issue_slots(plan) / 0.7 / (clock_ghz * 1e3) + pointwise_us + barrier_us
+
+
 def h100_properties() -> dict:
     """The H100 SXM as device_properties() reports it (for CPU-side tests and docs)."""
     return {"name": "NVIDIA H100 80GB HBM3", "compute_capability": (9, 0), "sm_count": 132,
@@ -255,5 +391,5 @@ def small_gpu_properties(sm_count: int = 20) -> dict:
     return props
 
 
-__all__ = ["KernelPlan", "plan_pass", "plan_config", "largest_hidden", "choose_lanes",
+__all__ = ["KernelPlan", "ClusterPlan", "plan_cluster", "predicted_cluster_us_per_step", "plan_pass", "plan_config", "largest_hidden", "choose_lanes",
            "h100_properties", "a100_properties", "small_gpu_properties", "predicted_us_per_step"]

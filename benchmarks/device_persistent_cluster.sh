@@ -1,0 +1,40 @@
+#!/bin/bash
+# One device visit for the persistent v3 cluster kernel: install, GPU + CPU tests of the cluster
+# path (and the v2 GPU tests unless SKIP_V2=1), the cluster-vs-grid-vs-cuDNN benchmark, then
+# compute-sanitizer on a small cluster run. Everything lands under $OUT (<= 8 files).
+set -u
+OUT=${OUT:-/tmp/persistent_cluster_out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
+# Overlay package: see device_persistent.sh (editable install vs repo root on sys.path).
+REPO=$PWD
+mkdir -p /tmp/site/ecornn
+for f in ecornn/*; do ln -sfn "$REPO/$f" /tmp/site/ecornn/; done
+ln -sfn "$REPO/layouts" /tmp/site/ecornn/layouts
+ln -sfn "$REPO/kernels" /tmp/site/ecornn/kernels
+export PYTHONPATH=/tmp/site:$REPO
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$OUT/device.txt" 2>&1
+cat "$OUT/device.txt"
+
+V2=""; [ "${SKIP_V2:-0}" = 1 ] || V2="$REPO/tests/test_persistent_gpu.py"
+(cd /tmp && timeout ${TEST_TIMEOUT:-120} python3 -m pytest -q -rfE --durations=6 --import-mode=append \
+  -p no:cacheprovider --rootdir "$REPO" "$REPO/tests/test_persistent_cluster_gpu.py" \
+  "$REPO/tests/test_persistent_cluster_capacity.py" "$REPO/tests/test_persistent_cluster_emulated.py" $V2 \
+  2>&1 | tail -60) > "$OUT/cluster_tests.log"
+tail -30 "$OUT/cluster_tests.log"
+
+
+timeout ${BENCH_TIMEOUT:-90} python3 benchmarks/bench_persistent_cluster.py "$OUT" --repeats ${REPEATS:-10} \
+  2>&1 | tail -30 > "$OUT/cluster_bench.log"
+cat "$OUT/cluster_bench.log"
+
+{
+  for tool in ${SAN_TOOLS:-memcheck racecheck}; do
+    echo "== compute-sanitizer --tool $tool"
+    timeout ${SAN_TIMEOUT:-40} compute-sanitizer --tool $tool --error-exitcode 9 \
+      python3 benchmarks/persistent_cluster_small_run.py 2>&1 | tail -6
+    echo "exit: ${PIPESTATUS[0]}"
+  done
+} > "$OUT/cluster_sanitizer.log" 2>&1
+cat "$OUT/cluster_sanitizer.log"

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The lead's combined device visit, in two parts that each fit one device call:
+#   bash tools/device_final.sh tests   # every GPU test, ecornn.LSTM (mxnet) on the device,
+#                                      # the torch training benchmark, the FlashRNN peer
+#   bash tools/device_final.sh sweep   # calibrate the planner, then the planner sweep + plot
+# Carry .whl (mxnet and flashrnn wheels). Everything lands in $OUT/final_<part>.tgz + a summary,
+# because a device call returns at most 8 files.
+set -u
+PART=${1:-tests}
+OUT=${OUT:-/tmp/out}
+WORK=/tmp/final_$PART
+mkdir -p "$WORK" "$OUT"
+export PYTHONUNBUFFERED=1 ECORNN_CACHE=$WORK/cache
+REPO=$PWD
+python3 -m pip install -q --no-deps --no-build-isolation -e . > "$WORK/pip.log" 2>&1
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  python3 -c "import cupy, torch, numpy, sys; print('python', sys.version.split()[0], 'cupy', cupy.__version__, 'torch', torch.__version__, 'cudnn', torch.backends.cudnn.version(), 'numpy', numpy.__version__)"
+  (cd /tmp && python3 -c "import ecornn, ecornn.layouts, ecornn.kernels; print('ecornn from', ecornn.__file__)")
+} > "$WORK/env.txt" 2>&1
+cat "$WORK/env.txt"
+
+section() {  # name, timeout seconds, command...
+  local name=$1 limit=$2; shift 2
+  local start=$SECONDS
+  timeout "$limit" "$@" > "$WORK/$name.log" 2>&1
+  local rc=$?
+  echo "== $name: exit $rc in $((SECONDS - start)) s" | tee -a "$WORK/summary.txt"
+  tail -n 6 "$WORK/$name.log" | tee -a "$WORK/summary.txt"
+}
+
+if [ "$PART" = tests ]; then
+  section gpu_tests 230 python3 -m pytest -q -m gpu -rfEs -p no:cacheprovider --durations=15 tests/
+  section mxnet 60 bash tools/device_mxnet.sh
+  section torch_train 80 python3 benchmarks/bench_torch_train.py --out "$WORK"
+  if ls .whl/flashrnn-*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --target /tmp/frsite .whl/flashrnn-*.whl
+    section flashrnn 90 env PYTHONPATH=/tmp/frsite python3 benchmarks/bench_flashrnn.py "$WORK"
+  fi
+else
+  section calibrate 70 python3 -m ecornn.run calibrate --iterations 5
+  cp "$WORK"/cache/calibration_*.json "$WORK/" 2>/dev/null
+  section sweep 330 python3 -m ecornn.run sweep --hidden 256,512,1024,2048 --batch 1,4,16,64,256 \
+      --dtype float32,bfloat16 --mode inference,training --seq-len 256 --iterations 3 \
+      --json "$WORK/sweep.json" --csv "$WORK/sweep.csv" --plot "$WORK/sweep.png"
+fi
+tar czf "$OUT/final_$PART.tgz" -C "$WORK" --exclude=cache .
+cp "$WORK/summary.txt" "$OUT/summary_$PART.txt"
