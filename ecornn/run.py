@@ -169,6 +169,18 @@ def build_sweep_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _versions() -> dict:
+    from .calibrate import versions
+    out = versions()
+    try:
+        import torch
+        out["torch"] = torch.__version__
+        out["cudnn"] = torch.backends.cudnn.version()
+    except Exception:
+        pass
+    return out
+
+
 def sweep_main(argv) -> int:
     from . import sweep
     args = build_sweep_parser().parse_args(argv)
@@ -182,16 +194,17 @@ def sweep_main(argv) -> int:
         print("no CUDA GPU found: sweeping the NumPy reference on a small grid", file=sys.stderr)
     pick = lambda name: getattr(args, name) or defaults[name]  # noqa: E731
     strategies = pick("strategies")
+    meta = {"device": device_name(gpu), "ecornn": __version__, "numpy": np.__version__,
+            "seq_len": pick("seq_len"), "iterations": pick("iterations"), **_versions()}
+    save_partial = (lambda done: sweep.write_json(done, args.json, meta)) if args.json else None
     cells = sweep.run_sweep(pick("hidden"), pick("batch"), pick("dtype"), args.mode, strategies,
                             pick("seq_len"), pick("iterations"), xp, time_config,
-                            with_torch=False if args.no_torch else None)
+                            with_torch=False if args.no_torch else None, on_cell=save_partial)
     print(sweep.format_table(cells, strategies))
     quality = sweep.pick_quality(cells)
     if quality.get("cells"):
         print(f"planner: pick within 10% of the fastest in {quality['within_10pct']:.0%} of "
               f"{quality['cells']} cells; worst pick/best {quality['worst']:.2f}")
-    meta = {"device": device_name(gpu), "ecornn": __version__, "numpy": np.__version__,
-            "seq_len": pick("seq_len"), "iterations": pick("iterations")}
     if args.json:
         sweep.write_json(cells, args.json, meta)
     if args.csv:

@@ -67,12 +67,15 @@ def run_cell(cell: Cell, strategies, seq_len, iterations, xp, with_torch, time_c
 
 
 def run_sweep(hiddens, batches, dtypes, modes, strategies, seq_len, iterations, xp, time_config,
-              with_torch=None, progress=True) -> list:
+              with_torch=None, progress=True, on_cell=None) -> list:
+    """Time every cell; ``on_cell(done_cells)`` after each (e.g. to save partial results)."""
     with_torch = torch_available() if with_torch is None else with_torch
     grid = [Cell(h, b, d, m) for d in dtypes for m in modes for h in hiddens for b in batches]
     bar = Progress(len(grid), "sweep") if progress else None
-    for cell in grid:
+    for index, cell in enumerate(grid):
         run_cell(cell, strategies, seq_len, iterations, xp, with_torch, time_config)
+        if on_cell:
+            on_cell(grid[:index + 1])
         if bar:
             bar.update()
     if bar:
