@@ -26,46 +26,111 @@ def versions() -> dict:
     return out
 
 
-# Problems timed for calibration (hidden, batch, dtype): seconds in all, spread enough to pin the terms.
-PERSISTENT_GRID = [(256, 1, "float32"), (256, 8, "float32"), (1024, 1, "float32"), (1024, 8, "float32"),
-                   (512, 4, "float32")]
-FUSED_GRID = [(256, 16, "float32"), (256, 128, "float32"), (1024, 16, "float32"), (1024, 128, "float32"),
-              (512, 64, "float32"), (512, 16, "bfloat16"), (1024, 128, "bfloat16"), (2048, 64, "bfloat16")]
-# Fitted in this order (later stages see earlier results): strategy, dtypes, two constants' ranges.
+# Problems timed by `calibrate` (hidden, batch, dtype, training): seconds in all, spread enough to
+# pin every term. A sweep's JSON can be used instead (`calibrate --from-sweep sweep.json`).
+PERSISTENT_GRID = [(256, 1, "float32", False), (256, 16, "float32", False), (1024, 1, "float32", False),
+                   (1024, 16, "float32", False), (512, 4, "float32", False), (512, 16, "float32", False),
+                   (512, 4, "float32", True), (1024, 1, "float32", True)]
+FUSED_GRID = [(256, 16, "float32", False), (256, 128, "float32", False), (1024, 16, "float32", False),
+              (1024, 128, "float32", False), (512, 64, "float32", False), (512, 16, "bfloat16", False),
+              (1024, 128, "bfloat16", False), (2048, 64, "bfloat16", False), (512, 64, "float32", True),
+              (1024, 16, "bfloat16", True)]
+SIXTEEN = ("float16", "bfloat16")
+ALL = ("float32",) + SIXTEEN
+# Grid-searched stages, in order (later stages see earlier results): strategy, dtypes, training, ranges.
 SEARCH = [
-    ("fused", ("float32",), {"launch_us": np.linspace(0.5, 8.0, 31),
-                             "gemm_efficiency": np.geomspace(0.05, 1.0, 40)}),
-    ("fused", ("float16", "bfloat16"), {"gemm_efficiency_16bit": np.geomspace(0.01, 1.0, 60)}),
-    ("persistent", ("float32", "float16", "bfloat16"),
-     {"persistent_exchange_us": np.linspace(0.0, 4.0, 41), "persistent_efficiency": np.geomspace(0.02, 1.0, 40)}),
+    ("fused", ("float32",), False, {"launch_us": np.linspace(0.5, 8.0, 16),
+                                    "gemm_efficiency": np.geomspace(0.05, 1.0, 20),
+                                    "fused_fp32_batch_us": np.concatenate([[0.0], np.geomspace(0.01, 2.0, 19)])}),
+    ("fused", SIXTEEN, False, {"gemm_efficiency_16bit": np.geomspace(0.01, 1.0, 60)}),
+    ("fused", ALL, True, {"fused_backward_factor": np.linspace(0.3, 4.0, 75)}),
+    ("persistent", ALL, True, {"backward_factor": np.linspace(0.3, 6.0, 115)}),
 ]
 
 
-def _predict(strategy, config, device, consts):
+def _predict(strategy, config, device, consts, training=False):
     from .planner import persistent_fit
     if strategy == "persistent":
-        return costmodel.predict_persistent_us(config, device, persistent_fit(config, device)["blocks"],
-                                               False, consts)
-    return costmodel.predict_fused_us(config, device, False, consts)
+        return costmodel.predict_persistent_us(config, device, persistent_fit(config, device, training),
+                                               training, consts)
+    return costmodel.predict_fused_us(config, device, training, consts)
+
+
+def _points(measurements, strategy, dtypes, training):
+    return [(_cfg(m), m["us_per_step"]) for m in measurements
+            if m["strategy"] == strategy and m["dtype"] in dtypes and bool(m.get("training")) == training
+            and m["us_per_step"]]
+
+
+def _grid_search(consts, strategy, points, space, device, training):
+    import itertools
+    best = None
+    for values in itertools.product(*space.values()):
+        trial = dataclasses.replace(consts, **{k: float(v) for k, v in zip(space, values)})
+        err = sum((np.log(_predict(strategy, c, device, trial, training)) - np.log(us)) ** 2 for c, us in points)
+        if best is None or err < best[0]:
+            best = (err, trial)
+    return best[1]
+
+
+def _fit_persistent_inference(consts, points, device):
+    """The inference step is linear in its unknowns: solve relative least squares for
+    (grid fixed µs, cluster fixed µs, 1/efficiency, µs per 1e3 H*B, µs per 1e5 H*B^2)."""
+    from .planner import persistent_fit
+    rows, targets = [], []
+    for config, us in points:
+        kernel = persistent_fit(config, device, False)
+        cluster = kernel.get("cluster_blocks")
+        flop_us, hb, hbb = costmodel.persistent_step_terms(config, device, cluster or kernel["blocks"])
+        fixed = costmodel.predict_persistent_us(config, device, kernel, False, dataclasses.replace(
+            consts, grid_sync_us=0.0, persistent_exchange_us=0.0, cluster_step_us=0.0,
+            persistent_efficiency=1e30, persistent_vector_us=0.0, persistent_batch2_us=0.0))
+        layers = config.num_layers
+        rows.append([layers * (cluster is None), layers * (cluster is not None), layers * flop_us,
+                     layers * hb, layers * hbb])
+        targets.append(us - fixed)
+    a = np.array(rows) / np.array([us for _, us in points])[:, None]
+    b = np.array(targets) / np.array([us for _, us in points])
+    used = a.any(axis=0)
+    theta = np.zeros(5)
+    theta[used] = np.linalg.lstsq(a[:, used], b, rcond=None)[0]
+    theta = np.maximum(theta, [consts.grid_sync_us, 0.05, 1.0, 0.0, 0.0])  # physical lower bounds
+    return dataclasses.replace(
+        consts, persistent_exchange_us=float(theta[0] - consts.grid_sync_us) if used[0]
+        else consts.persistent_exchange_us,
+        cluster_step_us=float(theta[1]) if used[1] else consts.cluster_step_us,
+        persistent_efficiency=float(1.0 / theta[2]) if used[2] else consts.persistent_efficiency,
+        persistent_vector_us=float(theta[3]) if used[3] else consts.persistent_vector_us,
+        persistent_batch2_us=float(theta[4]) if used[4] else consts.persistent_batch2_us)
 
 
 def fit_constants(measurements: list, device, start: costmodel.CostConstants = costmodel.DEFAULTS):
-    """Grid-search each stage's constants to minimise squared log error over its points."""
-    import itertools
+    """Fit the cost model's constants to measured µs/step (dicts with strategy, hidden, batch,
+    dtype, seq_len, training, us_per_step)."""
     consts = start
-    for strategy, dtypes, space in SEARCH:
-        points = [(_cfg(m), m["us_per_step"]) for m in measurements
-                  if m["strategy"] == strategy and m["dtype"] in dtypes and m["us_per_step"]]
-        if not points:
-            continue
-        best = None
-        for values in itertools.product(*space.values()):
-            trial = dataclasses.replace(consts, **{k: float(v) for k, v in zip(space, values)})
-            err = sum((np.log(_predict(strategy, c, device, trial)) - np.log(us)) ** 2 for c, us in points)
-            if best is None or err < best[0]:
-                best = (err, trial)
-        consts = best[1]
+    for strategy, dtypes, training, space in SEARCH:
+        if strategy == "persistent":  # linear inference terms first, then the backward factor
+            points = _points(measurements, "persistent", ALL, False)
+            if points:
+                consts = _fit_persistent_inference(consts, points, device)
+        points = _points(measurements, strategy, dtypes, training)
+        if points:
+            consts = _grid_search(consts, strategy, points, space, device, training)
     return consts
+
+
+def measurements_from_sweep(path) -> list:
+    import json
+    data = json.load(open(path))
+    out = []
+    for cell in data["cells"]:
+        for strategy in ("persistent", "fused"):
+            us = cell.get(f"{strategy}_us")
+            if us:
+                out.append({"strategy": strategy, "hidden": cell["hidden"], "batch": cell["batch"],
+                            "dtype": cell["dtype"], "seq_len": data["meta"].get("seq_len", 256),
+                            "training": cell["mode"] == "training", "us_per_step": us})
+    return out
 
 
 def measure(time_config, xp, seq_len=256, iterations=10) -> list:
@@ -73,35 +138,47 @@ def measure(time_config, xp, seq_len=256, iterations=10) -> list:
     from .errors import NotSupported
     out = []
     for strategy, grid in (("persistent", PERSISTENT_GRID), ("fused", FUSED_GRID)):
-        for hidden, batch, dtype in grid:
+        for hidden, batch, dtype, training in grid:
             config = LSTMConfig(hidden, hidden, batch=batch, seq_len=seq_len, dtype=dtype)
             try:
-                us = time_config(config, strategy, iterations, False, xp=xp, progress=False)["us_per_step"]
+                us = time_config(config, strategy, iterations, training, xp=xp, progress=False)["us_per_step"]
             except NotSupported:
                 us = None
             out.append({"strategy": strategy, "hidden": hidden, "batch": batch, "dtype": dtype,
-                        "seq_len": seq_len, "us_per_step": us})
+                        "seq_len": seq_len, "training": training, "us_per_step": us})
     return out
 
 
 def main(argv=None) -> int:
     import argparse
     from .arrays import cupy_or_none, gpu_available
-    from .devices import current
+    from .devices import KNOWN, current
     from .run import time_config
     parser = argparse.ArgumentParser(prog="python -m ecornn.run calibrate", description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--from-sweep", metavar="JSON", help="fit to a sweep's measurements instead of timing")
+    parser.add_argument("--device", choices=sorted(KNOWN), help="with --from-sweep on a machine without "
+                        "that GPU: the device the sweep ran on")
     args = parser.parse_args(argv)
-    if not gpu_available():
-        print("error: calibration needs a CUDA GPU; without one the planner uses the reference", flush=True)
+    if args.from_sweep:
+        device = KNOWN[args.device] if args.device else current()
+        measurements = measurements_from_sweep(args.from_sweep)
+    elif gpu_available():
+        device = current()
+        measurements = measure(time_config, cupy_or_none(), iterations=args.iterations)
+    else:
+        print("error: calibration needs a CUDA GPU (or --from-sweep JSON --device NAME)", flush=True)
         return 2
-    device = current()
-    measurements = measure(time_config, cupy_or_none(), iterations=args.iterations)
+    if device is None:
+        print("error: no GPU here: name the sweep's device with --device", flush=True)
+        return 2
     consts = fit_constants(measurements, device)
     path = costmodel.save_constants(device.name, versions(), consts, measurements)
     for m in measurements:
-        print(f"{m['strategy']:>10} H={m['hidden']:<5} B={m['batch']:<4} measured "
-              f"{m['us_per_step'] or float('nan'):7.2f} us/step, model {_predict(m['strategy'], _cfg(m), device, consts):7.2f}")
+        model = _predict(m["strategy"], _cfg(m), device, consts, bool(m.get("training")))
+        print(f"{m['strategy']:>10} {m['dtype']:>8} {'train' if m.get('training') else 'infer'} "
+              f"H={m['hidden']:<5} B={m['batch']:<4} measured {m['us_per_step'] or float('nan'):8.2f} "
+              f"us/step, model {model:8.2f}")
     print(f"constants: {consts.to_json()}\nwrote {path}")
     return 0
 

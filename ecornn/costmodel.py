@@ -1,6 +1,8 @@
 """A cost model with a physical shape: predicted microseconds per timestep for each GPU strategy.
 
-persistent, per layer and step:  sync + exchange + recurrent FLOPs / (blocks x per-SM rate x eff)
+persistent, per layer and step:  barrier (grid, or cluster for the v3 kernel) + exchange
+                                 + recurrent FLOPs / (blocks x per-SM rate x eff)
+                                 + a term in H x B (the vector every block reads each step)
 fused, per layer and step:       max(launch floor, GEMM time) + pointwise, where the GEMM is bound
                                  by FLOPs at the unit's rate x efficiency(batch) or by re-reading the
                                  weights (from L2 when they fit, else HBM)
@@ -26,14 +28,23 @@ BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
 
 @dataclass(frozen=True)
 class CostConstants:
-    grid_sync_us: float = 1.2             # one grid-wide barrier (H100, 132 blocks)
-    persistent_exchange_us: float = 0.6   # h through L2 + pointwise + loop overhead per step
-    persistent_efficiency: float = 0.35   # fraction of the FMA/MMA peak reached inside the loop
-    launch_us: float = 2.0                # one graph-replayed kernel node (GEMM or pointwise)
-    gemm_efficiency: float = 0.6          # fp32 GEMM fraction of the FMA peak
-    gemm_efficiency_16bit: float = 0.3    # 16-bit GEMM fraction of the tensor-core peak
+    """Defaults: fitted to the planner sweep on the lent NVIDIA H200 (2026-11-21,
+    benchmarks/results/planner_sweep_h200.json; `calibrate --from-sweep`). No H100 was lent that day."""
+
+    grid_sync_us: float = 1.2             # one grid-wide barrier (H100 132 blocks: 1.18; H200: 0.99)
+    persistent_exchange_us: float = 1.48  # grid kernel: h through L2 + pointwise + loop overhead
+    cluster_step_us: float = 1.52         # cluster kernel: barrier + DSMEM push + pointwise (+ casts)
+    persistent_efficiency: float = 0.985  # fraction of the FMA peak reached inside the loop
+    persistent_vector_us: float = 0.40    # per 1000 hidden x batch elements read by every block
+    persistent_batch2_us: float = 0.895   # per 100000 hidden x batch^2: per-lane accumulators and
+                                          # shared-memory vector traffic grow with batch
+    launch_us: float = 3.5                # one graph-replayed kernel node (GEMM or pointwise)
+    gemm_efficiency: float = 1.0          # fp32 GEMM fraction of the FMA peak
+    gemm_efficiency_16bit: float = 0.458  # 16-bit GEMM fraction of the tensor-core peak
+    fused_fp32_batch_us: float = 0.616    # strict-fp32 skinny GEMMs: µs per 1000 hidden x batch
     l2_bandwidth_gbs: float = 9000.0      # weights re-read per step when they fit in L2
-    backward_factor: float = 1.3          # backward recurrence / forward recurrence
+    backward_factor: float = 1.45         # persistent backward recurrence / forward recurrence
+    fused_backward_factor: float = 1.1    # fused backward steps / forward steps
     call_overhead_us: float = 40.0        # per call (Python, planning, launches outside the loop)
 
     def to_json(self) -> dict:
@@ -60,24 +71,40 @@ def _per_layer_inputs(config: LSTMConfig):
         yield layer, config.layer_input_size(layer)
 
 
-def predict_persistent_us(config: LSTMConfig, device: DeviceSpec, blocks: int,
+def persistent_step_terms(config: LSTMConfig, device: DeviceSpec, blocks: int) -> tuple:
+    """(FLOP term in µs at 100% efficiency, H*B/1e3, H*B^2/1e5) of one forward step of one layer."""
+    rate = _rate_tflops(config, device, tensor=False) * 1e12 / device.sm_count  # fp32 FMAs always
+    flops = 2.0 * config.batch * config.gate_size * config.hidden_size * config.num_directions
+    hb = config.hidden_size * config.batch * config.num_directions
+    return flops / (blocks * rate) * 1e6, hb / 1e3, hb * config.batch / 1e5
+
+
+def predict_persistent_us(config: LSTMConfig, device: DeviceSpec, kernel: dict,
                           training: bool = False, consts: CostConstants = DEFAULTS) -> float:
-    """Predicted µs per timestep; ``blocks`` is the grid the capacity model chose."""
-    # the persistent kernels compute in fp32 FMAs for every storage dtype
-    rate = _rate_tflops(config, device, tensor=False) * 1e12 * consts.persistent_efficiency
-    per_block_rate = rate / device.sm_count
+    """Predicted µs per timestep. ``kernel``: the capacity model's choice — ``blocks`` of the grid
+    kernel, and ``cluster_blocks`` when inference runs the cluster kernel."""
     total = 0.0
     for _, k_in in _per_layer_inputs(config):
-        recurrent = 2.0 * config.batch * config.gate_size * config.hidden_size * config.num_directions
-        step = consts.grid_sync_us + consts.persistent_exchange_us + recurrent / (blocks * per_block_rate) * 1e6
         projection = _gemm_us(2.0 * config.batch * config.gate_size * k_in * config.num_directions,
                               config, device, consts)
-        total += step + projection
+        grid_step = _persistent_step(config, device, kernel["blocks"], consts.grid_sync_us
+                                     + consts.persistent_exchange_us, consts)
         if training:
-            total += consts.backward_factor * step + 2 * projection + _gemm_us(
+            total += (1 + consts.backward_factor) * grid_step + 3 * projection + _gemm_us(
                 2.0 * config.batch * config.gate_size * config.hidden_size * config.num_directions,
                 config, device, consts)
+        elif kernel.get("cluster_blocks"):
+            total += _persistent_step(config, device, kernel["cluster_blocks"], consts.cluster_step_us,
+                                      consts) + projection
+        else:
+            total += grid_step + projection
     return total + consts.call_overhead_us / config.seq_len
+
+
+def _persistent_step(config, device, blocks, fixed_us, consts) -> float:
+    flop_us, hb, hbb = persistent_step_terms(config, device, blocks)
+    return (fixed_us + flop_us / consts.persistent_efficiency + consts.persistent_vector_us * hb
+            + consts.persistent_batch2_us * hbb)
 
 
 def predict_fused_us(config: LSTMConfig, device: DeviceSpec, training: bool = False,
@@ -89,12 +116,14 @@ def predict_fused_us(config: LSTMConfig, device: DeviceSpec, training: bool = Fa
     for _, k_in in _per_layer_inputs(config):
         flops = 2.0 * config.batch * config.gate_size * config.hidden_size
         gemm = max(_gemm_us(flops, config, device, consts), weight_bytes / (bandwidth * 1e3))
+        if config.dtype == "float32":  # cuBLAS's strict-fp32 kernels for N = batch <= 64 run far
+            gemm += consts.fused_fp32_batch_us * config.hidden_size * min(config.batch, 64) / 1e3
         step = max(consts.launch_us, gemm) + consts.launch_us  # GEMM node + pointwise node
         projection = _gemm_us(2.0 * config.batch * config.gate_size * k_in, config, device, consts)
         directions = config.num_directions
         layer = directions * step / (1.6 if directions == 2 else 1.0) + directions * projection
         if training:
-            layer += consts.backward_factor * directions * step + 2 * directions * projection \
+            layer += consts.fused_backward_factor * directions * step + 2 * directions * projection \
                 + directions * _gemm_us(flops, config, device, consts)
         per_layer.append(layer)
     # wavefront: layers overlap, so the slowest layer dominates and the others add partly

@@ -68,7 +68,8 @@ A100 = DeviceSpec("NVIDIA A100-SXM4-40GB", (8, 0), 108, 65536, 65536, 167936, 16
                   41943040, 1.41, 1555.0)
 SMALL_20SM = DeviceSpec("synthetic 20-SM GPU (sm_86)", (8, 6), 20, 65536, 65536, 102400, 101376, 1536,
                         4194304, 1.7, 360.0)
-KNOWN = {"h100": H100, "a100": A100, "small": SMALL_20SM}
+H200 = DeviceSpec("NVIDIA H200", (9, 0), 132, 65536, 65536, 233472, 232448, 2048, 62914560, 1.98, 4800.0)
+KNOWN = {"h100": H100, "h200": H200, "a100": A100, "small": SMALL_20SM}
 
 
 def current() -> DeviceSpec | None:

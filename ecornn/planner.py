@@ -45,10 +45,28 @@ def weight_bytes(config: LSTMConfig) -> int:
 def persistent_fit(config: LSTMConfig, device: DeviceSpec, training: bool = False) -> dict:
     """Kernel configuration of the persistent strategy on ``device``, or NotSupported."""
     from .engines import persistent_capacity
-    passes = persistent_capacity.plan_config(device.as_dict(), config, training)
+    props = device.as_dict()
+    passes = persistent_capacity.plan_config(props, config, training)
     forward = passes["forward"]
-    return {"blocks": forward.grid, "threads": forward.threads, "launches": forward.launches,
-            "passes": {name: p.describe() for name, p in passes.items()}}
+    kernel = {"blocks": forward.grid, "threads": forward.threads, "launches": forward.launches,
+              "passes": {name: p.describe() for name, p in passes.items()}}
+    cluster = None if training else _cluster_forward(config, props)
+    if cluster is not None:  # the engine's "auto" runs inference on one cluster per direction
+        kernel["cluster_blocks"] = cluster.cluster
+        kernel["passes"]["forward"] = f"forward: cluster kernel, {cluster.cluster} blocks per direction"
+    return kernel
+
+
+def _cluster_forward(config: LSTMConfig, props: dict):
+    """The cluster plan the persistent engine's "auto" variant would run, or None."""
+    from .engines import persistent, persistent_capacity
+    if not persistent.CLUSTER_DEFAULT:
+        return None
+    try:
+        return persistent_capacity.plan_cluster(props, config.hidden_size, config.batch,
+                                                config.num_directions, persistent.AUTO_MAX_CLUSTER)
+    except NotSupported:
+        return None
 
 
 def _feasible_kernel(strategy: str, config: LSTMConfig, device: DeviceSpec, live: bool,
@@ -64,8 +82,7 @@ def _feasible_kernel(strategy: str, config: LSTMConfig, device: DeviceSpec, live
 
 def _predict(strategy, config, device, kernel, training, consts) -> float:
     if strategy == "persistent":
-        return costmodel.predict_persistent_us(config, device, kernel.get("blocks", device.sm_count),
-                                               training, consts)
+        return costmodel.predict_persistent_us(config, device, kernel, training, consts)
     return costmodel.predict_fused_us(config, device, training, consts)
 
 

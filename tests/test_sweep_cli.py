@@ -50,20 +50,35 @@ def test_sweep_plot_is_a_png(tmp_path):
 
 
 def test_calibration_recovers_constants_from_synthetic_measurements():
-    truth = costmodel.CostConstants(persistent_exchange_us=0.9, persistent_efficiency=0.2,
-                                    launch_us=3.0, gemm_efficiency=0.4, gemm_efficiency_16bit=0.15)
+    truth = costmodel.CostConstants(persistent_exchange_us=0.9, persistent_efficiency=0.2, launch_us=3.0,
+                                    gemm_efficiency=0.4, gemm_efficiency_16bit=0.15, persistent_vector_us=0.3,
+                                    persistent_batch2_us=0.5, fused_fp32_batch_us=0.0)
     from ecornn.calibrate import FUSED_GRID, PERSISTENT_GRID, _predict
     measurements = []
     for strategy, grid in (("persistent", PERSISTENT_GRID), ("fused", FUSED_GRID)):
-        for hidden, batch, dtype in grid:
+        for hidden, batch, dtype, training in grid:
             config = LSTMConfig(hidden, hidden, batch=batch, seq_len=256, dtype=dtype)
-            measurements.append({"strategy": strategy, "hidden": hidden, "batch": batch,
-                                 "dtype": dtype, "seq_len": 256,
-                                 "us_per_step": _predict(strategy, config, H100, truth)})
+            measurements.append({"strategy": strategy, "hidden": hidden, "batch": batch, "dtype": dtype,
+                                 "seq_len": 256, "training": training,
+                                 "us_per_step": _predict(strategy, config, H100, truth, training)})
     fitted = fit_constants(measurements, H100)
     for m in measurements:
         config = LSTMConfig(m["hidden"], m["hidden"], batch=m["batch"], seq_len=256, dtype=m["dtype"])
-        assert np.isclose(_predict(m["strategy"], config, H100, fitted), m["us_per_step"], rtol=0.05)
+        got = _predict(m["strategy"], config, H100, fitted, m["training"])
+        assert np.isclose(got, m["us_per_step"], rtol=0.05), (m, got)
+
+
+def test_calibrate_from_sweep_json(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ECORNN_CACHE", str(tmp_path))
+    sweep = tmp_path / "s.json"
+    cells = [{"hidden": h, "batch": b, "dtype": "float32", "mode": "inference",
+              "persistent_us": 2.0 + 0.01 * h * b / 64, "fused_us": 6.0 + 0.02 * b}
+             for h in (256, 512) for b in (1, 16)]
+    sweep.write_text(json.dumps({"meta": {"seq_len": 256}, "cells": cells}))
+    assert main(["calibrate", "--from-sweep", str(sweep), "--device", "h100"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("measured") == 8 and "wrote" in out
+    assert list(tmp_path.glob("calibration_*.json"))
 
 
 def test_constants_cache_round_trip(tmp_path, monkeypatch):
