@@ -12,6 +12,7 @@ from ecornn import LSTMConfig
 from ecornn.calibrate import fit_constants, measurements_from_sweep
 from ecornn.devices import KNOWN
 from ecornn.planner import plan
+from ecornn.sweep import Cell, plot
 
 STRATEGIES = ("persistent", "fused")
 
@@ -35,6 +36,7 @@ def main():
     parser.add_argument("sweep")
     parser.add_argument("--device", choices=sorted(KNOWN), required=True)
     parser.add_argument("--out", help="write the report as JSON")
+    parser.add_argument("--plot", metavar="PNG", help="µs/step vs batch with the refitted planner's picks")
     args = parser.parse_args()
     data, device = json.load(open(args.sweep)), KNOWN[args.device]
     seq_len = data["meta"].get("seq_len", 256)
@@ -65,6 +67,11 @@ def main():
               f"worst pick/best {s['worst']:.2f}")
     if args.out:
         json.dump(report, open(args.out, "w"), indent=2)
+    if args.plot:
+        cells = [Cell(r["hidden"], r["batch"], r["dtype"], r["mode"],
+                      us={s: r[f"{s}_us"] for s in STRATEGIES}, cudnn_us=r["cudnn_us"], pick=r["pick"])
+                 for r in rows]
+        plot(cells, args.plot, STRATEGIES, sync_floor_us=1.0)
 
 
 if __name__ == "__main__":
