@@ -6,13 +6,16 @@ the kernel call differs: one ``mx.operator.CustomOp`` ("ecornn_lstm") that runs
 ``ecornn.lstm_forward`` / ``lstm_backward``, so autograd, ``Trainer`` and hybridized graphs work.
 
 Where it runs:
-- CPU context: the NumPy reference, on the NDArrays' memory (DLPack, no copy in).
+- CPU context: the NumPy reference, reading the NDArrays' memory through DLPack (no copy in;
+  results are copied out).
 - CPU context with ``offload='gpu'``: the planner's GPU strategy on copies of the arrays (CuPy),
   results copied back. Needs CuPy and a CUDA GPU; without them the call raises ConfigError.
-- GPU context: MXNet GPU arrays are handed to CuPy zero-copy through DLPack and back.
+- GPU context: MXNet GPU arrays are handed to CuPy zero-copy through DLPack, both ways.
 
-Dropout between layers (training only) draws its masks from this module's generator; seed it with
-``seed_dropout`` (``mx.random.seed`` does not reach it).
+The op always runs the forward in training mode (keeping the reserve), because it cannot tell
+whether autograd will ask for a backward. Dropout between layers (training only) draws its masks
+from this module's generator; seed it with ``seed_dropout`` (``mx.random.seed`` does not reach
+it). Not supported: projection_size, state clipping, use_sequence_length, ``mx.npx.set_np()``.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from .api import lstm_backward, lstm_forward
 from .arrays import cupy_or_none, gpu_available
 from .config import LSTMConfig
 from .engines import STRATEGIES
-from .errors import ConfigError, expect
+from .errors import expect
 from .mxnet_compat import import_mxnet
 from .planner import Plan, plan as plan_strategy
 from .weights import LayerWeights, mxnet_names
@@ -117,8 +120,9 @@ class LSTM(gluon.rnn.LSTM):
         features = self.l0_i2h_weight.shape[1] or self._input_size
         if features:
             expect(shape[2] == features, f"input feature size (axis 2 of {layout})", features, shape[2])
-        expect(np.dtype(inputs.dtype).name == self._dtype, "input dtype",
-               f"{self._dtype} (the block's dtype)", np.dtype(inputs.dtype).name)
+        dtype = _dtype_name(self._dtype)  # as given to the constructor or to cast()
+        expect(_dtype_name(inputs.dtype) == dtype, "input dtype", f"{dtype} (the block's dtype)",
+               _dtype_name(inputs.dtype))
         if states is None:
             return
         states = [states] if isinstance(states, mx.nd.NDArray) else states
@@ -129,8 +133,8 @@ class LSTM(gluon.rnn.LSTM):
             expect(isinstance(state, mx.nd.NDArray), f"state {name}", "an NDArray", type(state).__name__)
             expect(tuple(state.shape) == want, f"state {name} shape (layers*directions, batch, hidden)",
                    want, tuple(state.shape))
-            expect(np.dtype(state.dtype).name == self._dtype, f"state {name} dtype",
-                   self._dtype, np.dtype(state.dtype).name)
+            expect(_dtype_name(state.dtype) == dtype, f"state {name} dtype", dtype,
+                   _dtype_name(state.dtype))
 
     def _forward_kernel(self, F, inputs, states, sequence_length, **kwargs):
         params = [kwargs[name] for name in parameter_names(self._num_layers, self._dir)]
@@ -148,7 +152,7 @@ class LSTM(gluon.rnn.LSTM):
         ctx = ctx or getattr(data, "context", None) or mx.current_context()
         steps, batch = (shape[0], shape[1]) if self._layout == "TNC" else (shape[1], shape[0])
         config = LSTMConfig(int(shape[2]), self._hidden_size, self._num_layers, self._dir == 2,
-                            self._dtype, int(batch), int(steps), self._layout)
+                            _dtype_name(self._dtype), int(batch), int(steps), self._layout)
         return _Spec.of(self).plan(config, ctx, training)
 
 
@@ -166,8 +170,7 @@ def _check_options(hidden_size, num_layers, layout, dropout, bidirectional, inpu
     expect(isinstance(dropout, (int, float)) and 0 <= dropout < 1, "dropout",
            "a probability in [0, 1)", repr(dropout))
     expect(isinstance(bidirectional, bool), "bidirectional", "a bool", repr(bidirectional))
-    expect(np.dtype(dtype).name in DTYPES if _is_dtype(dtype) else False, "dtype",
-           f"one of {DTYPES}", repr(dtype))
+    expect(_dtype_name(dtype) in DTYPES, "dtype", f"one of {DTYPES}", repr(dtype))
     expect(strategy in STRATEGIES + ("auto",), "strategy", f"one of {STRATEGIES + ('auto',)}",
            repr(strategy))
     expect(offload in OFFLOADS, "offload", f"one of {OFFLOADS}", repr(offload))
@@ -180,12 +183,11 @@ def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_dtype(dtype) -> bool:
+def _dtype_name(dtype):
     try:
-        np.dtype(dtype)
+        return np.dtype(dtype).name
     except TypeError:
-        return False
-    return True
+        return None
 
 
 # ---- the custom operator ---------------------------------------------------------------------
@@ -282,19 +284,18 @@ class _LSTMProp(mx.operator.CustomOpProp):
         return ["output", "hn", "cn"]
 
     def infer_shape(self, in_shape):
-        """Shapes of states, parameters (deferred input size included) and outputs from the data."""
+        """Shapes of states, parameters (the deferred input size too) and outputs from the data's."""
         spec, data = self.spec, tuple(in_shape[0])
         expect(len(data) == 3, "input rank", f"3 ({spec.layout})", f"{len(data)} {data}")
-        steps, batch = (data[0], data[1]) if spec.layout == "TNC" else (data[1], data[0])
-        config = LSTMConfig(max(int(data[2]), 1), spec.hidden_size, spec.num_layers,
-                            spec.bidirectional, batch=max(int(batch), 1), seq_len=max(int(steps), 1),
-                            layout=spec.layout)
-        hidden, state = spec.hidden_size, (config.state_shape[0], batch, spec.hidden_size)
-        params = [config.weight_shapes(layer)[field]
-                  for layer in range(spec.num_layers) for _ in range(spec.num_directions)
-                  for field in LayerWeights._fields]
-        params[0] = (4 * hidden, data[2])
-        output = (steps, batch, spec.num_directions * hidden)
+        steps, batch, features = (data if spec.layout == "TNC" else (data[1], data[0], data[2]))
+        hidden, directions = spec.hidden_size, spec.num_directions
+        gates = 4 * hidden
+        params = []
+        for layer in range(spec.num_layers):
+            inputs = features if layer == 0 else directions * hidden
+            params += [(gates, inputs), (gates, hidden), (gates,), (gates,)] * directions
+        state = (spec.num_layers * directions, batch, hidden)
+        output = (steps, batch, directions * hidden)
         output = output if spec.layout == "TNC" else (batch, steps, output[2])
         return [data, state, state] + params, [output, state, state], []
 

@@ -5,7 +5,10 @@ mxnet 1.9.1 reads numpy names that numpy has since removed, most of them at impo
 ones the running numpy lacks; it never replaces an attribute numpy still has. It is applied only
 when numpy >= 1.24 (on numpy 1.23, mxnet's own range, nothing is touched) and must run before
 mxnet is imported: ``import ecornn`` installs an import hook that applies it when mxnet is first
-imported, and ``import_mxnet()`` applies it and returns the module.
+imported, and ``import_mxnet()`` applies it and returns the module. If ``import mxnet`` already
+failed before ecornn was imported, the next import (through the hook or ``import_mxnet``) runs
+again with the layer in place, re-linking the submodules the failed attempt left behind; if it
+still fails, ``import_mxnet`` raises ImportError saying to import ecornn before mxnet.
 
 What it adds to the ``numpy`` module, and why:
 
