@@ -6,6 +6,7 @@ never seen still gets feasible plans.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import asdict, dataclass
 
@@ -80,7 +81,30 @@ def current() -> DeviceSpec | None:
     return _spec_of(cupy_or_none().cuda.Device().id)
 
 
+# cudaDeviceAttr values: CUDA 13 dropped clockRate / memoryClockRate from cudaDeviceProp (CuPy's
+# property dict then lacks them), but the attributes still answer.
+_ATTRIBUTES = {"clockRate": 13, "memoryClockRate": 36, "memoryBusWidth": 37}
+
+
 @functools.lru_cache(maxsize=None)
 def _spec_of(device_id: int) -> DeviceSpec:
     cupy = __import__("cupy")
-    return DeviceSpec.from_properties(cupy.cuda.runtime.getDeviceProperties(device_id))
+    props = dict(cupy.cuda.runtime.getDeviceProperties(device_id))
+    for key, attribute in _ATTRIBUTES.items():
+        if not props.get(key):
+            try:
+                props[key] = cupy.cuda.runtime.deviceGetAttribute(attribute, device_id)
+            except Exception:
+                pass
+    return with_known_rates(DeviceSpec.from_properties(props), props)
+
+
+def with_known_rates(spec: DeviceSpec, props: dict) -> DeviceSpec:
+    """Fill clock and bandwidth that the driver did not report from a known device of that name."""
+    if props.get("clockRate") and props.get("memoryClockRate"):
+        return spec
+    for known in KNOWN.values():
+        if known.name == spec.name:
+            return dataclasses.replace(spec, clock_ghz=known.clock_ghz,
+                                       mem_bandwidth_gbs=known.mem_bandwidth_gbs)
+    return spec

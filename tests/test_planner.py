@@ -71,3 +71,15 @@ def test_unknown_gpu_from_properties_is_planned():
     assert 600 < device.mem_bandwidth_gbs < 700
     p = plan(cfg(512, 2), device=device)
     assert p.strategy in ("persistent", "fused") and p.predicted_us_per_step > 0
+
+
+def test_device_without_clock_fields_gets_known_rates():
+    """CUDA 13 dropped clockRate/memoryClockRate from cudaDeviceProp: fall back to the known device."""
+    from ecornn.devices import H200, with_known_rates
+    props = {"name": b"NVIDIA H200", "major": 9, "minor": 0, "multiProcessorCount": 132,
+             "regsPerMultiprocessor": 65536, "regsPerBlock": 65536, "sharedMemPerMultiprocessor": 233472,
+             "sharedMemPerBlockOptin": 232448, "maxThreadsPerMultiProcessor": 2048, "l2CacheSize": 62914560}
+    assert with_known_rates(DeviceSpec.from_properties(props), props) == H200
+    unknown = dict(props, name=b"Some GPU")
+    spec = with_known_rates(DeviceSpec.from_properties(unknown), unknown)
+    assert spec.name == "Some GPU" and spec.clock_ghz > 0 and spec.mem_bandwidth_gbs > 0

@@ -19,8 +19,8 @@ REPO=$(pwd)
 SITE=/tmp/ecornn-mxnet-site
 STAGE=/tmp/ecornn-stage
 
-wheel() {  # path of the carried wheel for a distribution, or nothing
-    ls "$REPO"/.whl/"$1"-*.whl 2>/dev/null | head -n 1
+wheel() {  # path of the carried wheel for a distribution, or nothing (never fails: set -e)
+    ls "$REPO"/.whl/"$1"-*.whl 2>/dev/null | head -n 1 || true
 }
 
 mxnet_wheel=$(wheel mxnet)
