@@ -11,11 +11,10 @@ import time
 import traceback
 
 import cupy
-import numpy as np
 import torch
 
 import ecornn
-from ecornn.baselines import time_torch_lstm
+from ecornn.baselines import median_cuda_us, time_torch_lstm
 from ecornn.run import time_config
 
 CONFIGS = [(768, 16, "bfloat16"), (1024, 8, "bfloat16"), (1024, 4, "bfloat16")]
@@ -35,18 +34,7 @@ def time_flashrnn(hidden, batch, dtype, iterations=20):
         return flashrnn(wx, r, b, function="lstm", backend="cuda_fused", dtype=dtype)
 
     with torch.no_grad():
-        for _ in range(2):
-            once()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(iterations):
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            once()
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop) * 1e3 / T)
-    return float(np.median(times))
+        return median_cuda_us(once, iterations, warmup=2) / T
 
 
 def main(out_dir):

@@ -45,7 +45,7 @@ def _median_ms(fn, repeats=20, warmup=3):
 def _problem(dtype, hidden, batch, seed=0):
     import cupy as cp
     from ecornn import LSTMConfig, init_weights
-    from ecornn.weights import LayerWeights, to_dtype
+    from ecornn.weights import LayerWeights
     config = LSTMConfig(hidden, hidden, 1, False, dtype, batch, STEPS)
     rng = np.random.default_rng(seed)
     host = init_weights(config, seed=seed, scale=None)

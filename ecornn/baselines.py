@@ -25,27 +25,33 @@ def time_torch_lstm(config: LSTMConfig, training: bool, iterations: int = 20, tf
                     requires_grad=training)
     dy = torch.randn(config.seq_len, config.batch, config.num_directions * config.hidden_size,
                      device="cuda", dtype=dtype)
-    old = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
-    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = tf32
+    old_matmul = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
     try:
-        with torch.backends.cudnn.flags(enabled=cudnn):
+        # flags() sets cuDNN's allow_tf32 itself (default True), so pass ours through it
+        with torch.backends.cudnn.flags(enabled=cudnn, allow_tf32=tf32):
             def once():
                 y, _ = lstm(x)
                 if training:
                     y.backward(dy)
-            grad = torch.enable_grad() if training else torch.no_grad()
-            with grad:
-                for _ in range(3):
-                    once()
-                times = []
-                for _ in range(iterations):
-                    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    start.record()
-                    once()
-                    stop.record()
-                    stop.synchronize()
-                    times.append(start.elapsed_time(stop) * 1e3)
+            with torch.enable_grad() if training else torch.no_grad():
+                return median_cuda_us(once, iterations) / config.seq_len
     finally:
-        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = old
+        torch.backends.cuda.matmul.allow_tf32 = old_matmul
+
+
+def median_cuda_us(fn, iterations: int, warmup: int = 3) -> float:
+    """Median µs of ``fn()`` on torch's current CUDA stream (events), after ``warmup`` calls."""
+    import torch
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(iterations):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) * 1e3)
     times.sort()
-    return times[len(times) // 2] / config.seq_len
+    return times[len(times) // 2]
