@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .arrays import module_of, to_module
+from .arrays import cupy_or_none, module_of, to_module
 from .config import LSTMConfig, normalize_dtype
 from .engines import get_engine
 from .errors import ConfigError, expect
@@ -90,7 +90,7 @@ def prepare_weights(weights, *, strategy, bidirectional=False) -> PreparedWeight
     engine = get_engine(strategy)
     config = config_from_weights(weights, bidirectional, batch=1, seq_len=1)
     validate_weights(config, weights)
-    xp = np if engine.device == "cpu" else module_of_gpu()
+    xp = np if engine.device == "cpu" else cupy_or_none()
     w_e = [LayerWeights(*(to_module(a, xp) for a in w)) for w in weights]
     data = engine.prepare(config, w_e) if hasattr(engine, "prepare") else None
     return PreparedWeights(strategy, bidirectional, list(weights), data)
@@ -124,7 +124,7 @@ def lstm_forward(x, weights, h0=None, c0=None, *, bidirectional=False, layout="T
     chosen = plan(config, strategy, training)
     engine = get_engine(chosen.strategy)
     caller = module_of(x)
-    xp = np if engine.device == "cpu" else module_of_gpu()
+    xp = np if engine.device == "cpu" else cupy_or_none()
     x_e = to_module(_time_major(x, layout), xp)
     w_e = [LayerWeights(*(to_module(a, xp) for a in w)) for w in weights]
     zeros = xp.zeros(config.state_shape, dtype=x_e.dtype)
@@ -141,11 +141,6 @@ def lstm_forward(x, weights, h0=None, c0=None, *, bidirectional=False, layout="T
                       to_module(c, caller).astype(dtype, copy=False), reserve, chosen.strategy, chosen.reason)
 
 
-def module_of_gpu():
-    from .arrays import cupy_or_none
-    return cupy_or_none()
-
-
 def lstm_backward(reserve: Reserve, dy, dh=None, dc=None) -> LSTMGradients:
     """Gradients of x, h0, c0 and every weight, given dL/dy and optionally dL/dhT, dL/dcT."""
     expect(isinstance(reserve, Reserve), "reserve", "the Reserve of a training-mode lstm_forward",
@@ -156,7 +151,7 @@ def lstm_backward(reserve: Reserve, dy, dh=None, dc=None) -> LSTMGradients:
         if grad is not None:
             _check_array(name, grad, config.state_shape, config.dtype)
     engine = get_engine(reserve.strategy)
-    xp = np if engine.device == "cpu" else module_of_gpu()
+    xp = np if engine.device == "cpu" else cupy_or_none()
     dy_e = to_module(_time_major(dy, config.layout), xp)
     zeros = xp.zeros(config.state_shape, dtype=dy_e.dtype)
     dh_e = zeros if dh is None else to_module(dh, xp)
