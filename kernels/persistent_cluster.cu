@@ -6,7 +6,8 @@
 // [rank*units, rank*units + units): their 4 gate-interleaved rows of W_hh, the first REG_COLS
 // columns of each lane in registers (fully unrolled), the rest in shared memory; the cell state of
 // its (unit, batch) pairs stays in the pointwise threads' registers. Lane/warp mapping and the
-// packed tile layout are those of persistent_lstm.cu (layouts/persistent.py: pack_block_rows).
+// packed tile layout are those of persistent_lstm.cu (persistent_common.cuh; layouts/persistent.py:
+// pack_block_rows).
 //
 // Per step s (t = s, or T-1-s for direction 1), in every block:
 //   1. partial dot products of the own rows with h_{s-1} = hbuf[s & 1] (local shared memory),
@@ -37,6 +38,7 @@
 // ecornn-check: -DCLUSTER=8 -DBATCH=1 -DNWARPS=4 -DLANE_ROWS=32 -DROWS_PER_LANE=2 -DCOLS_PER_LANE=32 -DREG_COLS=32
 // ecornn-check: -DCLUSTER=8 -DBATCH=3 -DNWARPS=4 -DLANE_ROWS=8 -DROWS_PER_LANE=7 -DCOLS_PER_LANE=7 -DREG_COLS=7
 // ecornn-check: -DCLUSTER=16 -DBATCH=4 -DNWARPS=8 -DLANE_ROWS=32 -DROWS_PER_LANE=4 -DCOLS_PER_LANE=64 -DREG_COLS=46
+#include "persistent_common.cuh"
 
 constexpr int kCluster = CLUSTER;
 constexpr int kBatch = BATCH;
@@ -46,13 +48,11 @@ constexpr int kLaneRows = LANE_ROWS;
 constexpr int kLaneK = 32 / LANE_ROWS;
 constexpr int kRowsPerLane = ROWS_PER_LANE;
 constexpr int kRows = ROWS_PER_LANE * LANE_ROWS;        // padded rows per block
-constexpr int kColsPerLane = COLS_PER_LANE;
 constexpr int kRegCols = REG_COLS;
 constexpr int kRegArray = REG_COLS > 0 ? REG_COLS : 1;
 constexpr int kSmemCols = COLS_PER_LANE - REG_COLS;
 constexpr int kWarpCols = COLS_PER_LANE * kLaneK;
 constexpr int kCols = kWarpCols * NWARPS;               // padded reduction length (>= H)
-constexpr int kVec = (BATCH % 4 == 0) ? 4 : ((BATCH % 2 == 0) ? 2 : 1);
 
 static_assert(32 % LANE_ROWS == 0, "LANE_ROWS must divide 32");
 static_assert(REG_COLS <= COLS_PER_LANE, "REG_COLS must not exceed COLS_PER_LANE");
@@ -63,8 +63,6 @@ static_assert(CLUSTER >= 1 && CLUSTER <= 16, "cluster of 1..16 blocks");
 constexpr int kVecFloats = kCols * kBatch;
 constexpr int kWsFloats = kWarps * kSmemCols * kRowsPerLane * 32;
 static_assert((2 * kVecFloats + kWsFloats) % 4 == 0, "red_s must be float4-aligned");
-
-__device__ __forceinline__ float sigmoidf_(float z) { return 1.0f / (1.0f + expf(-z)); }
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 #define ECORNN_CLUSTER_DIMS __cluster_dims__(CLUSTER, 1, 1)
@@ -92,65 +90,15 @@ __device__ __forceinline__ void store_remote(float* local, unsigned rank, float 
     asm volatile("st.shared::cluster.f32 [%0], %1;" :: "r"(remote), "f"(v) : "memory");
 }
 
-// The kBatch values of one column k of the shared vector (stored [k][b]).
-__device__ __forceinline__ void load_column(float (&v)[kBatch], const float* p) {
-    if constexpr (kVec == 4) {
-#pragma unroll
-        for (int b = 0; b < kBatch; b += 4) {
-            const float4 q = *reinterpret_cast<const float4*>(p + b);
-            v[b] = q.x; v[b + 1] = q.y; v[b + 2] = q.z; v[b + 3] = q.w;
-        }
-    } else if constexpr (kVec == 2) {
-#pragma unroll
-        for (int b = 0; b < kBatch; b += 2) {
-            const float2 q = *reinterpret_cast<const float2*>(p + b);
-            v[b] = q.x; v[b + 1] = q.y;
-        }
-    } else {
-#pragma unroll
-        for (int b = 0; b < kBatch; ++b) v[b] = p[b];
-    }
-}
-
 // This lane's partial dot products, reduced over its lane group, written to red_s
 // ([warp][row / 4][b][row % 4]: a pointwise thread then reads one float4 per warp).
 __device__ __forceinline__ void block_partials(const float (&w)[kRowsPerLane][kRegArray], const float* w_s,
                                                const float* vec_s, float* red_s) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, kk = lane % kLaneK;
-    const float* v = vec_s + (warp * kWarpCols + kk) * kBatch;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     float acc[kRowsPerLane][kBatch];
-#pragma unroll
-    for (int r = 0; r < kRowsPerLane; ++r)
-#pragma unroll
-        for (int b = 0; b < kBatch; ++b) acc[r][b] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kRegCols; ++i) {
-        float hv[kBatch];
-        load_column(hv, v + i * kLaneK * kBatch);
-#pragma unroll
-        for (int r = 0; r < kRowsPerLane; ++r)
-#pragma unroll
-            for (int b = 0; b < kBatch; ++b) acc[r][b] = fmaf(w[r][i], hv[b], acc[r][b]);
-    }
-    const float* ws = w_s + warp * kSmemCols * kRowsPerLane * 32 + lane;
-#pragma unroll 4
-    for (int i = 0; i < kSmemCols; ++i) {
-        float hv[kBatch];
-        load_column(hv, v + (kRegCols + i) * kLaneK * kBatch);
-#pragma unroll
-        for (int r = 0; r < kRowsPerLane; ++r) {
-            const float wv = ws[(i * kRowsPerLane + r) * 32];
-#pragma unroll
-            for (int b = 0; b < kBatch; ++b) acc[r][b] = fmaf(wv, hv[b], acc[r][b]);
-        }
-    }
-#pragma unroll
-    for (int off = 1; off < kLaneK; off *= 2)
-#pragma unroll
-        for (int r = 0; r < kRowsPerLane; ++r)
-#pragma unroll
-            for (int b = 0; b < kBatch; ++b) acc[r][b] += __shfl_xor_sync(0xffffffffu, acc[r][b], off);
-    if (kk == 0) {
+    lane_partials<kLaneK, kRegCols, kSmemCols>(w, w_s, vec_s, acc, warp, lane);
+    lane_group_sum<kLaneK>(acc);
+    if (lane % kLaneK == 0) {
 #pragma unroll
         for (int r = 0; r < kRowsPerLane; ++r) {
             const int row = r * kLaneRows + lane / kLaneK;
@@ -172,23 +120,11 @@ __device__ __forceinline__ float4 gate_sums(const float* red_s, int t) {
     return z;
 }
 
-// Registers and shared memory get this block's packed tile; both h buffers are zeroed (padding
-// columns k >= H stay zero for the whole kernel).
+// Registers and shared memory get tile number `tile`; both h buffers are zeroed (padding columns
+// k >= H stay zero for the whole kernel).
 __device__ __forceinline__ void load_tile(float (&w)[kRowsPerLane][kRegArray], float* w_s, float* hbuf,
-                                          const float* tile) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-#pragma unroll
-    for (int i = 0; i < kRegCols; ++i)
-#pragma unroll
-        for (int r = 0; r < kRowsPerLane; ++r)
-            w[r][i] = tile[((warp * kColsPerLane + i) * kRowsPerLane + r) * 32 + lane];
-    if constexpr (kSmemCols > 0) {
-        constexpr int per_warp = (kSmemCols > 0 ? kSmemCols : 1) * kRowsPerLane * 32;
-        for (int idx = threadIdx.x; idx < kWarps * per_warp; idx += kThreads) {
-            const int wi = idx / per_warp, rest = idx % per_warp;
-            w_s[idx] = tile[(wi * kColsPerLane + kRegCols) * kRowsPerLane * 32 + rest];
-        }
-    }
+                                          const float* tiles, size_t tile) {
+    load_weights<kWarps, kRegCols, kSmemCols>(w, w_s, tiles, tile);
     for (int idx = threadIdx.x; idx < 2 * kVecFloats; idx += kThreads) hbuf[idx] = 0.0f;
 }
 
@@ -203,9 +139,8 @@ persistent_cluster_fwd(const float* __restrict__ tiles, const float* __restrict_
     const unsigned rank = cluster_rank();
     const int d = blockIdx.x / kCluster;
     const bool reverse = d == 1;
-    const size_t tile_floats = (size_t)kWarps * kColsPerLane * kRowsPerLane * 32;
     float w[kRowsPerLane][kRegArray];
-    load_tile(w, w_s, hbuf, tiles + ((size_t)d * kCluster + rank) * tile_floats);
+    load_tile(w, w_s, hbuf, tiles, (size_t)d * kCluster + rank);
     __syncthreads();
     for (int idx = threadIdx.x; idx < kBatch * H; idx += kThreads) {
         const int b = idx / H, k = idx % H;

@@ -10,7 +10,8 @@
 //
 // Lane mapping inside a warp: lane = r * LANE_K + kk; r picks the rows rl*LANE_ROWS + r, kk a
 // strided subset of the warp's columns (k = warp*WARP_COLS + i*LANE_K + kk). The packed weight
-// layout is [block][warp][i][rl][lane] (layouts/persistent.py: pack_block_rows).
+// layout is [block][warp][i][rl][lane] (layouts/persistent.py: pack_block_rows); the matvec and
+// tile-loading helpers shared with persistent_cluster.cu are in persistent_common.cuh.
 //
 // ecornn-persistent
 // ecornn-check: -DPASS=0 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=2 -DCOLS_PER_LANE=32 -DREG_COLS=32
@@ -19,6 +20,8 @@
 // ecornn-check: -DPASS=0 -DBATCH=3 -DNWARPS=8 -DLANE_ROWS=16 -DROWS_PER_LANE=3 -DCOLS_PER_LANE=96 -DREG_COLS=24
 // ecornn-check: -DPASS=1 -DBATCH=1 -DNWARPS=16 -DLANE_ROWS=4 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=32 -DREG_COLS=16
 #include <cooperative_groups.h>
+
+#include "persistent_common.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -29,12 +32,10 @@ constexpr int kLaneRows = LANE_ROWS;
 constexpr int kLaneK = 32 / LANE_ROWS;
 constexpr int kRowsPerLane = ROWS_PER_LANE;
 constexpr int kRows = ROWS_PER_LANE * LANE_ROWS;        // padded rows per block
-constexpr int kColsPerLane = COLS_PER_LANE;
 constexpr int kRegCols = REG_COLS;
 constexpr int kSmemCols = COLS_PER_LANE - REG_COLS;
 constexpr int kWarpCols = COLS_PER_LANE * kLaneK;
 constexpr int kCols = kWarpCols * NWARPS;               // padded reduction length
-constexpr int kVec = (BATCH % 4 == 0) ? 4 : ((BATCH % 2 == 0) ? 2 : 1);
 
 static_assert(32 % LANE_ROWS == 0, "LANE_ROWS must divide 32");
 static_assert(REG_COLS <= COLS_PER_LANE, "REG_COLS must not exceed COLS_PER_LANE");
@@ -45,61 +46,6 @@ constexpr int kWsFloats = kWarps * kSmemCols * kRowsPerLane * 32;
 constexpr int kRedFloats = kWarps * kBatch * kRows;
 constexpr int kSumFloats = kBatch * kRows;
 
-__device__ __forceinline__ float sigmoidf_(float z) { return 1.0f / (1.0f + expf(-z)); }
-
-// The kBatch values of one column k of the shared vector (stored [k][b]).
-__device__ __forceinline__ void load_column(float (&v)[kBatch], const float* p) {
-    if constexpr (kVec == 4) {
-#pragma unroll
-        for (int b = 0; b < kBatch; b += 4) {
-            const float4 q = *reinterpret_cast<const float4*>(p + b);
-            v[b] = q.x; v[b + 1] = q.y; v[b + 2] = q.z; v[b + 3] = q.w;
-        }
-    } else if constexpr (kVec == 2) {
-#pragma unroll
-        for (int b = 0; b < kBatch; b += 2) {
-            const float2 q = *reinterpret_cast<const float2*>(p + b);
-            v[b] = q.x; v[b + 1] = q.y;
-        }
-    } else {
-#pragma unroll
-        for (int b = 0; b < kBatch; ++b) v[b] = p[b];
-    }
-}
-
-// This lane's partial dot products over its columns: registers first, then shared memory.
-__device__ __forceinline__ void lane_partials(const float (&w)[kRowsPerLane][kRegCols > 0 ? kRegCols : 1],
-                                              const float* w_s, const float* vec_s,
-                                              float (&acc)[kRowsPerLane][kBatch], int warp, int lane) {
-    const int kk = lane % kLaneK;
-    const float* v = vec_s + (warp * kWarpCols + kk) * kBatch;
-#pragma unroll
-    for (int r = 0; r < kRowsPerLane; ++r)
-#pragma unroll
-        for (int b = 0; b < kBatch; ++b) acc[r][b] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kRegCols; ++i) {
-        float hv[kBatch];
-        load_column(hv, v + i * kLaneK * kBatch);
-#pragma unroll
-        for (int r = 0; r < kRowsPerLane; ++r)
-#pragma unroll
-            for (int b = 0; b < kBatch; ++b) acc[r][b] = fmaf(w[r][i], hv[b], acc[r][b]);
-    }
-    const float* ws = w_s + warp * kSmemCols * kRowsPerLane * 32 + lane;
-#pragma unroll 4
-    for (int i = 0; i < kSmemCols; ++i) {
-        float hv[kBatch];
-        load_column(hv, v + (kRegCols + i) * kLaneK * kBatch);
-#pragma unroll
-        for (int r = 0; r < kRowsPerLane; ++r) {
-            const float wv = ws[(i * kRowsPerLane + r) * 32];
-#pragma unroll
-            for (int b = 0; b < kBatch; ++b) acc[r][b] = fmaf(wv, hv[b], acc[r][b]);
-        }
-    }
-}
-
 // Block-wide matrix-vector product of the on-chip rows with vec_s; sums_s[b][m] gets the result.
 // Fixed summation order (lanes, then warps 0..n-1): bitwise reproducible.
 __device__ __forceinline__ void block_matvec(const float (&w)[kRowsPerLane][kRegCols > 0 ? kRegCols : 1],
@@ -107,13 +53,8 @@ __device__ __forceinline__ void block_matvec(const float (&w)[kRowsPerLane][kReg
                                              float* sums_s) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     float acc[kRowsPerLane][kBatch];
-    lane_partials(w, w_s, vec_s, acc, warp, lane);
-#pragma unroll
-    for (int off = 1; off < kLaneK; off *= 2)
-#pragma unroll
-        for (int r = 0; r < kRowsPerLane; ++r)
-#pragma unroll
-            for (int b = 0; b < kBatch; ++b) acc[r][b] += __shfl_xor_sync(0xffffffffu, acc[r][b], off);
+    lane_partials<kLaneK, kRegCols, kSmemCols>(w, w_s, vec_s, acc, warp, lane);
+    lane_group_sum<kLaneK>(acc);
     if (lane % kLaneK == 0) {
         const int row = lane / kLaneK;
 #pragma unroll
@@ -132,22 +73,10 @@ __device__ __forceinline__ void block_matvec(const float (&w)[kRowsPerLane][kReg
     __syncthreads();
 }
 
-// Registers and shared memory get this block's packed tile; the vector's padding is zeroed.
+// Registers and shared memory get tile number `tile`; the vector's padding is zeroed.
 __device__ __forceinline__ void load_tile(float (&w)[kRowsPerLane][kRegCols > 0 ? kRegCols : 1],
-                                          float* w_s, float* vec_s, const float* tile) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-#pragma unroll
-    for (int i = 0; i < kRegCols; ++i)
-#pragma unroll
-        for (int r = 0; r < kRowsPerLane; ++r)
-            w[r][i] = tile[((warp * kColsPerLane + i) * kRowsPerLane + r) * 32 + lane];
-    if constexpr (kSmemCols > 0) {
-        constexpr int per_warp = (kSmemCols > 0 ? kSmemCols : 1) * kRowsPerLane * 32;
-        for (int idx = threadIdx.x; idx < kWarps * per_warp; idx += kThreads) {
-            const int wi = idx / per_warp, rest = idx % per_warp;
-            w_s[idx] = tile[(wi * kColsPerLane + kRegCols) * kRowsPerLane * 32 + rest];
-        }
-    }
+                                          float* w_s, float* vec_s, const float* tiles, size_t tile) {
+    load_weights<kWarps, kRegCols, kSmemCols>(w, w_s, tiles, tile);
     for (int idx = threadIdx.x; idx < kVecFloats; idx += kThreads) vec_s[idx] = 0.0f;
 }
 
@@ -189,6 +118,30 @@ __device__ __forceinline__ Pointwise pointwise_slot(int unit0, int units, int H)
     return p;
 }
 
+// The start of a block of either pass: its shared-memory carve-up, its direction d, its tile loaded
+// into w and shared memory, its pointwise slot and where that slot's [D][B][H] state lives.
+struct Start {
+    Carve s;
+    int d;
+    bool reverse;
+    Pointwise pw;
+    size_t state_at;
+};
+
+__device__ __forceinline__ Start start_block(float (&w)[kRowsPerLane][kRegCols > 0 ? kRegCols : 1],
+                                             float* smem, const float* tiles, int H, int units,
+                                             int blocks_per_dir, int dir0) {
+    Start st;
+    st.s = carve(smem);
+    const int blk = blockIdx.x % blocks_per_dir;
+    st.d = dir0 + blockIdx.x / blocks_per_dir;
+    st.reverse = st.d == 1;
+    load_tile(w, st.s.ws, st.s.vec, tiles, (size_t)st.d * blocks_per_dir + blk);
+    st.pw = pointwise_slot(blk * units, units, H);
+    st.state_at = ((size_t)st.d * kBatch + st.pw.b) * H + st.pw.j;
+    return st;
+}
+
 #if PASS == 0
 // tiles [D][blocks][NWARPS][COLS_PER_LANE][ROWS_PER_LANE][32]; xw [D][T][B][4H] (gate-interleaved,
 // biases included); h0, c0, hT, cT [D][B][H]; y [T][B][ldy] (direction d at columns d*H);
@@ -199,14 +152,8 @@ persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ x
                     float* cT, float* gates_out, float* cells_out, int T, int H, int units,
                     int blocks_per_dir, int ldy, int dir0) {
     extern __shared__ __align__(16) float smem[];
-    const Carve s = carve(smem);
-    const int blk = blockIdx.x % blocks_per_dir, d = dir0 + blockIdx.x / blocks_per_dir;
-    const bool reverse = d == 1;
-    const size_t tile_floats = (size_t)kWarps * kColsPerLane * kRowsPerLane * 32;
     float w[kRowsPerLane][kRegCols > 0 ? kRegCols : 1];
-    load_tile(w, s.ws, s.vec, tiles + ((size_t)d * blocks_per_dir + blk) * tile_floats);
-    const Pointwise pw = pointwise_slot(blk * units, units, H);
-    const size_t state_at = ((size_t)d * kBatch + pw.b) * H + pw.j;
+    const auto [s, d, reverse, pw, state_at] = start_block(w, smem, tiles, H, units, blocks_per_dir, dir0);
     float c = pw.active ? c0[state_at] : 0.0f;   // cell state stays in this thread's register
     __syncthreads();
     cg::grid_group grid = cg::this_grid();
@@ -276,14 +223,8 @@ persistent_lstm_bwd(const float* __restrict__ tiles, const float* __restrict__ d
                     const float* __restrict__ dcT, float* dz, float* dh0, float* dc0, int T, int H,
                     int units, int blocks_per_dir, int ldy, int dir0) {
     extern __shared__ __align__(16) float smem[];
-    const Carve s = carve(smem);
-    const int blk = blockIdx.x % blocks_per_dir, d = dir0 + blockIdx.x / blocks_per_dir;
-    const bool reverse = d == 1;
-    const size_t tile_floats = (size_t)kWarps * kColsPerLane * kRowsPerLane * 32;
     float w[kRowsPerLane][kRegCols > 0 ? kRegCols : 1];
-    load_tile(w, s.ws, s.vec, tiles + ((size_t)d * blocks_per_dir + blk) * tile_floats);
-    const Pointwise pw = pointwise_slot(blk * units, units, H);
-    const size_t state_at = ((size_t)d * kBatch + pw.b) * H + pw.j;
+    const auto [s, d, reverse, pw, state_at] = start_block(w, smem, tiles, H, units, blocks_per_dir, dir0);
     float dc_next = 0.0f;
     BwdInputs in{};
     if (pw.active) {

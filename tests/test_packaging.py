@@ -24,6 +24,7 @@ def test_wheel_has_one_top_level_package(wheel):
     assert tops == {"ecornn"}, tops
     assert "ecornn/layouts/gates.py" in names
     assert any(n.startswith("ecornn/kernels/") and n.endswith(".cu") for n in names)
+    assert "ecornn/kernels/persistent_common.cuh" in names   # inlined by kernels.source()
 
 
 def test_installed_wheel_imports_outside_the_checkout(wheel, tmp_path):
@@ -31,7 +32,8 @@ def test_installed_wheel_imports_outside_the_checkout(wheel, tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
                     str(wheel)], check=True, capture_output=True, timeout=300)
     code = ("import ecornn, ecornn.layouts, ecornn.kernels; "
-            "assert ecornn.kernels.sources(), 'no kernel sources'; print(ecornn.layouts.__file__)")
+            "assert ecornn.kernels.sources(), 'no kernel sources'; "
+            "assert 'sigmoidf_' in ecornn.kernels.source('persistent_lstm.cu'); print(ecornn.layouts.__file__)")
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                           env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr

@@ -12,7 +12,7 @@ thread); the engine checks the compiled kernel's real usage and the occupancy AP
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from ..errors import NotSupported
 from ..layouts.persistent import TileShape
@@ -26,8 +26,32 @@ REG_ALLOC_GRANULE = 8
 SMEM_RESERVED_PER_BLOCK = 1024  # the driver keeps 1 KB of each block's shared memory
 
 
+class _TiledPlan:
+    """What the grid and the cluster plans share: blocks of ``warps`` warps whose lanes keep
+    ``reg_cols`` of their ``cols_per_lane`` columns in registers, the rest in shared memory."""
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+    @property
+    def smem_weight_cols(self) -> int:
+        return self.cols_per_lane - self.reg_cols
+
+    def tile_shape(self) -> TileShape:
+        return TileShape(blocks=self.blocks_per_dir, rows_per_block=self.rows_per_unit * self.units,
+                         warps=self.warps, lane_rows=self.lane_rows,
+                         rows_per_lane=self.rows_per_lane, cols_per_lane=self.cols_per_lane)
+
+    def with_reg_cols(self, reg_cols: int):
+        """The same tiling with fewer register columns (after a spill): more shared memory."""
+        moved = (self.reg_cols - reg_cols) * self.rows_per_lane
+        return replace(self, reg_cols=reg_cols, smem_bytes=self.smem_bytes + moved * self.threads * 4,
+                       regs_per_thread=self.regs_per_thread - moved)
+
+
 @dataclass(frozen=True)
-class KernelPlan:
+class KernelPlan(_TiledPlan):
     """Tile and launch parameters of one persistent pass (forward or backward) of one layer."""
 
     pass_name: str          # "forward" or "backward"
@@ -46,10 +70,6 @@ class KernelPlan:
     smem_bytes: int
 
     @property
-    def threads(self) -> int:
-        return 32 * self.warps
-
-    @property
     def grid(self) -> int:
         return self.blocks_per_dir * self.directions_per_launch
 
@@ -61,29 +81,12 @@ class KernelPlan:
     def reduction_length(self) -> int:
         return self.hidden * (1 if self.pass_name == "forward" else 4)
 
-    @property
-    def smem_weight_cols(self) -> int:
-        return self.cols_per_lane - self.reg_cols
-
-    def tile_shape(self) -> TileShape:
-        return TileShape(blocks=self.blocks_per_dir, rows_per_block=self.rows_per_unit * self.units,
-                         warps=self.warps, lane_rows=self.lane_rows,
-                         rows_per_lane=self.rows_per_lane, cols_per_lane=self.cols_per_lane)
-
     def defines(self) -> dict:
         """Compile-time constants of kernels/persistent_lstm.cu."""
         return {"PASS": 0 if self.pass_name == "forward" else 1, "BATCH": self.batch,
                 "NWARPS": self.warps, "LANE_ROWS": self.lane_rows,
                 "ROWS_PER_LANE": self.rows_per_lane, "COLS_PER_LANE": self.cols_per_lane,
                 "REG_COLS": self.reg_cols}
-
-    def with_reg_cols(self, reg_cols: int) -> "KernelPlan":
-        """The same tiling with fewer register columns (after a spill): more shared memory."""
-        fields = asdict(self)
-        extra = (self.reg_cols - reg_cols) * self.rows_per_lane * self.threads * 4
-        fields.update(reg_cols=reg_cols, smem_bytes=self.smem_bytes + extra,
-                      regs_per_thread=self.regs_per_thread - (self.reg_cols - reg_cols) * self.rows_per_lane)
-        return KernelPlan(**fields)
 
     def describe(self) -> str:
         return (f"{self.pass_name}: {self.grid} blocks x {self.threads} threads, {self.units} units/block, "
@@ -112,8 +115,7 @@ def register_cap(props: dict, threads: int) -> int:
     return min(MAX_REGS_PER_THREAD, per_thread - per_thread % REG_ALLOC_GRANULE)
 
 
-def register_overhead(rows_per_lane: int, batch: int) -> int:
-    return 44 + rows_per_lane * (batch + 2)
+GRID_REG_OVERHEAD = 44           # + rows_per_lane * (B + 2): calibrated on sm_90 (module docstring)
 
 
 def smem_bytes(reduction_length_padded: int, batch: int, warps: int, rows_per_lane: int,
@@ -123,27 +125,36 @@ def smem_bytes(reduction_length_padded: int, batch: int, warps: int, rows_per_la
     return 4 * floats
 
 
-def _candidate(props, pass_name, hidden, batch, directions, warps, units):
-    """The plan for one (warps, units) choice, or None if it cannot fit one block per SM."""
-    rows_per_unit, k = (4, hidden) if pass_name == "forward" else (1, 4 * hidden)
-    lanes = choose_lanes(rows_per_unit * units)
+def _fit_tile(props, rows, k, units, batch, warps, reg_base, smem_of):
+    """(lane_rows, rows_per_lane, cols_per_lane, reg_cols, regs_per_thread, smem_bytes) of a block
+    of ``warps`` warps owning ``rows`` rows of length ``k`` (``units`` units), as many columns in
+    registers as fit beside ``reg_base + rows_per_lane * (B + 2)`` registers of overhead; None if
+    it cannot fit one block per SM. ``smem_of`` is the kernel's shared-memory formula."""
+    lanes = choose_lanes(rows)
     if lanes is None or units * batch > 32 * warps:   # one pointwise thread per (unit, batch)
         return None
     lane_rows, rows_per_lane = lanes
     lane_k = 32 // lane_rows
     cols_per_lane = -(-k // (warps * lane_k))
-    cap = register_cap(props, 32 * warps)
-    spare = cap - register_overhead(rows_per_lane, batch)
+    overhead = reg_base + rows_per_lane * (batch + 2)
+    spare = register_cap(props, 32 * warps) - overhead
     if spare < 0:
         return None
     reg_cols = min(cols_per_lane, spare // rows_per_lane)
-    smem = smem_bytes(warps * lane_k * cols_per_lane, batch, warps, rows_per_lane,
-                      rows_per_lane * lane_rows, cols_per_lane - reg_cols)
+    smem = smem_of(warps * lane_k * cols_per_lane, batch, warps, rows_per_lane,
+                   rows_per_lane * lane_rows, cols_per_lane - reg_cols)
     if smem > props["smem_per_block_optin"] or smem + SMEM_RESERVED_PER_BLOCK > props["smem_per_sm"]:
         return None
-    regs = register_overhead(rows_per_lane, batch) + reg_cols * rows_per_lane
-    return KernelPlan(pass_name, hidden, batch, directions, 1, units, -(-hidden // units), warps,
-                      lane_rows, rows_per_lane, cols_per_lane, reg_cols, regs, smem)
+    return lane_rows, rows_per_lane, cols_per_lane, reg_cols, overhead + reg_cols * rows_per_lane, smem
+
+
+def _candidate(props, pass_name, hidden, batch, directions, warps, units):
+    """The plan for one (warps, units) choice, or None if it cannot fit one block per SM."""
+    rows_per_unit, k = (4, hidden) if pass_name == "forward" else (1, 4 * hidden)
+    tile = _fit_tile(props, rows_per_unit * units, k, units, batch, warps, GRID_REG_OVERHEAD, smem_bytes)
+    if tile is None:
+        return None
+    return KernelPlan(pass_name, hidden, batch, directions, 1, units, -(-hidden // units), warps, *tile)
 
 
 def _plan_for_directions(props, pass_name, hidden, batch, directions):
@@ -241,7 +252,7 @@ CLUSTER_REG_OVERHEAD = 44        # + rows_per_lane * (B + 2): ptxas on sm_90 (18
 
 
 @dataclass(frozen=True)
-class ClusterPlan:
+class ClusterPlan(_TiledPlan):
     """Tile and launch parameters of the cluster forward kernel of one layer: ``cluster`` blocks
     per direction (one cluster each), all directions in one launch."""
 
@@ -263,10 +274,6 @@ class ClusterPlan:
     launches = 1
 
     @property
-    def threads(self) -> int:
-        return 32 * self.warps
-
-    @property
     def blocks_per_dir(self) -> int:
         return self.cluster
 
@@ -274,27 +281,11 @@ class ClusterPlan:
     def grid(self) -> int:
         return self.cluster * self.directions
 
-    @property
-    def smem_weight_cols(self) -> int:
-        return self.cols_per_lane - self.reg_cols
-
-    def tile_shape(self) -> TileShape:
-        return TileShape(blocks=self.cluster, rows_per_block=4 * self.units, warps=self.warps,
-                         lane_rows=self.lane_rows, rows_per_lane=self.rows_per_lane,
-                         cols_per_lane=self.cols_per_lane)
-
     def defines(self) -> dict:
         """Compile-time constants of kernels/persistent_cluster.cu."""
         return {"CLUSTER": self.cluster, "BATCH": self.batch, "NWARPS": self.warps,
                 "LANE_ROWS": self.lane_rows, "ROWS_PER_LANE": self.rows_per_lane,
                 "COLS_PER_LANE": self.cols_per_lane, "REG_COLS": self.reg_cols}
-
-    def with_reg_cols(self, reg_cols: int) -> "ClusterPlan":
-        fields = asdict(self)
-        extra = (self.reg_cols - reg_cols) * self.rows_per_lane * self.threads * 4
-        fields.update(reg_cols=reg_cols, smem_bytes=self.smem_bytes + extra,
-                      regs_per_thread=self.regs_per_thread - (self.reg_cols - reg_cols) * self.rows_per_lane)
-        return ClusterPlan(**fields)
 
     def describe(self) -> str:
         return (f"cluster forward: {self.directions} cluster(s) of {self.cluster} blocks x {self.threads} "
@@ -310,23 +301,10 @@ def cluster_smem_bytes(padded_cols: int, batch: int, warps: int, rows_per_lane: 
 
 def _cluster_candidate(props, hidden, batch, directions, cluster, warps):
     units = -(-hidden // cluster)
-    lanes = choose_lanes(4 * units)
-    if lanes is None or units * batch > 32 * warps:   # one pointwise thread per (unit, batch)
+    tile = _fit_tile(props, 4 * units, hidden, units, batch, warps, CLUSTER_REG_OVERHEAD, cluster_smem_bytes)
+    if tile is None:
         return None
-    lane_rows, rows_per_lane = lanes
-    lane_k = 32 // lane_rows
-    cols_per_lane = -(-hidden // (warps * lane_k))
-    overhead = CLUSTER_REG_OVERHEAD + rows_per_lane * (batch + 2)
-    spare = register_cap(props, 32 * warps) - overhead
-    if spare < 0:
-        return None
-    reg_cols = min(cols_per_lane, spare // rows_per_lane)
-    smem = cluster_smem_bytes(warps * lane_k * cols_per_lane, batch, warps, rows_per_lane,
-                              rows_per_lane * lane_rows, cols_per_lane - reg_cols)
-    if smem > props["smem_per_block_optin"] or smem + SMEM_RESERVED_PER_BLOCK > props["smem_per_sm"]:
-        return None
-    return ClusterPlan(hidden, batch, directions, cluster, units, warps, lane_rows, rows_per_lane,
-                       cols_per_lane, reg_cols, overhead + reg_cols * rows_per_lane, smem)
+    return ClusterPlan(hidden, batch, directions, cluster, units, warps, *tile)
 
 
 def cluster_issue_slots(plan: ClusterPlan) -> int:

@@ -1,0 +1,108 @@
+// Device helpers shared by the persistent kernels (persistent_lstm.cu: grid, persistent_cluster.cu:
+// cluster). Everything is parameterised explicitly (template arguments, or array extents deduced
+// from the arguments), so a file may include this before or after its own constants.
+//
+// Packed tile and lane mapping (layouts/persistent.py: pack_block_rows): a block's tile is
+// [NWARPS][COLS_PER_LANE][ROWS_PER_LANE][32]; lane = r * LaneK + kk; lane column i of warp w is
+// k = w * WarpCols + i * LaneK + kk with WarpCols = COLS_PER_LANE * LaneK. The first RegCols
+// columns of each lane live in registers w[r][i], the other SmemCols in shared memory w_s.
+//
+// ecornn.kernels.source() inlines this file into the text NVRTC compiles (no include path);
+// nvcc resolves the #include relative to the .cu file.
+#ifndef ECORNN_PERSISTENT_COMMON_CUH
+#define ECORNN_PERSISTENT_COMMON_CUH
+
+// The logistic function of both forward kernels' gates (one definition: same rounding).
+__device__ __forceinline__ float sigmoidf_(float z) { return 1.0f / (1.0f + expf(-z)); }
+
+// The B values of one column k of a shared vector stored [k][b]: the widest aligned vector loads.
+template <int B>
+__device__ __forceinline__ void load_column(float (&v)[B], const float* p) {
+    constexpr int kVec = (B % 4 == 0) ? 4 : ((B % 2 == 0) ? 2 : 1);
+    if constexpr (kVec == 4) {
+#pragma unroll
+        for (int b = 0; b < B; b += 4) {
+            const float4 q = *reinterpret_cast<const float4*>(p + b);
+            v[b] = q.x; v[b + 1] = q.y; v[b + 2] = q.z; v[b + 3] = q.w;
+        }
+    } else if constexpr (kVec == 2) {
+#pragma unroll
+        for (int b = 0; b < B; b += 2) {
+            const float2 q = *reinterpret_cast<const float2*>(p + b);
+            v[b] = q.x; v[b + 1] = q.y;
+        }
+    } else {
+#pragma unroll
+        for (int b = 0; b < B; ++b) v[b] = p[b];
+    }
+}
+
+// This lane's partial dot products over its columns (registers first, then shared memory) with
+// the vector vec_s [k][B]: the inner loop of both kernels' matvec, in one fixed order.
+template <int LaneK, int RegCols, int SmemCols, int R, int RA, int B>
+__device__ __forceinline__ void lane_partials(const float (&w)[R][RA], const float* w_s, const float* vec_s,
+                                              float (&acc)[R][B], int warp, int lane) {
+    static_assert(RA == (RegCols > 0 ? RegCols : 1), "w must be [rows per lane][max(RegCols, 1)]");
+    constexpr int kWarpCols = (RegCols + SmemCols) * LaneK;
+    const int kk = lane % LaneK;
+    const float* v = vec_s + (warp * kWarpCols + kk) * B;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int b = 0; b < B; ++b) acc[r][b] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < RegCols; ++i) {
+        float hv[B];
+        load_column(hv, v + i * LaneK * B);
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int b = 0; b < B; ++b) acc[r][b] = fmaf(w[r][i], hv[b], acc[r][b]);
+    }
+    const float* ws = w_s + warp * SmemCols * R * 32 + lane;
+#pragma unroll 4
+    for (int i = 0; i < SmemCols; ++i) {
+        float hv[B];
+        load_column(hv, v + (RegCols + i) * LaneK * B);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const float wv = ws[(i * R + r) * 32];
+#pragma unroll
+            for (int b = 0; b < B; ++b) acc[r][b] = fmaf(wv, hv[b], acc[r][b]);
+        }
+    }
+}
+
+// Sum the partials over the LaneK lanes that share a row (xor butterfly: every one gets the sum).
+template <int LaneK, int R, int B>
+__device__ __forceinline__ void lane_group_sum(float (&acc)[R][B]) {
+#pragma unroll
+    for (int off = 1; off < LaneK; off *= 2)
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int b = 0; b < B; ++b) acc[r][b] += __shfl_xor_sync(0xffffffffu, acc[r][b], off);
+}
+
+// Registers w and shared memory w_s get tile number `tile` of `tiles` (a block of Warps warps).
+template <int Warps, int RegCols, int SmemCols, int R, int RA>
+__device__ __forceinline__ void load_weights(float (&w)[R][RA], float* w_s, const float* tiles, size_t tile) {
+    static_assert(RA == (RegCols > 0 ? RegCols : 1), "w must be [rows per lane][max(RegCols, 1)]");
+    constexpr int kColsPerLane = RegCols + SmemCols;
+    const float* src = tiles + tile * ((size_t)Warps * kColsPerLane * R * 32);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+    for (int i = 0; i < RegCols; ++i)
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+            w[r][i] = src[((warp * kColsPerLane + i) * R + r) * 32 + lane];
+    if constexpr (SmemCols > 0) {
+        constexpr int per_warp = SmemCols * R * 32;
+        for (int idx = threadIdx.x; idx < Warps * per_warp; idx += 32 * Warps) {
+            const int wi = idx / per_warp, rest = idx % per_warp;
+            w_s[idx] = src[(wi * kColsPerLane + RegCols) * R * 32 + rest];
+        }
+    }
+}
+
+#endif  // ECORNN_PERSISTENT_COMMON_CUH
