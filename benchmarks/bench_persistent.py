@@ -237,13 +237,8 @@ def plot(rows, key, fixed, out_png, title, device_name=""):
     ax.legend(), fig.tight_layout(), fig.savefig(out_png, dpi=120)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", default="benchmarks/results")
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+def bench_meta() -> dict:
+    """Device, versions and time of a benchmark run (printed, and saved with its results)."""
     import cupy as cp
     import torch
     from ecornn.gpu import device_properties
@@ -251,6 +246,17 @@ def main(argv=None):
             "cupy": cp.__version__, "python": platform.python_version(), "numpy": np.__version__,
             "time": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     print(json.dumps(meta, default=str), flush=True)
+    return meta
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    meta = bench_meta()
     rows = []
     headline = [("float32", 256, 1), ("float32", 512, 4), ("float32", 1024, 4), ("float32", 1024, 8),
                 ("float32", 512, 1), ("float32", 512, 8), ("float32", 1024, 1),

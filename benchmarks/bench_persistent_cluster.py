@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
-from bench_persistent import STEPS, _median_ms, cudnn_times
+from bench_persistent import STEPS, _median_ms, bench_meta, cudnn_times
 
 ROWS = [(256, 1, 1, False), (128, 1, 1, False), (256, 4, 1, False), (512, 4, 1, False), (256, 1, 2, True)]
 TARGETS = {(256, 1): 1.6, (512, 4): 1.8}
@@ -122,13 +120,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    import cupy as cp
-    import torch
-    from ecornn.gpu import device_properties
-    meta = {"device": device_properties(), "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
-            "cupy": cp.__version__, "python": platform.python_version(), "numpy": np.__version__,
-            "time": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
-    print(json.dumps(meta, default=str), flush=True)
+    meta = bench_meta()
     rows = []
     for spec in ROWS:
         rows.append(row(*spec, args.repeats))

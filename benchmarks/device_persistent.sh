@@ -4,16 +4,7 @@
 set -u
 OUT=${OUT:-/tmp/persistent_out}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
-# The device's editable install can resolve `ecornn` to ./ecornn (without the ecornn.layouts /
-# ecornn.kernels mapping) when the repo root is first on sys.path: run from an overlay package.
-REPO=$PWD
-mkdir -p /tmp/site/ecornn
-for f in ecornn/*; do ln -sfn "$REPO/$f" /tmp/site/ecornn/; done
-ln -sfn "$REPO/layouts" /tmp/site/ecornn/layouts
-ln -sfn "$REPO/kernels" /tmp/site/ecornn/kernels
-export PYTHONPATH=/tmp/site:$REPO
+source benchmarks/device_setup.sh
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv
   (cd /tmp && python3 -c "import ecornn.layouts, ecornn.engines.persistent; print('ecornn from', ecornn.__file__)")

@@ -5,15 +5,7 @@
 set -u
 OUT=${OUT:-/tmp/persistent_cluster_out}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
-# Overlay package: see device_persistent.sh (editable install vs repo root on sys.path).
-REPO=$PWD
-mkdir -p /tmp/site/ecornn
-for f in ecornn/*; do ln -sfn "$REPO/$f" /tmp/site/ecornn/; done
-ln -sfn "$REPO/layouts" /tmp/site/ecornn/layouts
-ln -sfn "$REPO/kernels" /tmp/site/ecornn/kernels
-export PYTHONPATH=/tmp/site:$REPO
+source benchmarks/device_setup.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$OUT/device.txt" 2>&1
 cat "$OUT/device.txt"
 
