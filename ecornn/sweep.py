@@ -47,6 +47,14 @@ class Cell:
         row.update({f"{k}_note": v for k, v in self.notes.items()})
         return row
 
+    @classmethod
+    def from_row(cls, row: dict) -> "Cell":
+        """The inverse of as_row (for merging and re-plotting saved sweeps)."""
+        us = {k[:-3]: v for k, v in row.items() if k.endswith("_us") and k != "cudnn_us"}
+        notes = {k[:-5]: v for k, v in row.items() if k.endswith("_note")}
+        return cls(row["hidden"], row["batch"], row["dtype"], row["mode"], us, notes,
+                   row.get("cudnn_us"), row.get("pick", ""), row.get("pick_reason", ""))
+
 
 def run_cell(cell: Cell, strategies, seq_len, iterations, xp, with_torch, time_config) -> Cell:
     config = LSTMConfig(cell.hidden, cell.hidden, dtype=cell.dtype, batch=cell.batch, seq_len=seq_len)

@@ -36,6 +36,7 @@ if [ "$PART" = tests ]; then
   section torch_train 80 python3 benchmarks/bench_torch_train.py --out "$WORK"
   if ls .whl/flashrnn-*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --target /tmp/frsite .whl/flashrnn-*.whl
+    python3 benchmarks/patch_flashrnn_cuda13.py /tmp/frsite
     section flashrnn 90 env PYTHONPATH=/tmp/frsite python3 benchmarks/bench_flashrnn.py "$WORK"
   fi
 else
