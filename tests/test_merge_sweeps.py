@@ -53,3 +53,17 @@ def test_later_file_overrides_and_crossovers(tmp_path):
     text = (tmp_path / "m.md").read_text()
     assert "within 10% of the fastest in 66.7% of 3 cells" in text and "worst pick/best 1.50" in text
     assert json.loads((tmp_path / "m.json").read_text())["quality"]["cells"] == 3
+
+
+def test_persistent_plots_from_a_sweep(tmp_path):
+    pytest.importorskip("matplotlib")
+    spec = importlib.util.spec_from_file_location("plot_ps", ROOT / "benchmarks" / "plot_persistent_sweep.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    cells = [Cell(h, b, "float32", "inference", {"persistent": 1.0 + h / 1000 + b, "fused": 5.0 + b}, {},
+                  10.0, "persistent", "").as_row() for h in (256, 1024) for b in (1, 4, 16)]
+    sweep = tmp_path / "s.json"
+    sweep.write_text(json.dumps({"meta": {"device": "X"}, "cells": cells}))
+    assert mod.main([str(sweep), "--out-prefix", str(tmp_path / "p")]) == 0
+    for name in ("p_vs_batch_float32.png", "p_vs_hidden_float32.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
