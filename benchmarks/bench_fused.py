@@ -6,9 +6,12 @@ gradients). Rows:
   grid      T=256, 1 layer, input=hidden, H x B x dtype (fp32 fused strict vs cuDNN TF32-off, plus
             fused TF32 vs cuDNN default; fp16/bf16 vs cuDNN default); unfused = cuDNN disabled.
   layers    a 2-layer and a bidirectional row (wavefront on/off).
-  ablation  graph / second stream / layout (interleave, prepared weights) on/off, small and large B.
+  ablation  graph / second stream / layout (interleave, prepared weights) / epilogue on/off.
+  mma       (--mma only) fused v3: fp16/bf16, the one-kernel-per-step tensor-core path (epilogue
+            on) vs cuBLAS + pointwise (epilogue off) vs cuDNN, H x B from --hidden / --batch.
 
     python benchmarks/bench_fused.py --out DIR [--quick]
+    python benchmarks/bench_fused.py --mma --out DIR [--hidden 256,1024 --batch 64,128 --dtypes float16]
 """
 from __future__ import annotations
 
@@ -271,6 +274,7 @@ ABLATIONS = [("all on", {}, True), ("graph off", {"graph": False}, True),
              ("second stream off", {"second_stream": False}, True),
              ("layout off (gate-blocked)", {"interleave": False}, True),
              ("weights not prepared (convert per call)", {}, False),
+             ("epilogue off (16-bit: cuBLAS + pointwise per step)", {"epilogue": False}, True),
              ("everything off", {"graph": False, "second_stream": False, "wavefront": False,
                                  "interleave": False}, False)]
 
@@ -281,6 +285,8 @@ def ablation_rows(reps, warmup, dtype="float32", h=512, batches=(16, 256)):
     for b in batches:
         cfg = LSTMConfig(input_size=h, hidden_size=h, batch=b, seq_len=STEPS, dtype=dtype)
         for label, flags, prepared in ABLATIONS:
+            if "epilogue" in flags and dtype == "float32":
+                continue  # fp32 never runs the mma step: the row would repeat "all on"
             fwd, train = time_fused(cfg, reps, warmup, prepared=prepared, **flags)
             rows.append({"dtype": dtype, "H": h, "B": b, "variant": label,
                          "fused": [_us(fwd, cfg), _us(train, cfg)]})
@@ -298,6 +304,53 @@ def ablation_markdown(rows):
         out.append(f"| {r['dtype']} | {r['H']} | {r['B']} | {r['variant']} | {r['fused'][0]:.1f} | "
                    f"{r['fused'][1]:.1f} | {r['fused'][0] / base[key]:.2f}x |")
     return "\n".join(out)
+
+
+def mma_rows(hs, bs, dtypes, reps, warmup, save=None):
+    """fused v3 cells: epilogue on (mma step where the size rule allows) vs off vs cuDNN."""
+    from ecornn import LSTMConfig
+    from ecornn.engines import fused
+    rows = []
+    for dtype in dtypes:
+        for h in hs:
+            for b in bs:
+                cfg = LSTMConfig(input_size=h, hidden_size=h, batch=b, seq_len=STEPS, dtype=dtype)
+                row = {"dtype": dtype, "H": h, "B": b}
+                row["on"] = [_us(v, cfg) for v in time_fused(cfg, reps, warmup)]
+                row["step_kernel"] = fused.last_step_kernel
+                row["off"] = [_us(v, cfg) for v in time_fused(cfg, reps, warmup, epilogue=False)]
+                row["cudnn"] = [_us(v, cfg) for v in time_torch(cfg, reps, warmup, "cudnn")]
+                rows.append(row)
+                print(_mma_line(row), flush=True)
+                if save:
+                    save(rows)
+    return rows
+
+
+def _mma_line(r):
+    on, off, c = r["on"], r["off"], r["cudnn"]
+    return (f"{r['dtype']:>8} H={r['H']:<5} B={r['B']:<4} on {on[0]:6.1f} / {on[1]:6.1f}  off {off[0]:6.1f} / "
+            f"{off[1]:6.1f}  cudnn {c[0]:6.1f} / {c[1]:6.1f} us/step (fwd / fwd+bwd)  [{r['step_kernel']}]")
+
+
+def mma_markdown(rows):
+    out = ["| dtype | H | B | on fwd | off fwd | cuDNN fwd | on vs off | on vs cuDNN | on f+b | off f+b "
+           "| cuDNN f+b | on vs off | on vs cuDNN | step kernel |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        on, off, c = r["on"], r["off"], r["cudnn"]
+        out.append(f"| {r['dtype']} | {r['H']} | {r['B']} | {on[0]:.1f} | {off[0]:.1f} | {c[0]:.1f} | "
+                   f"{_ratio(on[0], off[0]):.2f}x | {_ratio(on[0], c[0]):.2f}x | {on[1]:.1f} | {off[1]:.1f} | "
+                   f"{c[1]:.1f} | {_ratio(on[1], off[1]):.2f}x | {_ratio(on[1], c[1]):.2f}x | {r['step_kernel']} |")
+    out.append("")
+    out.append("µs per timestep, T=256, 1 layer, input=hidden; on = epilogue on (the mma step where "
+               "fused_mma's size rule picks it, else the same as off), off = cuBLAS GEMM + pointwise "
+               "per step. Ratios = other time / on time (>1: on is faster).")
+    return "\n".join(out)
+
+
+def _ints(text):
+    return tuple(int(v) for v in text.split(","))
 
 
 def environment():
@@ -321,10 +374,34 @@ def main(argv=None):
     parser.add_argument("--tag", default="fused")
     parser.add_argument("--strict-only", action="store_true",
                         help="fp32 grid only: strict fused vs cuDNN with TF32 off")
+    parser.add_argument("--mma", action="store_true",
+                        help="only the fused v3 table: epilogue on/off vs cuDNN (fp16/bf16)")
+    parser.add_argument("--hidden", type=_ints, default=(256, 512, 1024, 2048), help="--mma: H list")
+    parser.add_argument("--batch", type=_ints, default=(16, 64, 128, 256), help="--mma: B list")
+    parser.add_argument("--dtypes", default="float16,bfloat16", help="--mma: dtype list")
+    parser.add_argument("--mma-max-gflop", type=float, default=None,
+                        help="override fused_mma.MMA_MAX_STEP_GFLOP (e.g. 1e9: the mma step in every "
+                             "cell, to measure where it wins and retune the size rule)")
     args = parser.parse_args(argv)
     started = time.time()
     env = environment()
     print(env, flush=True)
+    if args.mma:
+        from ecornn.engines import fused_mma
+        if args.mma_max_gflop is not None:
+            fused_mma.MMA_MAX_STEP_GFLOP = args.mma_max_gflop
+        env["mma_max_step_gflop"] = fused_mma.MMA_MAX_STEP_GFLOP
+        result = {"environment": env, "steps": STEPS, "mma": []}
+
+        def save_mma(rows):
+            result["mma"] = rows
+            _write_mma(args, result)
+
+        mma_rows(args.hidden, args.batch, args.dtypes.split(","), args.reps, args.warmup, save_mma)
+        result["seconds"] = time.time() - started
+        print(_write_mma(args, result))
+        print(f"benchmark took {result['seconds']:.0f} s")
+        return
     if args.quick:
         hs, bs, dtypes = (256, 1024), (16, 64, 256), ("float32", "float16")
     else:
@@ -354,6 +431,19 @@ def main(argv=None):
     result["seconds"] = time.time() - started
     print(_write(args, result))
     print(f"benchmark took {result['seconds']:.0f} s; cuBLAS {result['cublas']}")
+
+
+def _write_mma(args, result):
+    import os
+    env = result["environment"]
+    text = (f"# fused v3 (mma step) benchmark ({env['device']})\n\n" + json.dumps(env)
+            + "\n\n" + mma_markdown(result["mma"]))
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, f"{args.tag}.json"), "w") as fh:
+        json.dump(result, fh, indent=1)
+    with open(os.path.join(args.out, f"{args.tag}.md"), "w") as fh:
+        fh.write(text + "\n")
+    return text
 
 
 def _write(args, result, extra=None):

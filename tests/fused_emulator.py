@@ -243,6 +243,54 @@ class EmulatedKernels:
         _flat(g, np.float32, n)[...] *= _flat(mask, np.float32, n)
 
 
+class EmulatedMmaKernels:
+    """fused_step_mma.cu's kernels: the product from the PACKED weights (decoded through
+    fused_mma.unpack_fragments, so the packing the engine did is what gets multiplied), then the
+    pointwise kernels above: checks the pointers and the dh chain of the one-kernel-per-step path."""
+
+    def __init__(self, dtype: str, tile):
+        self.base, self.tile = EmulatedKernels(dtype, True), tile
+        self.fused_step_fwd = self._launcher(self._fwd)
+        self.fused_step_bwd = self._launcher(self._bwd)
+        self.launches = 0
+
+    def _launcher(self, fn):
+        def launch(grid, block, args, shared_mem=0):
+            assert tuple(grid) == self.tile.grid(int(args[-2]), int(args[-1])), (grid, self.tile)
+            assert block == (self.tile.threads,) and shared_mem == self.tile.smem_bytes()
+            self.launches += 1
+            _run_or_record(fn, *args)
+        return launch
+
+    def _operand(self, packed, k, n):
+        from ecornn.engines.fused_mma import unpack_fragments
+        words = np.ascontiguousarray(unpack_fragments(np.asarray(packed), k, n))
+        return _load(words.view(self.base.st), self.base.kind)
+
+    def _fwd(self, packed, h_prev, h_ld, aligned, z, bias, c_prev, c_out, h_out, y_ld, h_final,
+             c_final, save, batch, hidden):
+        batch, hidden = int(batch), int(hidden)
+        h = _load(self.base._rows(h_prev, self.base.st, batch, hidden, int(h_ld)), self.base.kind)
+        zr = self.base._rows(z, np.float32, batch, 4 * hidden, 4 * hidden)
+        zr[...] = zr + h @ self._operand(packed, hidden, 4 * hidden)  # as the GEMM with beta=1
+        self.base._lstm_forward_step(z, bias, c_prev, c_out, h_out, y_ld, h_final, c_final, save,
+                                     batch, hidden)
+
+    def _bwd(self, packed, dz_next, aligned, gates, c_cur, c_prev, dy, dy_ld, dc, dz, batch, hidden):
+        batch, hidden = int(batch), int(hidden)
+        dzn = _load(self.base._rows(dz_next, self.base.st, batch, 4 * hidden, 4 * hidden), self.base.kind)
+        dh_rec = np.ascontiguousarray(dzn @ self._operand(packed, 4 * hidden, hidden), dtype=np.float32)
+        self.base._lstm_backward_step(gates, c_cur, c_prev, dy, dy_ld, dh_rec, dc, dz, batch, hidden)
+
+
+mma_launches = []  # the EmulatedMmaKernels made while emulated (tests count their launches)
+
+
+def _emulated_mma(dtype, tile, device):
+    mma_launches.append(EmulatedMmaKernels(dtype, tile))
+    return mma_launches[-1]
+
+
 @contextlib.contextmanager
 def emulated(monkeypatch, graph=False):
     """Patch the fused engine onto the emulator for the duration of a test."""
@@ -250,6 +298,8 @@ def emulated(monkeypatch, graph=False):
     monkeypatch.setattr(fused, "_cupy", lambda: cupy)
     monkeypatch.setattr(fused, "kernels", lambda dtype, interleaved, dev: EmulatedKernels(dtype, interleaved))
     monkeypatch.setattr(fused, "shared_stream", lambda key: FakeStream())
+    monkeypatch.setattr(fused, "mma_kernels", _emulated_mma)
+    mma_launches.clear()
     monkeypatch.setattr(fused_schedule, "gemm", gemm)
     fused.bf16_array_dtype.cache_clear()
     fused.clear_cache()

@@ -7,6 +7,10 @@ the dependencies); the whole schedule is captured once in a CUDA graph and repla
 the dh/dc recurrence (pointwise-backward + dh GEMM per step), then dW_ih, dW_hh, bias and dX as
 large GEMMs over all T*B rows, the weight gradients overlapped with the layer below.
 
+fp16/bf16 (v3, ``FusedOptions.epilogue``): where fused_mma's size rule says so, each step is ONE
+tensor-core kernel instead (kernels/fused_step_mma.cu: the recurrent product with the pointwise
+math in its epilogue, forward and backward), W_hh packed once into mma fragment order.
+
 Every optimisation is a flag of ``FusedOptions`` (``with fused.using(graph=False): ...``) so the
 benchmark can measure what each one buys. Buffers are sized up front (``fused_sizes``), owned by a
 cached plan, and nothing is allocated inside the time loop. Work is ordered after, and before, the
@@ -19,13 +23,14 @@ import dataclasses
 import functools
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import ConfigError, NotSupported
 from ..layouts import gate_deinterleave, gate_interleave
 from ..weights import LayerWeights
+from . import fused_mma
 from .fused_schedule import issue_backward, issue_forward, launch_rows
 from .fused_sizes import backward_buffers, forward_buffers, reserve_bytes, workspace_bytes  # noqa: F401
 
@@ -47,6 +52,8 @@ class FusedOptions:
     chunk: int = 32             # timesteps per input-projection GEMM
     tf32: bool = False          # fp32 GEMMs in TF32 (not strict; off by default)
     poison: bool = False        # NaN-fill every internal buffer before a run (tests)
+    epilogue: bool = True       # fp16/bf16: one tensor-core kernel per step (GEMM + pointwise
+                                # epilogue, fused_step_mma.cu) where fused_mma's size rule says so
 
 
 _options = [FusedOptions()]
@@ -139,6 +146,46 @@ def kernels(dtype: str, interleaved: bool, device_id: int) -> Kernels:
     return Kernels(dtype, interleaved)
 
 
+class MmaKernels:
+    """fused_step_fwd / fused_step_bwd of kernels/fused_step_mma.cu compiled for one tile."""
+
+    def __init__(self, dtype: str, tile):
+        from ..gpu import compile_module
+        module = compile_module("fused_step_mma.cu", tile.defines(dtype))
+        for kernel in ("fused_step_fwd", "fused_step_bwd"):
+            function = module.get_function(kernel)
+            if tile.smem_bytes() > 48 * 1024:  # beyond the default dynamic shared-memory limit
+                function.max_dynamic_shared_size_bytes = tile.smem_bytes()
+            setattr(self, kernel, function)
+
+
+@functools.lru_cache(maxsize=None)
+def mma_kernels(dtype: str, tile, device_id: int) -> MmaKernels:
+    return MmaKernels(dtype, tile)
+
+
+def device_limits() -> tuple:
+    """(SM count, opt-in shared memory per block) of the current device; defaults without one."""
+    try:
+        from ..gpu import device_properties
+        props = device_properties()
+        return props["sm_count"], props["smem_per_block_optin"]
+    except Exception:
+        return fused_mma.DEFAULT_SM_COUNT, fused_mma.DEFAULT_SMEM_PER_BLOCK
+
+
+def mma_tiles(config, opts) -> tuple:
+    """(forward tile, backward tile, why): tiles None when the step stays cuBLAS + pointwise."""
+    use, why = fused_mma.mma_decision(config, opts)
+    if not use:
+        return None, None, why
+    sm_count, smem = device_limits()
+    b, h = config.batch, config.hidden_size
+    fwd = fused_mma.choose_tile(b, h, False, sm_count, smem)
+    bwd = fused_mma.choose_tile(b, h, True, sm_count, smem)
+    return fwd, bwd, f"{why}; {fwd.describe()}, {bwd.describe()}"
+
+
 # ---- weights --------------------------------------------------------------------------------
 
 @dataclass
@@ -148,6 +195,26 @@ class FusedWeights:
     slots: list
     interleaved: bool
     dtype: str
+    packed: dict = field(default_factory=dict)  # (slot, Tile.pack_key) -> W_hh in fragment order
+
+
+def packed_weights(fw: FusedWeights, index: int, tile):
+    """Slot ``index``'s W_hh packed for ``tile`` (packed on first use, then cached with fw)."""
+    key = (index, tile.pack_key)
+    if key not in fw.packed:
+        fw.packed[key] = fused_mma.pack_weights(fw.slots[index][1], tile)
+    return fw.packed[key]
+
+
+def _ensure_packed(fw: FusedWeights, tiles, refresh: bool = False) -> None:
+    """Pack every slot for ``tiles`` on the caller's stream (before the plan's streams wait on it);
+    ``refresh`` rewrites existing packs in place (per-call converted weights: graphs keep pointers)."""
+    for tile in (t for t in tiles if t is not None):
+        for index in range(len(fw.slots)):
+            if refresh and (index, tile.pack_key) in fw.packed:
+                fw.packed[(index, tile.pack_key)][...] = fused_mma.pack_weights(fw.slots[index][1], tile)
+            else:
+                packed_weights(fw, index, tile)
 
 
 def _engine_layout(a, hidden: int, interleaved: bool):
@@ -173,7 +240,10 @@ def prepare(config, weights) -> FusedWeights:
     check(config)
     interleaved = options().interleave
     slots = [_convert_slot(w, config.hidden_size, config.dtype, interleaved) for w in weights]
-    return FusedWeights(slots, interleaved, config.dtype)
+    fw = FusedWeights(slots, interleaved, config.dtype)
+    fwd, bwd, _ = mma_tiles(config, options())
+    _ensure_packed(fw, (fwd, bwd))  # once, with the weights (the mma step reads them every step)
+    return fw
 
 
 # ---- plans: buffers, streams, events, graphs --------------------------------------------------
@@ -185,6 +255,10 @@ class Plan:
         cupy = _cupy()
         self.config, self.training, self.dropout, self.options = config, training, dropout, opts
         self.kernels = kernels(config.dtype, opts.interleave, cupy.cuda.Device().id)
+        self.mma_fwd, self.mma_bwd, self.step_kernel = mma_tiles(config, opts)
+        if self.mma_fwd is not None:
+            self.mma = {t: mma_kernels(config.dtype, t, cupy.cuda.Device().id)
+                        for t in (self.mma_fwd, self.mma_bwd)}
         self.storage = storage_dtype(config.dtype)
         self.buf = self._allocate(forward_buffers(config, training, dropout, own_weights=True))
         self.main = shared_stream("main")
@@ -228,6 +302,8 @@ class Plan:
             self.own_weights = FusedWeights(slots, self.options.interleave, cfg.dtype)
         for w, out in zip(weights, self.own_weights.slots):
             _convert_slot(w, cfg.hidden_size, cfg.dtype, self.options.interleave, out)
+        tiles = (self.mma_fwd, self.mma_bwd if self.training else None)
+        _ensure_packed(self.own_weights, tiles, refresh=True)
         return self.own_weights
 
     def run(self, which: str, weights: FusedWeights, caller) -> None:
@@ -256,6 +332,7 @@ class Plan:
 
 
 _plans: "OrderedDict[tuple, list]" = OrderedDict()
+last_step_kernel = None  # what the last forward's steps ran (Plan.step_kernel): tests, benchmark
 _streams: dict = {}
 
 
@@ -272,7 +349,7 @@ def shared_stream(key):
 def _plan_key(config, training, dropout, opts):
     cupy = _cupy()
     return (config.replace(layout="TNC").key(), training, dropout, opts.graph, opts.second_stream,
-            opts.wavefront, opts.interleave, opts.chunk, opts.tf32, cupy.cuda.Device().id)
+            opts.wavefront, opts.interleave, opts.chunk, opts.tf32, opts.epilogue, cupy.cuda.Device().id)
 
 
 def acquire_plan(config, training: bool, dropout: bool) -> Plan:
@@ -366,6 +443,9 @@ def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None
         if prepared is not None and prepared.interleaved != plan.options.interleave:
             prepared = None  # prepared under other options: convert per call instead
         fw = prepared if prepared is not None else plan.engine_weights(weights)
+        _ensure_packed(fw, (plan.mma_fwd, plan.mma_bwd if training else None))
+        global last_step_kernel
+        last_step_kernel = plan.step_kernel
         if plan.options.poison:
             plan.poison([n for n in plan.buf if n[0] in "yzcdgh" and n not in ("h0", "c0")])
         for name_, array in (("x", x), ("h0", h0), ("c0", c0)):

@@ -151,8 +151,18 @@ def _recur(plan, stream, fw, layer, d, chunks):
         stream.record(plan.event(("rec", layer, d, k)))
 
 
+def _launch_mma(plan, kernel_name, tile, stream, args):
+    """One fused_step_mma.cu launch: grid (column blocks, batch tiles), per-warp partials in
+    dynamic shared memory."""
+    kernel = getattr(plan.mma[tile], kernel_name)
+    with stream:
+        kernel(tile.grid(plan.config.batch, plan.config.hidden_size), (tile.threads,), args,
+               shared_mem=tile.smem_bytes())
+
+
 def _step(plan, stream, fw, layer, d, t, position):
-    """One timestep: z_t += W_hh h_prev (GEMM), then the fused pointwise kernel."""
+    """One timestep: z_t += W_hh h_prev (GEMM), then the fused pointwise kernel; or both in one
+    tensor-core kernel (plan.mma_fwd, 16-bit)."""
     cfg = plan.config
     steps, b, h, dirs = cfg.seq_len, cfg.batch, cfg.hidden_size, cfg.num_directions
     reverse, s, width = d == 1, slot(layer, d, dirs), dirs * h
@@ -163,15 +173,23 @@ def _step(plan, stream, fw, layer, d, t, position):
         t_prev = t + 1 if reverse else t - 1
         h_prev, ld = plan.ptr(f"y{layer}", t_prev * b * width + d * h), width
     z = plan.ptr(f"z{layer}_{d}", t * b * 4 * h)
-    _gemm(plan, stream, OP_T, OP_N, 4 * h, b, h, w_hh, h, h_prev, ld, z, 4 * h, beta=1.0)
     prev, cur = cell_slots(position, t, steps, reverse, plan.training)
     last = position == steps - 1
     cells = f"c{layer}_{d}"
-    launch_rows(plan.kernels.lstm_forward_step, stream, b, h, (
-        _ptr(z), bias, _ptr(plan.ptr(cells, prev * b * h)), _ptr(plan.ptr(cells, cur * b * h)),
-        _ptr(plan.ptr(f"y{layer}", t * b * width + d * h)), _i32(width),
-        _ptr(plan.ptr("hT", s * b * h) if last else 0), _ptr(plan.ptr("cT", s * b * h) if last else 0),
-        _i32(int(plan.training)), _i32(b), _i32(h)))
+    tail = (_ptr(plan.ptr(cells, prev * b * h)), _ptr(plan.ptr(cells, cur * b * h)),
+            _ptr(plan.ptr(f"y{layer}", t * b * width + d * h)), _i32(width),
+            _ptr(plan.ptr("hT", s * b * h) if last else 0), _ptr(plan.ptr("cT", s * b * h) if last else 0),
+            _i32(int(plan.training)), _i32(b), _i32(h))
+    if plan.mma_fwd is not None:
+        # 8-byte activation loads need whole k-steps and 8-byte aligned rows: h % 16 == 0 gives
+        # both (row strides h or 2h, offsets multiples of h); else the kernel's 16-bit path
+        aligned = int(h % 16 == 0)
+        packed = fw.packed[(s, plan.mma_fwd.pack_key)]
+        _launch_mma(plan, "fused_step_fwd", plan.mma_fwd, stream,
+                    (packed, _ptr(h_prev), _i32(ld), _i32(aligned), _ptr(z), bias) + tail)
+        return
+    _gemm(plan, stream, OP_T, OP_N, 4 * h, b, h, w_hh, h, h_prev, ld, z, 4 * h, beta=1.0)
+    launch_rows(plan.kernels.lstm_forward_step, stream, b, h, (_ptr(z), bias) + tail)
 
 
 # ---- backward -------------------------------------------------------------------------------
@@ -210,15 +228,27 @@ def _recur_backward(plan, stream, fw, layer, d, g_out):
     order = processing_order(steps, reverse)
     dh, dc = plan.ptr("dh_rec", s * b * h), plan.ptr("dc", s * b * h)
     cells, z, dz = f"c{layer}_{d}", f"z{layer}_{d}", f"dz{layer}_{d}"
+    mma = plan.mma_bwd
     for position in reversed(range(steps)):
         t = order[position]
         prev, cur = cell_slots(position, t, steps, reverse, True)
         dz_t = plan.ptr(dz, t * b * 4 * h)
-        launch_rows(plan.kernels.lstm_backward_step, stream, b, h, (
-            _ptr(plan.ptr(z, t * b * 4 * h)), _ptr(plan.ptr(cells, cur * b * h)),
-            _ptr(plan.ptr(cells, prev * b * h)), _ptr(plan.ptr(g_out, t * b * width + d * h)),
-            _i32(width), _ptr(dh), _ptr(dc), _ptr(dz_t), _i32(b), _i32(h)))
-        _gemm(plan, stream, OP_N, OP_N, h, b, 4 * h, w_hh, h, dz_t, 4 * h, dh, h)  # dh = dz W_hh
+        inputs = (_ptr(plan.ptr(z, t * b * 4 * h)), _ptr(plan.ptr(cells, cur * b * h)),
+                  _ptr(plan.ptr(cells, prev * b * h)), _ptr(plan.ptr(g_out, t * b * width + d * h)),
+                  _i32(width))
+        if mma is not None and position < steps - 1:
+            # dh = dz_{next} W_hh inside the kernel: dz of the step processed just before, written
+            # entirely by the previous launch (the kernel boundary is the grid-wide barrier)
+            dz_next = plan.ptr(dz, order[position + 1] * b * 4 * h)
+            aligned = int(h % 4 == 0)  # K = 4H in whole k-steps, rows of 4H 16-bit words
+            _launch_mma(plan, "fused_step_bwd", mma, stream,
+                        (fw.packed[(s, mma.pack_key)], _ptr(dz_next), _i32(aligned)) + inputs
+                        + (_ptr(dc), _ptr(dz_t), _i32(b), _i32(h)))
+        else:  # dh_rec holds dL/dh_T (first position) or dz_{next} W_hh from the GEMM below
+            launch_rows(plan.kernels.lstm_backward_step, stream, b, h,
+                        inputs + (_ptr(dh), _ptr(dc), _ptr(dz_t), _i32(b), _i32(h)))
+        if mma is None or position == 0:
+            _gemm(plan, stream, OP_N, OP_N, h, b, 4 * h, w_hh, h, dz_t, 4 * h, dh, h)  # dh = dz W_hh
     for src, dst in ((dh, "dh0"), (dc, "dc0")):
         launch_rows(plan.kernels.f32_to_storage, stream, b, h,
                      (_ptr(src), _i32(h), _ptr(plan.ptr(dst, s * b * h)), _i32(h), _i32(b), _i32(h)))
