@@ -30,11 +30,13 @@ def versions() -> dict:
 # pin every term. A sweep's JSON can be used instead (`calibrate --from-sweep sweep.json`).
 PERSISTENT_GRID = [(256, 1, "float32", False), (256, 16, "float32", False), (1024, 1, "float32", False),
                    (1024, 16, "float32", False), (512, 4, "float32", False), (512, 16, "float32", False),
-                   (512, 4, "float32", True), (1024, 1, "float32", True)]
+                   (512, 4, "float32", True), (1024, 1, "float32", True),
+                   (1024, 4, "bfloat16", False), (2048, 4, "bfloat16", False), (512, 16, "bfloat16", False),
+                   (1024, 4, "bfloat16", True)]
 FUSED_GRID = [(256, 16, "float32", False), (256, 128, "float32", False), (1024, 16, "float32", False),
               (1024, 128, "float32", False), (512, 64, "float32", False), (512, 16, "bfloat16", False),
               (1024, 128, "bfloat16", False), (2048, 64, "bfloat16", False), (512, 64, "float32", True),
-              (1024, 16, "bfloat16", True)]
+              (1024, 16, "bfloat16", True), (256, 64, "bfloat16", False), (1024, 16, "bfloat16", False)]
 SIXTEEN = ("float16", "bfloat16")
 ALL = ("float32",) + SIXTEEN
 # Grid-searched stages, in order (later stages see earlier results): strategy, dtypes, training, ranges.
@@ -43,8 +45,11 @@ SEARCH = [
                                     "gemm_efficiency": np.geomspace(0.05, 1.0, 20),
                                     "fused_fp32_batch_us": np.concatenate([[0.0], np.geomspace(0.01, 2.0, 19)])}),
     ("fused", SIXTEEN, False, {"gemm_efficiency_16bit": np.geomspace(0.01, 1.0, 60)}),
+    ("fused", SIXTEEN, False, {"fused_mma_step_us": np.linspace(1.0, 8.0, 29),
+                               "fused_mma_us_per_gflop": np.concatenate([[0.0], np.geomspace(1.0, 100.0, 21)])}),
     ("fused", ALL, True, {"fused_backward_factor": np.linspace(0.3, 4.0, 75)}),
     ("persistent", ALL, True, {"backward_factor": np.linspace(0.3, 6.0, 115)}),
+    ("persistent", SIXTEEN, True, {"mma_backward_factor": np.linspace(0.3, 6.0, 115)}),
 ]
 
 
@@ -78,6 +83,12 @@ def _fit_persistent_inference(consts, points, device):
     (grid fixed µs, cluster fixed µs, 1/efficiency, µs per 1e3 H*B, µs per 1e5 H*B^2)."""
     from .planner import persistent_fit
     rows, targets = [], []
+    mma_points = [(c, us) for c, us in points if persistent_fit(c, device, False).get("mma")]
+    if mma_points:
+        consts = _fit_mma_inference(consts, mma_points, device)
+    points = [(c, us) for c, us in points if not persistent_fit(c, device, False).get("mma")]
+    if not points:
+        return consts
     for config, us in points:
         kernel = persistent_fit(config, device, False)
         cluster = kernel.get("cluster_blocks")
@@ -102,6 +113,24 @@ def _fit_persistent_inference(consts, points, device):
         persistent_efficiency=float(1.0 / theta[2]) if used[2] else consts.persistent_efficiency,
         persistent_vector_us=float(theta[3]) if used[3] else consts.persistent_vector_us,
         persistent_batch2_us=float(theta[4]) if used[4] else consts.persistent_batch2_us)
+
+
+def _fit_mma_inference(consts, points, device):
+    """Relative least squares for the tensor-core kernel's (fixed µs, µs per 1e3 H*B, µs per 1e6 H^2)."""
+    from .planner import persistent_fit
+    rows, targets = [], []
+    for config, us in points:
+        kernel = persistent_fit(config, device, False)
+        rest = costmodel.predict_persistent_us(config, device, kernel, False, dataclasses.replace(
+            consts, mma_step_us=0.0, mma_vector_us=0.0, mma_weights_us=0.0))
+        hb, hh = costmodel.mma_step_terms(config)
+        rows.append([config.num_layers, config.num_layers * hb, config.num_layers * hh])
+        targets.append(us - rest)
+    scale = np.array([us for _, us in points])
+    theta = np.linalg.lstsq(np.array(rows) / scale[:, None], np.array(targets) / scale, rcond=None)[0]
+    theta = np.maximum(theta, [0.5, 0.0, 0.0])  # at least a barrier; no negative slopes
+    return dataclasses.replace(consts, mma_step_us=float(theta[0]), mma_vector_us=float(theta[1]),
+                               mma_weights_us=float(theta[2]))
 
 
 def fit_constants(measurements: list, device, start: costmodel.CostConstants = costmodel.DEFAULTS):

@@ -46,6 +46,16 @@ class CostConstants:
     backward_factor: float = 1.45         # persistent backward recurrence / forward recurrence
     fused_backward_factor: float = 1.1    # fused backward steps / forward steps
     call_overhead_us: float = 40.0        # per call (Python, planning, launches outside the loop)
+    # persistent v4 (fp16/bf16 on tensor cores): step = fixed + per 1e3 H*B + per 1e6 H^2 (weights
+    # streamed from shared memory when the registers are full); first values from
+    # results/persistent_mma_h200.md (kernel-only µs/step), then fitted to the bf16 sweep
+    mma_step_us: float = 1.9
+    mma_vector_us: float = 0.065
+    mma_weights_us: float = 0.19
+    mma_backward_factor: float = 1.3
+    # fused v3 (fp16/bf16, one tensor-core kernel per step where fused_mma's size rule takes it)
+    fused_mma_step_us: float = 3.3         # one graph node: launch + epilogue
+    fused_mma_us_per_gflop: float = 22.0   # the step's product, L2-bound (no smem staging)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -89,7 +99,14 @@ def predict_persistent_us(config: LSTMConfig, device: DeviceSpec, kernel: dict,
                               config, device, consts)
         grid_step = _persistent_step(config, device, kernel["blocks"], consts.grid_sync_us
                                      + consts.persistent_exchange_us, consts)
-        if training:
+        if kernel.get("mma"):
+            step = mma_step_us(config, consts)
+            total += step + projection
+            if training:
+                total += consts.mma_backward_factor * step + 2 * projection + _gemm_us(
+                    2.0 * config.batch * config.gate_size * config.hidden_size * config.num_directions,
+                    config, device, consts)
+        elif training:
             total += (1 + consts.backward_factor) * grid_step + 3 * projection + _gemm_us(
                 2.0 * config.batch * config.gate_size * config.hidden_size * config.num_directions,
                 config, device, consts)
@@ -99,6 +116,17 @@ def predict_persistent_us(config: LSTMConfig, device: DeviceSpec, kernel: dict,
         else:
             total += grid_step + projection
     return total + consts.call_overhead_us / config.seq_len
+
+
+def mma_step_terms(config: LSTMConfig) -> tuple:
+    """(H*B/1e3, H^2/1e6) of one forward step of one layer of the tensor-core persistent kernel."""
+    return (config.hidden_size * config.batch * config.num_directions / 1e3,
+            config.hidden_size ** 2 * config.num_directions / 1e6)
+
+
+def mma_step_us(config: LSTMConfig, consts: CostConstants) -> float:
+    hb, hh = mma_step_terms(config)
+    return consts.mma_step_us + consts.mma_vector_us * hb + consts.mma_weights_us * hh
 
 
 def _persistent_step(config, device, blocks, fixed_us, consts) -> float:
@@ -119,6 +147,8 @@ def predict_fused_us(config: LSTMConfig, device: DeviceSpec, training: bool = Fa
         if config.dtype == "float32":  # cuBLAS's strict-fp32 kernels for N = batch <= 64 run far
             gemm += consts.fused_fp32_batch_us * config.hidden_size * min(config.batch, 64) / 1e3
         step = max(consts.launch_us, gemm) + consts.launch_us  # GEMM node + pointwise node
+        if _fused_mma_step(config):  # one tensor-core node with the pointwise epilogue
+            step = consts.fused_mma_step_us + consts.fused_mma_us_per_gflop * flops / 1e9
         projection = _gemm_us(2.0 * config.batch * config.gate_size * k_in, config, device, consts)
         directions = config.num_directions
         layer = directions * step / (1.6 if directions == 2 else 1.0) + directions * projection
@@ -129,6 +159,13 @@ def predict_fused_us(config: LSTMConfig, device: DeviceSpec, training: bool = Fa
     # wavefront: layers overlap, so the slowest layer dominates and the others add partly
     slowest = max(per_layer)
     return slowest + 0.35 * (sum(per_layer) - slowest) + consts.call_overhead_us / config.seq_len
+
+
+def _fused_mma_step(config: LSTMConfig) -> bool:
+    """Whether the fused engine's size rule runs this config's steps as one mma kernel."""
+    from .engines import fused_mma
+    from .engines.fused import FusedOptions
+    return fused_mma.mma_decision(config, FusedOptions())[0]
 
 
 def predict_reference_us(config: LSTMConfig, training: bool = False) -> float:

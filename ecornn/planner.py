@@ -50,6 +50,9 @@ def persistent_fit(config: LSTMConfig, device: DeviceSpec, training: bool = Fals
     forward = passes["forward"]
     kernel = {"blocks": forward.grid, "threads": forward.threads, "launches": forward.launches,
               "passes": {name: p.describe() for name, p in passes.items()}}
+    if getattr(forward, "kind", "grid") == "mma":  # fp16/bf16 on tensor cores (no cluster variant)
+        kernel["mma"] = True
+        return kernel
     cluster = None if training else _cluster_forward(config, props)
     if cluster is not None:  # the engine's "auto" runs inference on one cluster per direction
         kernel["cluster_blocks"] = cluster.cluster
