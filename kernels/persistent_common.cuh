@@ -105,4 +105,27 @@ __device__ __forceinline__ void load_weights(float (&w)[R][RA], float* w_s, cons
     }
 }
 
+// What the backward pointwise step of one (unit j, batch b) needs at one timestep (prefetched a
+// step ahead by both backward kernels): activated gates, c_t, c_{t-1} and the incoming dy.
+struct BwdInputs {
+    float4 g;
+    float c, c_prev, dy;
+};
+
+template <int Batch>
+__device__ __forceinline__ BwdInputs load_bwd_inputs(const float* gates, const float* cells,
+                                                     const float* c0, const float* dy, int d, int T,
+                                                     int H, int ldy, int step, bool reverse, int b, int j) {
+    const int t = reverse ? T - 1 - step : step;
+    const int tp = reverse ? t + 1 : t - 1;
+    const size_t row = ((size_t)d * T + t) * Batch + b;
+    BwdInputs in;
+    in.g = __ldg(reinterpret_cast<const float4*>(gates + row * 4 * (size_t)H + 4 * (size_t)j));
+    in.c = __ldg(cells + row * H + j);
+    in.c_prev = step == 0 ? __ldg(c0 + ((size_t)d * Batch + b) * H + j)
+                          : __ldg(cells + (((size_t)d * T + tp) * Batch + b) * H + j);
+    in.dy = __ldg(dy + ((size_t)t * Batch + b) * ldy + (size_t)d * H + j);
+    return in;
+}
+
 #endif  // ECORNN_PERSISTENT_COMMON_CUH

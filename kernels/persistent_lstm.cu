@@ -191,28 +191,6 @@ persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ x
     }
 }
 #else
-// What the pointwise step of one (unit, batch) needs at one timestep (prefetched a step ahead).
-struct BwdInputs {
-    float4 g;
-    float c, c_prev, dy;
-};
-
-__device__ __forceinline__ BwdInputs load_bwd_inputs(const float* gates, const float* cells,
-                                                     const float* c0, const float* dy, int d, int T,
-                                                     int H, int ldy, int step, bool reverse,
-                                                     const Pointwise& pw) {
-    const int t = reverse ? T - 1 - step : step;
-    const int tp = reverse ? t + 1 : t - 1;
-    const size_t row = ((size_t)d * T + t) * kBatch + pw.b;
-    BwdInputs in;
-    in.g = __ldg(reinterpret_cast<const float4*>(gates + row * 4 * (size_t)H + 4 * (size_t)pw.j));
-    in.c = __ldg(cells + row * H + pw.j);
-    in.c_prev = step == 0 ? __ldg(c0 + ((size_t)d * kBatch + pw.b) * H + pw.j)
-                          : __ldg(cells + (((size_t)d * T + tp) * kBatch + pw.b) * H + pw.j);
-    in.dy = __ldg(dy + ((size_t)t * kBatch + pw.b) * ldy + (size_t)d * H + pw.j);
-    return in;
-}
-
 // tiles: packed W_hh^T rows (unit j's column of the gate-interleaved W_hh, K = 4H);
 // dy [T][B][ldy] (direction d at columns d*H); gates [D][T][B][4H] activated, cells [D][T][B][H];
 // c0, dhT, dcT, dh0, dc0 [D][B][H]; dz [D][T][B][4H] gate-interleaved output.
@@ -230,7 +208,7 @@ persistent_lstm_bwd(const float* __restrict__ tiles, const float* __restrict__ d
     if (pw.active) {
         dc_next = dcT[state_at];
         s.sums[pw.b * kRows + pw.u] = dhT[state_at];
-        in = load_bwd_inputs(gates, cells, c0, dy, d, T, H, ldy, T - 1, reverse, pw);
+        in = load_bwd_inputs<kBatch>(gates, cells, c0, dy, d, T, H, ldy, T - 1, reverse, pw.b, pw.j);
     }
     __syncthreads();
     cg::grid_group grid = cg::this_grid();
@@ -246,7 +224,7 @@ persistent_lstm_bwd(const float* __restrict__ tiles, const float* __restrict__ d
                                            dc * gi * (1.0f - gg * gg), dh * tc * go * (1.0f - go));
             *reinterpret_cast<float4*>(dz + (((size_t)d * T + t) * kBatch + pw.b) * G + 4 * (size_t)pw.j) = out;
             dc_next = dc * gf;
-            if (step > 0) in = load_bwd_inputs(gates, cells, c0, dy, d, T, H, ldy, step - 1, reverse, pw);
+            if (step > 0) in = load_bwd_inputs<kBatch>(gates, cells, c0, dy, d, T, H, ldy, step - 1, reverse, pw.b, pw.j);
         }
         grid.sync();
         load_vector(s.vec, dz + ((size_t)d * T + t) * kBatch * G, (int)G, (int)G);

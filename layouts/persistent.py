@@ -7,6 +7,10 @@ W_hh, 4 rows per hidden unit; backward: its transpose, one row per unit). Inside
 The packed array is [blocks, warps, cols_per_lane, rows_per_lane, 32]: the kernel's loads of its
 tile are coalesced, and its i-th register column is one contiguous 32-float run per row slot.
 Rows and columns past the matrix are zero padding. ``unpack_block_rows`` is the exact inverse.
+
+v4 (kernels/persistent_mma.cu, fp16/bf16): ``pack_mma_fragments`` cuts a block's rows into 16 x 16
+tiles and stores them as the per-lane A-fragment registers of mma.sync.m16n8k16 (16-bit pairs in
+uint32 words), [blocks, warps, k_tiles, m_tiles, 32 lanes, 4 registers].
 """
 from __future__ import annotations
 
@@ -76,3 +80,70 @@ def unpack_block_rows(tiles, shape: TileShape, rows: int, cols: int):
     split = tiles.reshape(s.blocks, s.warps, s.cols_per_lane, s.rows_per_lane, s.lane_rows, s.lane_k)
     per_block = split.transpose(0, 3, 4, 1, 2, 5).reshape(s.blocks, s.tile_rows, s.padded_cols)
     return per_block[:, : s.rows_per_block].reshape(-1, s.padded_cols)[:rows, :cols]
+
+
+# ---- v4: packed mma A-fragments (kernels/persistent_mma.cu) ------------------------------------
+@dataclass(frozen=True)
+class MmaTileShape:
+    """How one block's rows are cut into 16 x 16 mma tiles: ``m_tiles`` row tiles (rows padded to
+    16 * m_tiles), ``warps`` warps each owning ``k_tiles`` consecutive 16-column tiles."""
+
+    blocks: int
+    rows_per_block: int   # matrix rows a block owns (4U forward, U backward)
+    warps: int
+    m_tiles: int
+    k_tiles: int
+
+    @property
+    def tile_rows(self) -> int:
+        return 16 * self.m_tiles
+
+    @property
+    def padded_cols(self) -> int:
+        return 16 * self.warps * self.k_tiles
+
+    def validate(self, rows: int, cols: int) -> None:
+        if self.tile_rows < self.rows_per_block:
+            raise ValueError(f"16 x m_tiles: expected >= rows_per_block {self.rows_per_block}, got {self.tile_rows}")
+        if self.blocks * self.rows_per_block < rows:
+            raise ValueError(f"blocks x rows_per_block: expected >= {rows} rows, "
+                             f"got {self.blocks * self.rows_per_block}")
+        if self.padded_cols < cols:
+            raise ValueError(f"padded columns: expected >= {cols}, got {self.padded_cols}")
+
+
+def half_bits(matrix, bf16: bool):
+    """The 16-bit patterns (uint32 holding uint16) of ``matrix`` rounded to fp16 or bf16 (round to
+    nearest even, as the kernel's cvt.rn): exact for values that came from that dtype."""
+    xp = _xp(matrix)
+    if not bf16:
+        return matrix.astype(xp.float16).view(xp.uint16).astype(xp.uint32)
+    bits = xp.ascontiguousarray(matrix.astype(xp.float32)).view(xp.uint32)
+    rounded = bits + xp.uint32(0x7FFF) + ((bits >> xp.uint32(16)) & xp.uint32(1))
+    return rounded >> xp.uint32(16)
+
+
+def _padded_block_tiles(matrix, shape: MmaTileShape):
+    """[R, K] -> [blocks, tile_rows, padded_cols] (zero padded per block)."""
+    xp = _xp(matrix)
+    rows, cols = matrix.shape
+    s = shape
+    padded = xp.pad(matrix, ((0, s.blocks * s.rows_per_block - rows), (0, s.padded_cols - cols)))
+    per_block = padded.reshape(s.blocks, s.rows_per_block, s.padded_cols)
+    return xp.pad(per_block, ((0, 0), (0, s.tile_rows - s.rows_per_block), (0, 0)))
+
+
+def pack_mma_fragments(matrix, shape: MmaTileShape, bf16: bool):
+    """[R, K] float -> uint32 [blocks, warps, k_tiles, m_tiles, 32, 4]: lane l = 4g + c of warp w
+    holds registers a0..a3 of tile (m, k) = (m-tile, w * k_tiles + k-tile) per the fragment map
+    of kernels/mma_common.cuh (a_{2*ch + rh} = rows g + 8 rh, columns 2c + 8 ch and + 1, the
+    lower column in the low 16 bits). Rows and columns past the matrix are zero."""
+    xp = _xp(matrix)
+    s = shape
+    s.validate(*matrix.shape)
+    bits = half_bits(_padded_block_tiles(matrix, s), bf16)
+    # axes: block, m-tile, rh, g | warp, k-tile, ch, c, pair
+    split = bits.reshape(s.blocks, s.m_tiles, 2, 8, s.warps, s.k_tiles, 2, 4, 2)
+    ordered = split.transpose(0, 4, 5, 1, 3, 7, 6, 2, 8)  # block, warp, k-tile, m-tile, g, c, ch, rh, pair
+    words = ordered[..., 0] | (ordered[..., 1] << xp.uint32(16))
+    return xp.ascontiguousarray(words.reshape(s.blocks, s.warps, s.k_tiles, s.m_tiles, 32, 4))

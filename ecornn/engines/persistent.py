@@ -18,6 +18,13 @@ each direction on its own cluster (one ordinary launch per layer) with a cluster
 and h exchanged through distributed shared memory. A training-mode cluster forward saves the same
 reserve as v2, whose backward kernel consumes it. `variant="auto"` takes the cluster kernel for
 inference only while CLUSTER_DEFAULT is True, on clusters of at most AUTO_MAX_CLUSTER blocks.
+
+v4 (fp16/bf16, `variant="mma"`): kernels/persistent_mma.cu keeps W_hh on chip as packed 16-bit
+mma A-fragments (half the bytes of the widened fp32 tiles, so H=2048 fits) and runs the step's
+product on tensor cores (fp32 accumulation, fp32 cell state, everything in global memory fp32).
+Same kernel arguments and launch as the grid kernel. "auto" takes it for 16-bit dtypes where it
+fits, forward and backward (else the widened grid kernel; the cluster kernel stays fp32-only under
+"auto"). ``last_kinds`` records which kernel kind ran each pass of the latest call.
 """
 from __future__ import annotations
 
@@ -29,23 +36,22 @@ import numpy as np
 
 from ..errors import NotSupported
 from ..layouts import gate_deinterleave, gate_interleave
-from ..layouts.persistent import pack_block_rows
+from ..layouts.persistent import pack_block_rows, pack_mma_fragments
 from ..weights import LayerWeights, slot
 from . import persistent_capacity as capacity
 
 name = "persistent"
 device = "gpu"
 
-KERNEL_FILE = "persistent_lstm.cu"
 SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
 REG_COL_BACKOFF = 8  # register columns moved to shared memory per retry when a build spills
-CLUSTER_KERNEL_FILE = "persistent_cluster.cu"
 CLUSTER_DEFAULT = True  # "auto" prefers the cluster kernel for inference (green and faster on the device, v3)
 POISON_OUTPUTS = False  # tests set True: outputs start as NaN, so an element no kernel wrote fails
-VARIANTS = ("auto", "grid", "cluster")
+VARIANTS = ("auto", "grid", "cluster", "mma")
 MAX_CLUSTER = 16         # 16 needs CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (set below)
 AUTO_MAX_CLUSTER = 8     # "auto" skips 16-block plans: H=512 B=4 measured slower than the grid (H200)
 _NON_PORTABLE_CLUSTER_ATTR = 14  # CUfunction_attribute value in cuda.h (CUDA 12/13)
+last_kinds: dict = {}    # pass -> kernel kind ("grid", "cluster", "mma") of the latest call (tests, benchmarks)
 
 
 def _cp():
@@ -65,20 +71,37 @@ def _device_id() -> int:
 def check(config, training: bool = False) -> None:
     """dtype and capacity of the forward pass (and of backward with training=True; a training-mode
     forward checks both itself before its first launch)."""
-    if config.dtype not in SUPPORTED_DTYPES:
-        raise NotSupported(name, f"dtype {config.dtype} (supported: {', '.join(SUPPORTED_DTYPES)})")
+    _check_dtype(config)
     _plans(config, training=training)
 
 
+def _check_dtype(config) -> None:
+    if config.dtype not in SUPPORTED_DTYPES:
+        raise NotSupported(name, f"dtype {config.dtype} (supported: {', '.join(SUPPORTED_DTYPES)})")
+
+
 @functools.lru_cache(maxsize=256)
-def _plans_for(props_items: tuple, config, training: bool) -> dict:
-    return capacity.plan_config(dict(props_items), config, training)
+def _plans_for(props_items: tuple, config, training: bool, variant: str) -> dict:
+    props = dict(props_items)
+    if variant == "mma":
+        return capacity.plan_mma_config(props, config, training)
+    if variant == "auto":
+        return capacity.plan_config(props, config, training)
+    return capacity.plan_grid_config(props, config, training)
 
 
-def _plans(config, training: bool) -> dict:
-    """Capacity plans of a call, cached per (device, config, training): planning is Python work."""
+def _plans(config, training: bool, variant: str = "auto") -> dict:
+    """Capacity plans of a call, cached per (device, config, training, variant): planning is
+    Python work. "auto": tensor-core plans for 16-bit dtypes where they fit, else grid plans."""
     props = _props()
-    return _plans_for(tuple(sorted(props.items())), config, training)
+    return _plans_for(tuple(sorted(props.items())), config, training, variant)
+
+
+def plans_for(config, training: bool = False, variant: str = "auto") -> dict:
+    """The capacity plans ({'forward': plan[, 'backward': plan]}) a call with ``variant`` would
+    run on this device (before the compile-time checks), or NotSupported."""
+    _check_dtype(config)
+    return _plans(config, training, variant)
 
 
 # ---- weights ----------------------------------------------------------------------------------
@@ -93,7 +116,8 @@ class PreparedLayer:
 class PersistentWeights:
     hidden: int
     slots: list                                   # PreparedLayer per (layer, direction)
-    tiles: dict = field(default_factory=dict)     # (layer, pass, tile shape) -> packed [D, ...]
+    tiles: dict = field(default_factory=dict)     # (layer, pass, kind, tile shape) -> packed [D, ...]
+    dtype: str = "float32"                        # storage dtype (the mma kernel's 16-bit format)
 
 
 def prepare(config, weights) -> PersistentWeights:
@@ -104,39 +128,69 @@ def prepare(config, weights) -> PersistentWeights:
         f32 = [cp.asarray(a).astype(cp.float32) for a in w]
         slots.append(PreparedLayer(gate_interleave(f32[0], hidden), gate_interleave(f32[1], hidden),
                                    gate_interleave(f32[2] + f32[3], hidden)))
-    return PersistentWeights(hidden, slots)
+    return PersistentWeights(hidden, slots, dtype=config.dtype)
 
 
 def _tiles(prepared: PersistentWeights, layer: int, directions: int, plan):
     """Packed recurrent tiles of all directions of ``layer`` for ``plan`` ([D, blocks, ...])."""
-    key = (layer, plan.pass_name, plan.tile_shape())
+    key = (layer, plan.pass_name, plan.kind, plan.tile_shape())
     if key not in prepared.tiles:
         cp, shape = _cp(), plan.tile_shape()
         mats = [prepared.slots[slot(layer, d, directions)].w_hh for d in range(directions)]
         if plan.pass_name == "backward":
             mats = [m.T for m in mats]
-        prepared.tiles[key] = cp.stack([pack_block_rows(cp.ascontiguousarray(m), shape) for m in mats])
+        if plan.kind == "mma":   # the fp32 copies hold the 16-bit values exactly: packing re-rounds nothing
+            bf16 = plan.dtype == "bfloat16"
+            packed = [pack_mma_fragments(cp.ascontiguousarray(m), shape, bf16) for m in mats]
+        else:
+            packed = [pack_block_rows(cp.ascontiguousarray(m), shape) for m in mats]
+        prepared.tiles[key] = cp.stack(packed)
     return prepared.tiles[key]
 
 
 # ---- kernels ----------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=None)
-def _kernel(plan, device_id: int):
-    """(plan, RawKernel) with 0 spill bytes and a co-resident grid, or NotSupported."""
+def _register_tiles(plan) -> int:
+    """How much of ``plan``'s tile lives in registers (columns, or k-tiles for the mma kernel)."""
+    return plan.reg_k_tiles if plan.kind == "mma" else plan.reg_cols
+
+
+def _fewer_register_tiles(plan, props: dict):
+    """``plan`` after its build spilled: part of its register tile moved to shared memory, or
+    NotSupported when nothing is left to move or the remainder does not fit shared memory."""
+    what = f"{plan.kind} {plan.pass_name} kernel"
+    if _register_tiles(plan) == 0:
+        raise NotSupported(name, f"{what} uses local memory even without register tiles")
+    if plan.kind == "mma":
+        smaller = plan.with_reg_tiles(plan.reg_k_tiles - 1)
+    else:
+        smaller = plan.with_reg_cols(max(0, plan.reg_cols - REG_COL_BACKOFF))
+    if smaller.smem_bytes > props["smem_per_block_optin"]:
+        raise NotSupported(name, f"{what}: the tile spills registers and the remainder does not fit "
+                                 f"shared memory ({smaller.smem_bytes} > {props['smem_per_block_optin']} B)")
+    return smaller
+
+
+def _compile_without_spills(plan, function: str, cooperative: bool):
+    """(plan, RawKernel) of the first build of ``plan`` (or of it with fewer register tiles) that
+    uses no local memory, with its dynamic shared memory set."""
     from ..gpu import compile_module
     props = _props()
     while True:
-        module = compile_module(KERNEL_FILE, plan.defines(), cooperative=True)
-        kern = module.get_function(f"persistent_lstm_{'fwd' if plan.pass_name == 'forward' else 'bwd'}")
+        kern = compile_module(plan.kernel_file, plan.defines(), cooperative=cooperative).get_function(function)
         if kern.local_size_bytes == 0:
             break
-        if plan.reg_cols == 0:
-            raise NotSupported(name, f"{plan.pass_name} kernel uses local memory even without register tiles")
-        plan = plan.with_reg_cols(max(0, plan.reg_cols - REG_COL_BACKOFF))
-        if plan.smem_bytes > props["smem_per_block_optin"]:
-            raise NotSupported(name, f"{plan.pass_name} tile spills registers and the remainder does not "
-                                     f"fit shared memory ({plan.smem_bytes} > {props['smem_per_block_optin']} B)")
+        plan = _fewer_register_tiles(plan, props)
     kern.max_dynamic_shared_size_bytes = plan.smem_bytes
+    return plan, kern
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(plan, device_id: int):
+    """(plan, RawKernel) with 0 spill bytes and a co-resident grid, or NotSupported (grid and mma
+    plans: the same kernel names and arguments in persistent_lstm.cu and persistent_mma.cu)."""
+    props = _props()
+    function = f"persistent_lstm_{'fwd' if plan.pass_name == 'forward' else 'bwd'}"
+    plan, kern = _compile_without_spills(plan, function, cooperative=True)
     per_sm = _occupancy(kern, plan)
     if per_sm * props["sm_count"] < plan.grid:
         raise NotSupported(name, f"{plan.pass_name} grid of {plan.grid} blocks cannot be co-resident "
@@ -154,8 +208,9 @@ def _occupancy(kern, plan) -> int:
 def kernel_report(plan) -> dict:
     """What the compiled kernel of ``plan`` uses (for benchmarks and notes)."""
     final, kern = _kernel(plan, _cp().cuda.Device().id)
-    return {"registers": kern.num_regs, "local_bytes": kern.local_size_bytes,
-            "smem_bytes": final.smem_bytes, "reg_cols": final.reg_cols, "grid": final.grid,
+    tiles = "reg_k_tiles" if final.kind == "mma" else "reg_cols"
+    return {"kind": final.kind, "registers": kern.num_regs, "local_bytes": kern.local_size_bytes,
+            "smem_bytes": final.smem_bytes, tiles: _register_tiles(final), "grid": final.grid,
             "threads": final.threads, "occupancy_per_sm": _occupancy(kern, final),
             "describe": final.describe()}
 
@@ -165,6 +220,20 @@ def _build(plans: dict) -> None:
     for plan in plans.values():
         build = _cluster_kernel if isinstance(plan, capacity.ClusterPlan) else _kernel
         build(plan, _cp().cuda.Device().id)
+
+
+def _built_plans(config, training: bool, variant: str) -> dict:
+    """Plans of the call, compiled and checked (NotSupported before any launch). "auto" falls back
+    from tensor-core plans to the grid kernel when the former do not build or co-reside."""
+    plans = _plans(config, training, variant)
+    try:
+        _build(plans)
+    except NotSupported:
+        if variant != "auto" or not any(p.kind == "mma" for p in plans.values()):
+            raise
+        plans = _plans(config, training, "grid")
+        _build(plans)
+    return plans
 
 
 def _launch(plan, args_before_dir: tuple):
@@ -235,19 +304,8 @@ def _max_active_clusters(kern, plan):
 def _cluster_kernel(plan, device_id: int):
     """(plan, RawKernel) with 0 spill bytes and every direction's cluster resident at once, or
     NotSupported. An ordinary launch: the cluster size is compiled in (__cluster_dims__)."""
-    from ..gpu import compile_module
     props = _props()
-    while True:
-        kern = compile_module(CLUSTER_KERNEL_FILE, plan.defines()).get_function("persistent_cluster_fwd")
-        if kern.local_size_bytes == 0:
-            break
-        if plan.reg_cols == 0:
-            raise NotSupported(name, "cluster kernel uses local memory even without register tiles")
-        plan = plan.with_reg_cols(max(0, plan.reg_cols - REG_COL_BACKOFF))
-        if plan.smem_bytes > props["smem_per_block_optin"]:
-            raise NotSupported(name, f"cluster tile spills registers and the remainder does not fit shared "
-                                     f"memory ({plan.smem_bytes} > {props['smem_per_block_optin']} B)")
-    kern.max_dynamic_shared_size_bytes = plan.smem_bytes
+    plan, kern = _compile_without_spills(plan, "persistent_cluster_fwd", cooperative=False)
     if plan.cluster > 8:
         _allow_non_portable_cluster(kern)
     per_sm = _occupancy(kern, plan)
@@ -279,8 +337,10 @@ def _cluster_choice(config, training: bool, variant: str):
     on clusters of at most AUTO_MAX_CLUSTER blocks."""
     if variant not in VARIANTS:
         raise ValueError(f"variant: expected one of {VARIANTS}, got {variant!r}")
-    if variant == "grid" or (variant == "auto" and (training or not CLUSTER_DEFAULT)):
+    if variant in ("grid", "mma") or (variant == "auto" and (training or not CLUSTER_DEFAULT)):
         return None
+    if variant == "auto" and config.dtype in capacity.MMA_DTYPES:
+        return None   # 16-bit: the tensor-core kernel first, then the grid kernel
     try:
         plan = cluster_plan(config)
         if variant == "auto" and plan.cluster > AUTO_MAX_CLUSTER:
@@ -318,14 +378,57 @@ def _f32(a):
     return cp.ascontiguousarray(a.astype(cp.float32, copy=False))
 
 
-def _input_projections(layer_input, preps):
+def _tf32_for(config) -> bool:
+    """16-bit dtypes run their GEMMs (input projection, dX, dW) on TF32 tensor cores: fp16 and bf16
+    values are exact in TF32 (10-bit mantissa, 8-bit exponent), and fp32 GEMMs cost ~1.3 us/step of
+    a 16-bit forward at H=1024 (notes_persistent.md, v2). fp32 stays strict."""
+    return config.dtype in capacity.MMA_DTYPES
+
+
+def _operand(a):
+    """(cuBLAS op, leading dimension, C-contiguous array) of a row-major matrix ``a`` (as given, or
+    as the transpose of a C-contiguous one), for the column-major GEMM of gpu_blas."""
+    from ..gpu_blas import OP_N, OP_T
+    if a.flags.c_contiguous:
+        return OP_N, a.shape[1], a
+    if a.T.flags.c_contiguous:
+        return OP_T, a.shape[0], a.T
+    a = _cp().ascontiguousarray(a)
+    return OP_N, a.shape[1], a
+
+
+def _matmul_tf32(a, b, out, beta: float = 0.0):
+    """out = a @ b + beta * out (row-major fp32, ``out`` C-contiguous) on TF32 tensor cores:
+    column-major out^T = b^T a^T."""
+    from ..gpu_blas import gemm
+    op_b, ld_b, b_c = _operand(b)
+    op_a, ld_a, a_c = _operand(a)
+    gemm(op_b, op_a, b.shape[1], a.shape[0], a.shape[1], b_c, ld_b, a_c, ld_a, out, out.shape[1],
+         beta=beta, tf32=True)
+    return out
+
+
+def _matmul(a, b, out=None, *, accumulate=False, tf32=False):
+    """``a @ b`` into ``out`` (new if None; added to it with accumulate=True), strict fp32 or TF32."""
+    cp = _cp()
+    if out is None:
+        out = cp.empty((a.shape[0], b.shape[1]), cp.float32)
+    if tf32:
+        return _matmul_tf32(a, b, out, beta=1.0 if accumulate else 0.0)
+    if accumulate:
+        out += a @ b
+        return out
+    return cp.matmul(a, b, out=out)
+
+
+def _input_projections(layer_input, preps, tf32=False):
     """[D, T, B, 4H]: every direction's x W_ih^T + b (one GEMM each, written in place)."""
     cp = _cp()
     steps, batch, k = layer_input.shape
     flat = layer_input.reshape(steps * batch, k)
     out = cp.empty((len(preps), steps * batch, preps[0].w_ih.shape[0]), cp.float32)
     for d, prep in enumerate(preps):
-        cp.matmul(flat, prep.w_ih.T, out=out[d])
+        _matmul(flat, prep.w_ih.T, out[d], tf32=tf32)
         out[d] += prep.bias
     return out.reshape(len(preps), steps, batch, -1)
 
@@ -339,11 +442,14 @@ def _output(shape):
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
             variant="auto"):
     cp = _cp()
+    _check_dtype(config)
     cluster = _cluster_choice(config, training, variant)       # NotSupported before any launch
-    plans = _plans(config, training) if cluster is None or training else {}
+    grid_variant = "grid" if variant == "cluster" else variant
+    plans = _built_plans(config, training, grid_variant) if cluster is None or training else {}
     if cluster is not None:
         plans = {**plans, "forward": cluster}                  # backward (training) stays v2
-    _build(plans)
+    last_kinds.clear()
+    last_kinds["forward"] = plans["forward"].kind
     prep = prepared if prepared is not None else prepare(config, weights)
     steps, batch, hidden, dirs = config.seq_len, config.batch, config.hidden_size, config.num_directions
     h0, c0 = _f32(h0), _f32(c0)
@@ -353,7 +459,7 @@ def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None
     layer_in = _f32(x)
     for layer in range(config.num_layers):
         s0 = slot(layer, 0, dirs)
-        xw = _input_projections(layer_in, prep.slots[s0:s0 + dirs])
+        xw = _input_projections(layer_in, prep.slots[s0:s0 + dirs], _tf32_for(config))
         y = _output((steps, batch, dirs * hidden))
         gates = _output((dirs, steps, batch, 4 * hidden)) if training else None
         cells = _output((dirs, steps, batch, hidden)) if training else None
@@ -390,10 +496,10 @@ def _previous_hidden(output, h0, direction: int, hidden: int):
     return cp.concatenate([h0[None], h[:-1]], axis=0)
 
 
-def _weight_grads(dz, layer_input, h_prev, hidden: int) -> LayerWeights:
+def _weight_grads(dz, layer_input, h_prev, hidden: int, tf32: bool = False) -> LayerWeights:
     """Framework-layout gradients from interleaved dz [T*B, 4H]."""
-    d_w_ih = dz.T @ layer_input.reshape(dz.shape[0], -1)
-    d_w_hh = dz.T @ h_prev.reshape(dz.shape[0], -1)
+    d_w_ih = _matmul(dz.T, layer_input.reshape(dz.shape[0], -1), tf32=tf32)
+    d_w_hh = _matmul(dz.T, h_prev.reshape(dz.shape[0], -1), tf32=tf32)
     d_b = gate_deinterleave(dz.sum(axis=0), hidden)
     return LayerWeights(gate_deinterleave(d_w_ih, hidden), gate_deinterleave(d_w_hh, hidden), d_b, d_b.copy())
 
@@ -404,8 +510,10 @@ def backward(reserve: PersistentReserve, dy, dhT, dcT):
     plan = reserve.plans.get("backward")
     if plan is None:
         raise NotSupported(name, "backward needs a reserve from a training-mode forward")
+    last_kinds["backward"] = plan.kind
     steps, batch, hidden, dirs = config.seq_len, config.batch, config.hidden_size, config.num_directions
     dhT, dcT = _f32(dhT), _f32(dcT)
+    tf32 = _tf32_for(config)
     dh0 = _output(config.state_shape)
     dc0 = _output(config.state_shape)
     grads = [None] * (config.num_layers * dirs)
@@ -427,8 +535,8 @@ def backward(reserve: PersistentReserve, dy, dhT, dcT):
             s = s0 + d
             flat_dz = dz[d].reshape(steps * batch, 4 * hidden)
             h_prev = _previous_hidden(save.output, reserve.h0[s], d, hidden)
-            grads[s] = _weight_grads(flat_dz, save.layer_input, h_prev, hidden)
-            d_in += flat_dz @ reserve.weights.slots[s].w_ih
+            grads[s] = _weight_grads(flat_dz, save.layer_input, h_prev, hidden, tf32)
+            _matmul(flat_dz, reserve.weights.slots[s].w_ih, d_in, accumulate=True, tf32=tf32)
         d_out = d_in.reshape(steps, batch, -1)
     dtype = dy.dtype
     cast = lambda a: a.astype(dtype, copy=False)  # noqa: E731

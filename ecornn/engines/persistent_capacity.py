@@ -9,13 +9,17 @@ columns in registers, the rest in shared memory, next to the step's vector (K x 
 reduction buffers. The register estimate (44 + rows_per_lane * (B + 2) registers of overhead, the weights
 on top) was calibrated against ``nvcc -Xptxas -v`` for sm_90 (0 spills at 128 and 255 registers per
 thread); the engine checks the compiled kernel's real usage and the occupancy API before launch.
+
+v3 adds the cluster plans (``ClusterPlan``), v4 the tensor-core plans for fp16/bf16 (``MmaPlan``:
+16 x 16 mma tiles, k-tiles in registers then shared memory); ``plan_config`` returns the plans the
+engine's "auto" variant runs (tensor-core plans for 16-bit dtypes where they fit, else grid plans).
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
 from ..errors import NotSupported
-from ..layouts.persistent import TileShape
+from ..layouts.persistent import MmaTileShape, TileShape
 
 STRATEGY = "persistent"
 WARP_CHOICES = (16, 8)
@@ -53,6 +57,9 @@ class _TiledPlan:
 @dataclass(frozen=True)
 class KernelPlan(_TiledPlan):
     """Tile and launch parameters of one persistent pass (forward or backward) of one layer."""
+
+    kind = "grid"
+    kernel_file = "persistent_lstm.cu"
 
     pass_name: str          # "forward" or "backward"
     hidden: int
@@ -215,7 +222,19 @@ def _why_not(props, pass_name, hidden, batch) -> str:
 
 
 def plan_config(props: dict, config, training: bool) -> dict:
-    """Plans of every pass a call needs ({'forward': plan[, 'backward': plan]}), or NotSupported."""
+    """Plans the engine's "auto" variant runs for every pass a call needs ({'forward': plan[,
+    'backward': plan]}): the tensor-core kernel for fp16/bf16 where it fits (MmaPlan), else the
+    fp32 grid kernel (KernelPlan); NotSupported when neither fits."""
+    if config.dtype in MMA_DTYPES:
+        try:
+            return plan_mma_config(props, config, training)
+        except NotSupported:
+            pass
+    return plan_grid_config(props, config, training)
+
+
+def plan_grid_config(props: dict, config, training: bool) -> dict:
+    """Plans of the fp32 grid kernel (kernels/persistent_lstm.cu) for every pass, or NotSupported."""
     plans = {"forward": plan_pass(props, "forward", config.hidden_size, config.batch,
                                   config.num_directions)}
     if training:
@@ -272,6 +291,8 @@ class ClusterPlan(_TiledPlan):
     pass_name = "forward"
     rows_per_unit = 4
     launches = 1
+    kind = "cluster"
+    kernel_file = "persistent_cluster.cu"
 
     @property
     def blocks_per_dir(self) -> int:
@@ -348,6 +369,225 @@ def predicted_cluster_us_per_step(plan: ClusterPlan, clock_ghz: float = 1.75, ba
     return cluster_issue_slots(plan) / 0.7 / (clock_ghz * 1e3) + pointwise_us + barrier_us
 
 
+# ---- v4: tensor cores for 16-bit weights (kernels/persistent_mma.cu) ------------------------------
+MMA_DTYPES = ("float16", "bfloat16")
+MMA_WARP_CHOICES = (16, 8, 4)
+# Registers besides the register tiles (4 * m_tiles per k-tile) and the accumulators
+# (4 * m_tiles * n_tiles * mma_acc_split): ptxas 13.0, largest spill-free REG_K_TILES of representative
+# plans on sm_90 and sm_80 (benchmarks/notes_persistent.md, v4). At 255 registers/thread ptxas hoists far more
+# shared-memory loads ahead of the mma chain, hence the larger figure for 8 and 4 warps.
+MMA_REG_OVERHEAD = {("forward", 16): 64, ("forward", 8): 160, ("forward", 4): 160,
+                    ("backward", 16): 76, ("backward", 8): 112, ("backward", 4): 112}
+MMA_MIN_COMPUTE = (8, 0)          # mma.sync m16n8k16 with bf16 inputs
+MMA_STAGE_CHUNK = 8               # float4 loads per lane in flight while staging (kStageChunk)
+MMA_L2_ROUND_TRIP_CLOCKS = 400    # ~0.23 us at 1.75 GHz: ranks plans by their staging round trips
+
+
+@dataclass(frozen=True)
+class MmaPlan:
+    """Tile and launch parameters of one pass of the tensor-core kernel for one layer: a block of
+    ``warps`` warps owns ``units`` hidden units (``m_tiles`` 16-row tiles), each warp ``k_tiles``
+    16-column tiles of which the first ``reg_k_tiles`` live in registers, the rest in shared memory."""
+
+    pass_name: str          # "forward" or "backward"
+    dtype: str              # "float16" or "bfloat16"
+    hidden: int
+    batch: int
+    directions_per_launch: int
+    launches: int           # 1, or 2 when the two directions run one after the other
+    units: int              # hidden units per block
+    blocks_per_dir: int
+    warps: int
+    m_tiles: int
+    k_tiles: int
+    reg_k_tiles: int
+    regs_per_thread: int    # estimate; the compiled kernel reports the real count
+    smem_bytes: int
+
+    kind = "mma"
+    kernel_file = "persistent_mma.cu"
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+    @property
+    def grid(self) -> int:
+        return self.blocks_per_dir * self.directions_per_launch
+
+    @property
+    def rows_per_unit(self) -> int:
+        return 4 if self.pass_name == "forward" else 1
+
+    @property
+    def reduction_length(self) -> int:
+        return self.hidden * (1 if self.pass_name == "forward" else 4)
+
+    @property
+    def n_tiles(self) -> int:
+        return -(-self.batch // 8)
+
+    @property
+    def register_tiles(self) -> int:
+        return self.reg_k_tiles
+
+    @property
+    def acc_split(self) -> int:
+        return mma_acc_split(self.m_tiles, self.n_tiles, self.k_tiles)
+
+    def tile_shape(self) -> MmaTileShape:
+        return MmaTileShape(blocks=self.blocks_per_dir, rows_per_block=self.rows_per_unit * self.units,
+                            warps=self.warps, m_tiles=self.m_tiles, k_tiles=self.k_tiles)
+
+    def defines(self) -> dict:
+        """Compile-time constants of kernels/persistent_mma.cu."""
+        return {"PASS": 0 if self.pass_name == "forward" else 1, "BF16": int(self.dtype == "bfloat16"),
+                "BATCH": self.batch, "NWARPS": self.warps, "M_TILES": self.m_tiles,
+                "K_TILES": self.k_tiles, "REG_K_TILES": self.reg_k_tiles}
+
+    def describe(self) -> str:
+        return (f"{self.pass_name} (tensor cores, {self.dtype}): {self.grid} blocks x {self.threads} threads, "
+                f"{self.units} units/block, {self.reg_k_tiles}/{self.k_tiles} k-tiles in registers, "
+                f"{self.smem_bytes // 1024} KB smem, {self.launches} launch(es)")
+
+    def with_reg_tiles(self, reg_k_tiles: int) -> "MmaPlan":
+        """The same tiling with fewer register k-tiles (after a spill): more shared memory."""
+        moved = self.reg_k_tiles - reg_k_tiles
+        return replace(self, reg_k_tiles=reg_k_tiles,
+                       smem_bytes=self.smem_bytes + moved * self.m_tiles * self.threads * 16,
+                       regs_per_thread=self.regs_per_thread - 4 * self.m_tiles * moved)
+
+
+def mma_acc_split(m_tiles: int, n_tiles: int, k_tiles: int) -> int:
+    """Independent accumulator sets over k per warp (kernels/persistent_mma.cu, kAccSplit): at
+    least 4 independent mma chains per warp where the k-tiles allow."""
+    chains = m_tiles * n_tiles
+    return min(k_tiles, 1 if chains >= 4 else (2 if chains >= 2 else 4))
+
+
+def mma_smem_bytes(pass_name: str, batch: int, warps: int, m_tiles: int, k_tiles: int, smem_k_tiles: int) -> int:
+    """Shared memory of kernels/persistent_mma.cu: A tiles, warp partials, staged vectors."""
+    n_pad = 8 * -(-batch // 8)
+    tiles = warps * smem_k_tiles * m_tiles * 32 * 16
+    if pass_name == "forward":
+        partials = warps * 4 * m_tiles * (4 * n_pad + 4)
+    else:
+        partials = warps * 16 * m_tiles * (n_pad + 4)
+    vectors = warps * batch * (8 * k_tiles + 4)
+    return tiles + 4 * partials + 4 * vectors
+
+
+def _mma_candidate(props, pass_name, dtype, hidden, batch, directions, warps, units):
+    """The MmaPlan for one (warps, units) choice, or None if it cannot fit one block per SM."""
+    rows_per_unit, k = (4, hidden) if pass_name == "forward" else (1, 4 * hidden)
+    if units * batch > 32 * warps:            # one pointwise thread per (unit, batch)
+        return None
+    m_tiles = -(-rows_per_unit * units // 16)
+    k_tiles = -(-k // (16 * warps))
+    n_tiles = -(-batch // 8)
+    base = MMA_REG_OVERHEAD[(pass_name, warps)] + 4 * m_tiles * n_tiles * mma_acc_split(m_tiles, n_tiles, k_tiles)
+    spare = register_cap(props, 32 * warps) - base
+    if spare < 0:
+        return None
+    reg_k_tiles = min(k_tiles, spare // (4 * m_tiles))
+    smem = mma_smem_bytes(pass_name, batch, warps, m_tiles, k_tiles, k_tiles - reg_k_tiles)
+    if smem > props["smem_per_block_optin"] - SMEM_RESERVED_PER_BLOCK:
+        return None
+    return MmaPlan(pass_name, dtype, hidden, batch, directions, 1, units, -(-hidden // units), warps,
+                   m_tiles, k_tiles, reg_k_tiles, base + 4 * m_tiles * reg_k_tiles, smem)
+
+
+def mma_step_clocks(plan: MmaPlan) -> float:
+    """Rough clocks of one step's block work, to rank plans of one configuration: the mma issue of
+    one scheduler (~8 clocks per mma.sync) or the longest accumulator chain (~35 clocks per mma;
+    k-tiles split over mma_acc_split sets), whichever is longer, plus shared-memory tile loads,
+    staging (one L2 round trip per chunk of kStageChunk loads) and the warp-partial sums."""
+    per_warp_mma = plan.k_tiles * plan.m_tiles * plan.n_tiles
+    issue = max(1, plan.warps // 4) * per_warp_mma * 8
+    chain = -(-plan.k_tiles // mma_acc_split(plan.m_tiles, plan.n_tiles, plan.k_tiles)) * 35
+    smem_tiles = max(1, plan.warps // 4) * (plan.k_tiles - plan.reg_k_tiles) * plan.m_tiles * 4
+    loads = -(-plan.batch * plan.k_tiles * 4 // 32)           # float4 staging loads per lane
+    staging = -(-loads // MMA_STAGE_CHUNK) * MMA_L2_ROUND_TRIP_CLOCKS + 4 * loads
+    return max(issue, chain) + smem_tiles + staging + 8 * plan.warps
+
+
+def _mma_plan_for_directions(props, pass_name, dtype, hidden, batch, directions):
+    blocks_available = props["sm_count"] // directions
+    if blocks_available < 1:
+        return None
+    smallest = -(-hidden // blocks_available)
+    plans = []
+    for warps in MMA_WARP_CHOICES:
+        for units in range(smallest, min(hidden, smallest + 8) + 1):
+            plan = _mma_candidate(props, pass_name, dtype, hidden, batch, directions, warps, units)
+            if plan is not None:
+                plans.append(plan)
+                break
+    return min(plans, key=lambda p: (mma_step_clocks(p), p.units, -p.warps)) if plans else None
+
+
+def plan_mma(props: dict, pass_name: str, hidden: int, batch: int, num_directions: int = 1,
+             dtype: str = "float16") -> MmaPlan:
+    """Tensor-core plan of one pass (both directions in one grid when they fit, else one after
+    the other), or NotSupported naming the limit."""
+    if pass_name not in ("forward", "backward"):
+        raise ValueError(f"pass_name: expected 'forward' or 'backward', got {pass_name!r}")
+    if dtype not in MMA_DTYPES:
+        raise NotSupported(STRATEGY, f"the tensor-core kernel takes {'/'.join(MMA_DTYPES)} weights, not {dtype}")
+    cc = tuple(props.get("compute_capability", (0, 0)))
+    if cc < MMA_MIN_COMPUTE:
+        raise NotSupported(STRATEGY, f"the tensor-core kernel needs sm_80+ (mma.sync bf16); "
+                                     f"{props.get('name', 'this GPU')} is sm_{cc[0]}{cc[1]}")
+    if not props.get("cooperative_launch", True):
+        raise NotSupported(STRATEGY, "the device does not support cooperative launches")
+    if num_directions == 2:
+        both = _mma_plan_for_directions(props, pass_name, dtype, hidden, batch, 2)
+        if both is not None:
+            return both
+    one = _mma_plan_for_directions(props, pass_name, dtype, hidden, batch, 1)
+    if one is None:
+        raise NotSupported(STRATEGY, _mma_why_not(props, pass_name, dtype, hidden, batch))
+    return replace(one, launches=num_directions)
+
+
+def _mma_why_not(props, pass_name, dtype, hidden, batch) -> str:
+    weights = 4 * hidden * hidden * 2
+    on_chip = props["sm_count"] * (props["regs_per_sm"] * 4 + props["smem_per_block_optin"])
+    return (f"{pass_name} recurrent weights of hidden_size={hidden} ({dtype}, {weights / 2**20:.1f} MiB as "
+            f"mma fragments) plus batch={batch} vectors do not fit one block per SM on "
+            f"{props.get('name', 'this GPU')} ({props['sm_count']} SMs, at most {on_chip / 2**20:.1f} MiB of "
+            f"registers + shared memory, {props['smem_per_block_optin'] // 1024} KB shared memory per block)")
+
+
+def plan_mma_config(props: dict, config, training: bool) -> dict:
+    """Tensor-core plans of every pass a call needs, or NotSupported."""
+    args = (config.hidden_size, config.batch, config.num_directions, config.dtype)
+    plans = {"forward": plan_mma(props, "forward", *args)}
+    if training:
+        plans["backward"] = plan_mma(props, "backward", *args)
+    return plans
+
+
+def largest_mma_hidden(props: dict, batch: int, pass_name: str = "forward", step: int = 64,
+                       limit: int = 8192, dtype: str = "float16") -> int:
+    """The largest multiple of ``step`` hidden size the tensor-core kernel fits (0 if none)."""
+    best = 0
+    for hidden in range(step, limit + 1, step):
+        try:
+            plan_mma(props, pass_name, hidden, batch, dtype=dtype)
+        except NotSupported:
+            continue
+        best = hidden
+    return best
+
+
+def predicted_mma_us_per_step(plan: MmaPlan, clock_ghz: float = 1.75, sync_us: float = 1.0,
+                              l2_us: float = 0.45, pointwise_us: float = 0.3) -> float:
+    """Kernel-only step: grid barrier, one L2 round trip for the vector, the block's product and
+    the serial reduction + pointwise rest (a-priori figures; see notes_persistent.md, v4)."""
+    return plan.launches * (sync_us + l2_us + pointwise_us + mma_step_clocks(plan) / (clock_ghz * 1e3))
+
+
 def h100_properties() -> dict:
     """The H100 SXM as device_properties() reports it (for CPU-side tests and docs)."""
     return {"name": "NVIDIA H100 80GB HBM3", "compute_capability": (9, 0), "sm_count": 132,
@@ -369,5 +609,6 @@ def small_gpu_properties(sm_count: int = 20) -> dict:
     return props
 
 
-__all__ = ["KernelPlan", "ClusterPlan", "plan_cluster", "predicted_cluster_us_per_step", "plan_pass", "plan_config", "largest_hidden", "choose_lanes",
-           "h100_properties", "a100_properties", "small_gpu_properties", "predicted_us_per_step"]
+__all__ = ["KernelPlan", "ClusterPlan", "MmaPlan", "plan_mma", "plan_mma_config", "plan_grid_config", "plan_cluster", "predicted_cluster_us_per_step", "plan_pass", "plan_config", "largest_hidden", "choose_lanes",
+           "h100_properties", "a100_properties", "small_gpu_properties", "predicted_us_per_step",
+           "largest_mma_hidden", "predicted_mma_us_per_step"]

@@ -1,0 +1,19 @@
+"""A small tensor-core (v4) forward + backward for compute-sanitizer runs: 2 layers, bidirectional,
+odd sizes (H=40: odd 16-row padding, unaligned rows), fp16 and bf16; fails unless the mma kernel ran."""
+import numpy as np
+
+from ecornn import LSTMConfig, lstm_backward, lstm_forward
+from ecornn.engines import persistent
+from ecornn.weights import init_weights
+
+for dtype in ("float16", "bfloat16"):
+    config = LSTMConfig(24, 42, 2, True, dtype, 3, 5)
+    rng = np.random.default_rng(0)
+    weights = init_weights(config, seed=1)
+    x = rng.standard_normal(config.input_shape).astype(dtype)
+    h0, c0 = (rng.standard_normal(config.state_shape).astype(dtype) for _ in range(2))
+    out = lstm_forward(x, weights, h0, c0, bidirectional=True, strategy="persistent", training=True)
+    grads = lstm_backward(out.reserve, np.ones(config.output_shape, dtype))
+    assert persistent.last_kinds == {"forward": "mma", "backward": "mma"}, persistent.last_kinds
+    print("mma small run ok", dtype, float(np.abs(np.asarray(out.y, np.float32)).sum()),
+          float(np.abs(np.asarray(grads.dx, np.float32)).sum()))

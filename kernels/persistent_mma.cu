@@ -1,0 +1,416 @@
+// Persistent LSTM recurrence on tensor cores (v4, fp16/bf16 weights): one cooperative kernel runs
+// every timestep of one layer (all its directions), like persistent_lstm.cu and with the same
+// kernel arguments, but the block's slice of W_hh stays on chip as packed 16-bit mma A-fragments
+// (the first REG_K_TILES k-tiles of each warp in registers, the rest in shared memory) and the
+// per-step matrix-vector product runs as mma.sync.m16n8k16 with the batch as the N dimension
+// (padded to 8), fp32 accumulation. Cell state, gates and everything stored to global stay fp32.
+//
+// PASS=0 forward:  z[rows x B] = W_hh[own gate rows] . h_{t-1} + xw_t, pointwise, write h_t.
+// PASS=1 backward: dh_{t-1}[U x B] = W_hh[:, own units]^T . dz_t; the pointwise step of the own
+//                  units makes dz_t (published to global) from dh, dc and the saved gates.
+//
+// Block = whole hidden units (forward rows: the 4 gate-interleaved rows of each unit, backward
+// rows: one row of W_hh^T per unit, K = 4H), rows padded to M_TILES * 16. Warp w owns the
+// K-slice [w * 16 * K_TILES, (w + 1) * 16 * K_TILES). Each lane loads the B-fragments of its
+// slice of the step's vector straight from L2 (__ldcg: other blocks wrote it during this kernel)
+// and packs them to 16-bit pairs: a warp-wide load covers 8 batch rows x 32 contiguous bytes,
+// i.e. full 32-byte sectors, so no shared-memory staging or warp barrier sits between the grid
+// barrier and the first mma. Warp partials go to shared memory, one __syncthreads, and every
+// pointwise thread (unit, batch) sums them over the warps in a fixed order (bitwise reproducible).
+//
+// Packed tiles (layouts/persistent.py: pack_mma_fragments): uint4 [D][blocks][NWARPS][K_TILES]
+// [M_TILES][32]; lane l's uint4 holds its a0..a3 of that 16 x 16 tile (fragment map in
+// mma_common.cuh), so a warp's tile load is 512 contiguous bytes (coalesced from global,
+// conflict-free LDS.128 from shared memory).
+//
+// ecornn-persistent
+// The check lines are the capacity model's H100 plans: fwd bf16 H=1024 B=4, fp16 H=1024 B=8 and B=16,
+// bf16 H=2048 B=4, bf16 H=100 B=3; bwd fp16 H=1024 B=8 and B=16, bf16 H=2048 B=4.
+// ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=2 -DK_TILES=4 -DREG_K_TILES=4
+// ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=16 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=3
+// ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=3 -DNWARPS=4 -DM_TILES=1 -DK_TILES=2 -DREG_K_TILES=2
+// ecornn-check: -DPASS=1 -DBF16=0 -DBATCH=8 -DNWARPS=16 -DM_TILES=1 -DK_TILES=16 -DREG_K_TILES=9
+// ecornn-check: -DPASS=1 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=1 -DK_TILES=16 -DREG_K_TILES=9
+// ecornn-check: -DPASS=1 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=1 -DK_TILES=64 -DREG_K_TILES=31
+#include <cooperative_groups.h>
+
+#include "mma_common.cuh"
+#include "persistent_common.cuh"
+
+namespace cg = cooperative_groups;
+
+constexpr bool kBf16 = BF16 != 0;
+constexpr int kBatch = BATCH;
+constexpr int kNTiles = (BATCH + 7) / 8;
+constexpr int kNPad = 8 * kNTiles;                 // batch padded to the mma's N
+constexpr int kWarps = NWARPS;
+constexpr int kThreads = 32 * NWARPS;
+constexpr int kMTiles = M_TILES;
+constexpr int kRows = 16 * M_TILES;               // padded rows per block
+constexpr int kKTiles = K_TILES;
+constexpr int kRegKTiles = REG_K_TILES;
+constexpr int kSmemKTiles = K_TILES - REG_K_TILES;
+constexpr int kWarpK = 16 * K_TILES;              // columns per warp
+constexpr int kTileU4 = kWarps * kKTiles * kMTiles * 32;   // one block's packed tile (uint4)
+
+static_assert(REG_K_TILES >= 0 && REG_K_TILES <= K_TILES, "REG_K_TILES must be in [0, K_TILES]");
+
+#if PASS == 0
+// Partials [warp][unit][b][gate]: the pointwise thread reads one float4 per warp. The 4 floats of
+// padding per unit make the fragment stores conflict-free (the two units of one store are 36
+// floats apart: banks +4).
+constexpr int kRedStride = 4 * kNPad + 4;          // floats per (warp, unit)
+constexpr int kRedFloats = kWarps * (kRows / 4) * kRedStride;
+#else
+// Partials [warp][unit][b] (+4 floats of padding per unit against bank conflicts of the stores).
+constexpr int kRedStride = kNPad + 4;
+constexpr int kRedFloats = kWarps * kRows * kRedStride;
+#endif
+constexpr int kSmemTileU4 = kWarps * kSmemKTiles * kMTiles * 32;
+// Per-warp staged vector [n < BATCH][k] as 16-bit pairs (words); the padding columns n >= BATCH
+// of the mma are zero registers, not shared memory. Row stride kWarpK/2 + 4 words: an odd
+// multiple of 4, so the 8 rows g of one B-fragment load fall in distinct bank quads (conflict-free).
+constexpr int kVecStride = kWarpK / 2 + 4;
+constexpr int kVecWordsPerWarp = kBatch * kVecStride;
+constexpr int kStageChunk = 8;                    // float4 loads per lane in flight while staging
+
+// Independent accumulator sets over k (k-tile kt feeds set kt % kAccSplit, summed at the end in a
+// fixed order): each mma.sync waits ~30 clocks for its accumulator, so a warp with fewer than 4
+// (m, n) tiles would otherwise run one long dependent chain (backward H=2048: 64 mma in a row).
+// Mirrored by persistent_capacity.mma_acc_split.
+constexpr int kChains = M_TILES * kNTiles;
+constexpr int kAccSplitWanted = kChains >= 4 ? 1 : (kChains >= 2 ? 2 : 4);
+constexpr int kAccSplit = kAccSplitWanted < K_TILES ? kAccSplitWanted : K_TILES;
+
+using RegTiles = unsigned int[kRegKTiles > 0 ? kRegKTiles : 1][kMTiles][4];
+using Acc = float[kMTiles][kNTiles][4];
+
+// The block's tile `tile`: register k-tiles into a_reg, the rest into shared memory a_s.
+__device__ __forceinline__ void load_tiles(RegTiles& a_reg, uint4* a_s, const uint4* tiles, size_t tile) {
+    const uint4* src = tiles + tile * kTileU4;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+    for (int kt = 0; kt < kRegKTiles; ++kt)
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+            const uint4 q = src[((warp * kKTiles + kt) * kMTiles + mt) * 32 + lane];
+            a_reg[kt][mt][0] = q.x; a_reg[kt][mt][1] = q.y; a_reg[kt][mt][2] = q.z; a_reg[kt][mt][3] = q.w;
+        }
+    constexpr int per_warp = kSmemKTiles * kMTiles * 32 > 0 ? kSmemKTiles * kMTiles * 32 : 1;
+    for (int idx = threadIdx.x; idx < kSmemTileU4; idx += kThreads) {
+        const int wi = idx / per_warp, rest = idx % per_warp;
+        a_s[idx] = src[(wi * kKTiles + kRegKTiles) * kMTiles * 32 + rest];
+    }
+}
+
+// Four consecutive elements k..k+3 of one vector row (zero past k_len). `aligned`: the row
+// starts 16-byte aligned, so one 128-bit load serves all four.
+__device__ __forceinline__ float4 load_quad(const float* row, int k, int k_len, bool aligned) {
+    if (aligned && k + 3 < k_len) return __ldcg(reinterpret_cast<const float4*>(row + k));
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (k < k_len) v.x = __ldcg(row + k);
+    if (k + 1 < k_len) v.y = __ldcg(row + k + 1);
+    if (k + 2 < k_len) v.z = __ldcg(row + k + 2);
+    if (k + 3 < k_len) v.w = __ldcg(row + k + 3);
+    return v;
+}
+
+// The warp's K-slice of the step's vector src[n * ld + k] (n < BATCH, k < k_len; L2 loads, other
+// blocks wrote it during this kernel), packed to 16-bit pairs into the warp's vec_s region
+// [n][k] (words; every word rewritten each step, zeros past k_len). Only this warp reads it.
+__device__ __forceinline__ void stage_vector(unsigned int* vec_s, const float* src, int ld, int k_len,
+                                             bool aligned) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    unsigned int* mine = vec_s + warp * kVecWordsPerWarp;
+    constexpr int quads = kWarpK / 4, count = kBatch * quads;
+    constexpr int iters = (count + 31) / 32, chunk = iters < kStageChunk ? iters : kStageChunk;
+    // Chunks of loads in flight, then their stores: bounded registers, few L2 round trips.
+#pragma unroll 1
+    for (int base = 0; base < iters; base += chunk) {
+        float4 v[chunk];
+#pragma unroll
+        for (int j = 0; j < chunk; ++j) {
+            const int i = (base + j) * 32 + lane, n = i / quads, k = 4 * (i % quads);
+            v[j] = i < count ? load_quad(src + (size_t)n * ld, warp * kWarpK + k, k_len, aligned)
+                             : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+#pragma unroll
+        for (int j = 0; j < chunk; ++j) {
+            const int i = (base + j) * 32 + lane, n = i / quads, k = 4 * (i % quads);
+            if (i < count)
+                *reinterpret_cast<uint2*>(mine + n * kVecStride + k / 2) =
+                    make_uint2(pack_pair<kBf16>(v[j].x, v[j].y), pack_pair<kBf16>(v[j].z, v[j].w));
+        }
+    }
+    __syncwarp();
+}
+
+// mma of k-tile kt of the warp's slice (b0, b1 per the fragment map: n = g, k = 2c (+8); zero
+// for the batch padding n >= BATCH).
+__device__ __forceinline__ void mma_ktile(Acc& acc, const unsigned int (&a)[4],
+                                          const unsigned int* vec_w, int kt, int mt) {
+    const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt) {
+        const int n = nt * 8 + g;
+        const unsigned int* p = vec_w + n * kVecStride + kt * 8 + c;
+        const bool live = kBatch % 8 == 0 || n < kBatch;
+        mma_16816<kBf16>(acc[mt][nt], a, live ? p[0] : 0u, live ? p[4] : 0u);
+    }
+}
+
+// acc = this warp's slice of W . vector (register k-tiles first, then shared-memory ones), over
+// kAccSplit accumulator sets summed in set order.
+__device__ __forceinline__ void warp_product(Acc& acc, const RegTiles& a_reg, const uint4* a_s,
+                                             const unsigned int* vec_s) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const unsigned int* vec_w = vec_s + warp * kVecWordsPerWarp;
+    float part[kAccSplit][kMTiles][kNTiles][4];
+#pragma unroll
+    for (int s = 0; s < kAccSplit; ++s)
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) part[s][mt][nt][i] = 0.0f;
+#pragma unroll
+    for (int kt = 0; kt < kRegKTiles; ++kt)
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) mma_ktile(part[kt % kAccSplit], a_reg[kt][mt], vec_w, kt, mt);
+    const uint4* ws = a_s + warp * kSmemKTiles * kMTiles * 32 + lane;
+    // Not fully unrolled: everything here comes from shared memory, and full unrolling lets ptxas
+    // hoist every tile load (4 registers each) ahead of the mma chain and spill the register tiles.
+    if constexpr (kAccSplit == 1) {
+#pragma unroll 2
+        for (int ks = 0; ks < kSmemKTiles; ++ks)
+#pragma unroll
+            for (int mt = 0; mt < kMTiles; ++mt) {
+                const uint4 q = ws[(ks * kMTiles + mt) * 32];
+                const unsigned int a[4] = {q.x, q.y, q.z, q.w};
+                mma_ktile(part[0], a, vec_w, kRegKTiles + ks, mt);
+            }
+    } else {   // groups of kAccSplit tiles, tile s of a group into set s (compile-time index)
+#pragma unroll 1
+        for (int k0 = 0; k0 < kSmemKTiles; k0 += kAccSplit)
+#pragma unroll
+            for (int s = 0; s < kAccSplit; ++s) {
+                if (kSmemKTiles % kAccSplit == 0 || k0 + s < kSmemKTiles) {
+#pragma unroll
+                    for (int mt = 0; mt < kMTiles; ++mt) {
+                        const uint4 q = ws[((k0 + s) * kMTiles + mt) * 32];
+                        const unsigned int a[4] = {q.x, q.y, q.z, q.w};
+                        mma_ktile(part[s], a, vec_w, kRegKTiles + k0 + s, mt);
+                    }
+                }
+            }
+    }
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                float sum = part[0][mt][nt][i];
+#pragma unroll
+                for (int s = 1; s < kAccSplit; ++s) sum += part[s][mt][nt][i];
+                acc[mt][nt][i] = sum;
+            }
+}
+
+// Shared-memory index of the partial of (padded row, padded batch column) from warp `warp`.
+__device__ __forceinline__ int partial_index(int warp, int row, int col) {
+#if PASS == 0
+    return (warp * (kRows / 4) + row / 4) * kRedStride + col * 4 + row % 4;
+#else
+    return (warp * kRows + row) * kRedStride + col;
+#endif
+}
+
+// Store the warp's accumulators (C fragments: c0,c1 = C[g][2c, 2c+1], c2,c3 = C[g+8][2c, 2c+1]).
+__device__ __forceinline__ void store_partials(float* red_s, const Acc& acc) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int g = lane / 4, c = lane % 4;
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int row = mt * 16 + g + 8 * (i / 2), col = nt * 8 + 2 * c + (i % 2);
+                red_s[partial_index(warp, row, col)] = acc[mt][nt][i];
+            }
+}
+
+// The block's product with the step's vector src (see stage_vector), left in red_s.
+__device__ __forceinline__ void block_product(float* red_s, unsigned int* vec_s, const RegTiles& a_reg,
+                                              const uint4* a_s, const float* src, int ld, int k_len,
+                                              bool aligned) {
+    stage_vector(vec_s, src, ld, k_len, aligned);
+    Acc acc;
+    warp_product(acc, a_reg, a_s, vec_s);
+    store_partials(red_s, acc);
+    __syncthreads();
+}
+
+// One pointwise thread per (unit, batch) pair: thread u * B + b (units * B <= threads).
+struct Slot {
+    int u, b, j, d;
+    bool active, reverse;
+    size_t state_at;   // [D][B][H] index of this (unit, batch)
+    size_t tile;       // packed tile of this block
+};
+
+__device__ __forceinline__ Slot slot_of(int H, int units, int blocks_per_dir, int dir0) {
+    Slot s;
+    const int blk = blockIdx.x % blocks_per_dir;
+    s.d = dir0 + blockIdx.x / blocks_per_dir;
+    s.reverse = s.d == 1;
+    s.u = threadIdx.x / kBatch;
+    s.b = threadIdx.x % kBatch;
+    s.j = blk * units + s.u;
+    s.active = s.u < units && s.j < H;
+    s.state_at = ((size_t)s.d * kBatch + s.b) * H + s.j;
+    s.tile = (size_t)s.d * blocks_per_dir + blk;
+    return s;
+}
+
+// Shared memory: A tiles (uint4) | partials (float) | staged vectors (words), each 16-byte aligned.
+struct Carve {
+    uint4* a;
+    float* red;
+    unsigned int* vec;
+};
+
+__device__ __forceinline__ Carve carve(uint4* smem) {
+    Carve s;
+    s.a = smem;
+    s.red = reinterpret_cast<float*>(smem + kSmemTileU4);
+    s.vec = reinterpret_cast<unsigned int*>(s.red + kRedFloats);
+    return s;
+}
+
+
+#if PASS == 0
+// The pre-activations of (unit u, batch b): the warps' partials summed in warp order.
+__device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
+    float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+    // Partly unrolled: fully unrolled, ptxas hoists all NWARPS loads (4 registers each) and the
+    // register tiles spill. The order of the sum is the same either way.
+#pragma unroll 4
+    for (int w = 0; w < kWarps; ++w) {
+        const float4 p = *reinterpret_cast<const float4*>(red_s + (w * (kRows / 4) + u) * kRedStride + 4 * b);
+        z.x += p.x; z.y += p.y; z.z += p.z; z.w += p.w;
+    }
+    return z;
+}
+
+// tiles [D][blocks][NWARPS][K_TILES][M_TILES][32] uint4; xw [D][T][B][4H] (gate-interleaved,
+// biases included); h0, c0, hT, cT [D][B][H]; y [T][B][ldy] (direction d at columns d*H);
+// gates_out [D][T][B][4H] activated, cells_out [D][T][B][H] (both null at inference).
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ xw,
+                    const float* __restrict__ h0, const float* __restrict__ c0, float* y, float* hT,
+                    float* cT, float* gates_out, float* cells_out, int T, int H, int units,
+                    int blocks_per_dir, int ldy, int dir0) {
+    extern __shared__ __align__(16) uint4 smem[];
+    const Carve s = carve(smem);
+    const Slot p = slot_of(H, units, blocks_per_dir, dir0);
+    RegTiles a_reg;
+    load_tiles(a_reg, s.a, tiles, p.tile);
+    float c = p.active ? c0[p.state_at] : 0.0f;   // cell state stays in this thread's register
+    const bool aligned = H % 4 == 0;              // then every row of h0 / y starts 16-byte aligned
+    __syncthreads();
+    cg::grid_group grid = cg::this_grid();
+    const size_t G = 4 * (size_t)H;
+    for (int step = 0; step < T; ++step) {
+        const int t = p.reverse ? T - 1 - step : step;
+        const size_t row = ((size_t)p.d * T + t) * kBatch + p.b;
+        // Issued now, used after the product: the load's latency hides behind it.
+        float4 xz = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (p.active) xz = __ldg(reinterpret_cast<const float4*>(xw + row * G + 4 * (size_t)p.j));
+        if (step == 0) {
+            block_product(s.red, s.vec, a_reg, s.a, h0 + (size_t)p.d * kBatch * H, H, H, aligned);
+        } else {
+            const int tp = p.reverse ? t + 1 : t - 1;
+            block_product(s.red, s.vec, a_reg, s.a, y + (size_t)tp * kBatch * ldy + (size_t)p.d * H, ldy, H,
+                          aligned);
+        }
+        if (p.active) {
+            const float4 z = unit_sums(s.red, p.u, p.b);
+            const float gi = sigmoidf_(z.x + xz.x), gf = sigmoidf_(z.y + xz.y);
+            const float gg = tanhf(z.z + xz.z), go = sigmoidf_(z.w + xz.w);
+            c = gf * c + gi * gg;
+            const float h = go * tanhf(c);
+            y[((size_t)t * kBatch + p.b) * ldy + (size_t)p.d * H + p.j] = h;
+            if (gates_out != nullptr) {
+                *reinterpret_cast<float4*>(gates_out + row * G + 4 * (size_t)p.j) = make_float4(gi, gf, gg, go);
+                cells_out[row * H + p.j] = c;
+            }
+            if (step == T - 1) {
+                hT[p.state_at] = h;
+                cT[p.state_at] = c;
+            }
+        }
+        grid.sync();   // also orders this step's reads of red before the next step's stores
+    }
+}
+#else
+// dh of (unit u, batch b) from the recurrence: the warps' partials summed in warp order.
+__device__ __forceinline__ float unit_sum(const float* red_s, int u, int b) {
+    float s = 0.0f;
+#pragma unroll 4
+    for (int w = 0; w < kWarps; ++w) s += red_s[(w * kRows + u) * kRedStride + b];
+    return s;
+}
+
+// tiles: packed W_hh^T rows (unit j's column of the gate-interleaved W_hh, K = 4H);
+// dy [T][B][ldy] (direction d at columns d*H); gates [D][T][B][4H] activated, cells [D][T][B][H];
+// c0, dhT, dcT, dh0, dc0 [D][B][H]; dz [D][T][B][4H] gate-interleaved output.
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ dy,
+                    const float* __restrict__ gates, const float* __restrict__ cells,
+                    const float* __restrict__ c0, const float* __restrict__ dhT,
+                    const float* __restrict__ dcT, float* dz, float* dh0, float* dc0, int T, int H,
+                    int units, int blocks_per_dir, int ldy, int dir0) {
+    extern __shared__ __align__(16) uint4 smem[];
+    const Carve s = carve(smem);
+    const Slot p = slot_of(H, units, blocks_per_dir, dir0);
+    RegTiles a_reg;
+    load_tiles(a_reg, s.a, tiles, p.tile);
+    float dc_next = 0.0f, dh_rec = 0.0f;   // dh_rec: W_hh^T . dz of the step after (dhT first)
+    BwdInputs in{};
+    if (p.active) {
+        dc_next = dcT[p.state_at];
+        dh_rec = dhT[p.state_at];
+        in = load_bwd_inputs<kBatch>(gates, cells, c0, dy, p.d, T, H, ldy, T - 1, p.reverse, p.b, p.j);
+    }
+    __syncthreads();
+    cg::grid_group grid = cg::this_grid();
+    const size_t G = 4 * (size_t)H;
+    for (int step = T - 1; step >= 0; --step) {
+        const int t = p.reverse ? T - 1 - step : step;
+        if (p.active) {
+            const float gi = in.g.x, gf = in.g.y, gg = in.g.z, go = in.g.w;
+            const float tc = tanhf(in.c);
+            const float dh = in.dy + dh_rec;
+            const float dc = dh * go * (1.0f - tc * tc) + dc_next;
+            const float4 out = make_float4(dc * gg * gi * (1.0f - gi), dc * in.c_prev * gf * (1.0f - gf),
+                                           dc * gi * (1.0f - gg * gg), dh * tc * go * (1.0f - go));
+            *reinterpret_cast<float4*>(dz + (((size_t)p.d * T + t) * kBatch + p.b) * G + 4 * (size_t)p.j) = out;
+            dc_next = dc * gf;
+            if (step > 0)
+                in = load_bwd_inputs<kBatch>(gates, cells, c0, dy, p.d, T, H, ldy, step - 1, p.reverse, p.b, p.j);
+        }
+        grid.sync();   // dz_t of every block is written; also orders red reads before the next stores
+        block_product(s.red, s.vec, a_reg, s.a, dz + ((size_t)p.d * T + t) * kBatch * G, (int)G, (int)G, true);
+        if (p.active) dh_rec = unit_sum(s.red, p.u, p.b);
+    }
+    if (p.active) {
+        dh0[p.state_at] = dh_rec;
+        dc0[p.state_at] = dc_next;
+    }
+}
+#endif

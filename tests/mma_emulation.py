@@ -1,0 +1,131 @@
+"""NumPy emulation of kernels/persistent_mma.cu at the level of mma fragments.
+
+The fragment map is written here from the comment in kernels/mma_common.cuh (the PTX ISA's
+m16n8k16 map), independently of layouts.persistent.pack_mma_fragments, so a packing bug or an
+index slip in the kernel's staging / partial-sum formulas (mirrored below) fails on the CPU.
+"""
+import ml_dtypes
+import numpy as np
+
+LANES = np.arange(32)
+G, C = LANES // 4, LANES % 4
+
+
+def _a_map():
+    """Row and column of every (lane, register, half) of an A fragment (16 x 16)."""
+    rows, cols = np.zeros((32, 4, 2), int), np.zeros((32, 4, 2), int)
+    for reg, (dr, dc) in enumerate([(0, 0), (8, 0), (0, 8), (8, 8)]):   # a0, a1, a2, a3
+        for half in range(2):
+            rows[:, reg, half] = G + dr
+            cols[:, reg, half] = 2 * C + dc + half
+    return rows, cols
+
+
+A_ROWS, A_COLS = _a_map()
+
+
+def halves(words):
+    """uint32 words -> (low, high) 16-bit patterns, stacked on a new last axis."""
+    words = np.asarray(words, np.uint32)
+    return np.stack([words & 0xFFFF, words >> 16], axis=-1).astype(np.uint16)
+
+
+def to_float(bits, bf16: bool):
+    """16-bit patterns -> float64 values."""
+    dtype = ml_dtypes.bfloat16 if bf16 else np.float16
+    return np.asarray(bits, np.uint16).view(dtype).astype(np.float64)
+
+
+def round_16(values, bf16: bool):
+    """fp32 values rounded to the kernel's 16-bit format (as float64)."""
+    dtype = ml_dtypes.bfloat16 if bf16 else np.float16
+    return np.asarray(values, np.float32).astype(dtype).astype(np.float64)
+
+
+def decode_a(words, bf16: bool):
+    """A fragments [..., 32 lanes, 4 regs] -> A tiles [..., 16, 16]."""
+    vals = to_float(halves(words), bf16)                      # [..., 32, 4, 2]
+    tile = np.zeros(vals.shape[:-3] + (16, 16))
+    tile[..., A_ROWS, A_COLS] = vals
+    return tile
+
+
+def decode_b(b0, b1, bf16: bool):
+    """B fragments (b0, b1 per lane, [..., 32]) -> B tiles [..., 16 k, 8 n]."""
+    tile = np.zeros(np.shape(b0)[:-1] + (16, 8))
+    for words, dk in ((b0, 0), (b1, 8)):
+        vals = to_float(halves(words), bf16)                  # [..., 32, 2]
+        for half in range(2):
+            tile[..., 2 * C + dk + half, G] = vals[..., half]
+    return tile
+
+
+def c_fragments(tile):
+    """C tiles [..., 16, 8] -> per-lane accumulators [..., 32, 4] (c0..c3 of the map)."""
+    out = np.zeros(tile.shape[:-2] + (32, 4))
+    for i in range(4):
+        out[..., i] = tile[..., G + 8 * (i // 2), 2 * C + i % 2]
+    return out
+
+
+def staged_words(vec_slice, bf16: bool):
+    """What stage_vector leaves in one warp's region: [n][k/2] words, pair (k, k+1) in word k/2."""
+    bits = np.asarray(vec_slice, np.float32).astype(ml_dtypes.bfloat16 if bf16 else np.float16).view(np.uint16)
+    bits = bits.astype(np.uint32)
+    return bits[:, 0::2] | (bits[:, 1::2] << 16)
+
+
+def warp_accumulators(a_words, words, batch, kt_count, m_tiles, bf16):
+    """acc[..., mt, nt, lane, reg] of one warp (leading axes: blocks): mma_ktile over its k-tiles,
+    the B-fragment words read as the kernel reads them (n = nt*8 + g, word kt*8 + c and + 4; zero
+    for n >= batch). a_words: [..., k_tiles, m_tiles, 32, 4]."""
+    n_tiles = -(-batch // 8)
+    a_tiles = decode_a(a_words, bf16)                          # [..., kt, mt, 16, 16]
+    acc = np.zeros(a_words.shape[:-4] + (m_tiles, n_tiles, 32, 4))
+    for kt in range(kt_count):
+        for nt in range(n_tiles):
+            n = nt * 8 + G
+            live = n < batch
+            nn = np.minimum(n, batch - 1)
+            b0 = np.where(live, words[nn, kt * 8 + C], 0)
+            b1 = np.where(live, words[nn, kt * 8 + C + 4], 0)
+            acc[..., nt, :, :] += c_fragments(a_tiles[..., kt, :, :, :] @ decode_b(b0, b1, bf16))
+    return acc
+
+
+def partial_index(forward: bool, warp, row, col, rows, n_pad):
+    """The kernel's partial_index (mirrored)."""
+    if forward:
+        return (warp * (rows // 4) + row // 4) * (4 * n_pad + 4) + col * 4 + row % 4
+    return (warp * rows + row) * (n_pad + 4) + col
+
+
+def block_sums(plan, tiles, vec):
+    """[blocks, 16*m_tiles, B]: every block's product of its packed tile with vec ([padded K, B]),
+    through the kernel's fragments, partial stores and per-unit reads."""
+    bf16, forward = plan.dtype == "bfloat16", plan.pass_name == "forward"
+    shape = plan.tile_shape()
+    rows, batch, n_pad = shape.tile_rows, vec.shape[1], 8 * -(-vec.shape[1] // 8)
+    warp_k = 16 * shape.k_tiles
+    red = np.full((shape.blocks, shape.warps * rows * (4 * n_pad + 4)), np.nan)
+    mt, nt, i = np.meshgrid(np.arange(shape.m_tiles), np.arange(n_pad // 8), np.arange(4), indexing="ij")
+    row = mt[..., None, :] * 16 + G[:, None] + 8 * (i[..., None, :] // 2)     # [mt, nt, 32, 4]
+    col = nt[..., None, :] * 8 + 2 * C[:, None] + i[..., None, :] % 2
+    for w in range(shape.warps):
+        words = staged_words(vec[w * warp_k:(w + 1) * warp_k].T, bf16)
+        acc = warp_accumulators(tiles[:, w], words, batch, shape.k_tiles, shape.m_tiles, bf16)
+        red[:, partial_index(forward, w, row, col, rows, n_pad)] = acc
+    return _read_partials(red, forward, shape.warps, rows, batch, n_pad)
+
+
+def _read_partials(red, forward, warps, rows, batch, n_pad):
+    """The pointwise threads' reads (unit_sums / unit_sum of the kernel), summed in warp order."""
+    row, b = np.meshgrid(np.arange(rows), np.arange(batch), indexing="ij")
+    sums = np.zeros((red.shape[0], rows, batch))
+    for w in range(warps):
+        if forward:   # float4 at (w * rows/4 + u) * stride + 4b, gate = row % 4
+            idx = (w * (rows // 4) + row // 4) * (4 * n_pad + 4) + 4 * b + row % 4
+        else:
+            idx = (w * rows + row) * (n_pad + 4) + b
+        sums += red[:, idx]
+    return sums

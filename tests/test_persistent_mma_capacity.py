@@ -1,0 +1,103 @@
+"""Capacity model of the tensor-core kernel (kernels/persistent_mma.cu) on synthetic devices."""
+import pytest
+
+from ecornn import LSTMConfig, NotSupported
+from ecornn.engines import persistent_capacity as cap
+from ecornn.kernels import source
+
+H100, A100, SMALL = cap.h100_properties(), cap.a100_properties(), cap.small_gpu_properties(20)
+
+
+@pytest.mark.parametrize("props", [H100, A100, SMALL], ids=["h100", "a100", "20sm"])
+@pytest.mark.parametrize("pass_name", ["forward", "backward"])
+@pytest.mark.parametrize("hidden, batch, dirs", [(1, 1, 1), (100, 3, 2), (512, 4, 1), (1000, 3, 1), (1024, 8, 2),
+                                                 (1024, 16, 1), (2048, 4, 1), (640, 11, 1)])
+def test_fitting_mma_plans_respect_every_device_limit(props, pass_name, hidden, batch, dirs):
+    try:
+        plan = cap.plan_mma(props, pass_name, hidden, batch, dirs, "bfloat16")
+    except NotSupported:
+        assert props is not H100 and hidden >= 640    # everything listed fits the H100
+        return
+    assert plan.grid <= props["sm_count"] and plan.launches * plan.directions_per_launch == dirs
+    assert plan.smem_bytes <= props["smem_per_block_optin"] - cap.SMEM_RESERVED_PER_BLOCK
+    assert plan.regs_per_thread <= min(255, props["regs_per_sm"] // plan.threads)
+    assert plan.units * batch <= plan.threads                 # one pointwise thread per (unit, batch)
+    shape = plan.tile_shape()
+    assert shape.blocks * shape.rows_per_block >= plan.rows_per_unit * hidden
+    assert shape.tile_rows >= shape.rows_per_block and shape.padded_cols >= plan.reduction_length
+    assert 0 <= plan.reg_k_tiles <= plan.k_tiles
+    assert plan.defines()["BF16"] == 1
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_h2048_fits_forward_and_backward_at_batch_4_on_h100(dtype):
+    config = LSTMConfig(2048, 2048, 1, False, dtype, 4, 8)
+    plans = cap.plan_mma_config(H100, config, training=True)
+    assert set(plans) == {"forward", "backward"} and all(p.kind == "mma" for p in plans.values())
+    assert cap.plan_config(H100, config, training=True) == plans       # "auto" takes them
+    with pytest.raises(NotSupported):                                   # the widened fp32 tiles do not fit
+        cap.plan_grid_config(H100, config, training=True)
+
+
+def test_largest_hidden_on_h100():
+    """Step 64: B=4 forward 2048, backward 2112; B=16 forward 1536, backward 1344 (recorded in the notes)."""
+    assert cap.largest_mma_hidden(H100, 4, "forward") >= 2048
+    assert cap.largest_mma_hidden(H100, 4, "backward") >= 2048
+    assert cap.largest_mma_hidden(H100, 16, "forward") >= 1536
+    assert cap.largest_mma_hidden(H100, 16, "backward") >= 1280
+
+
+def test_one_above_capacity_names_the_limit():
+    largest = cap.largest_mma_hidden(SMALL, 4, "forward")
+    with pytest.raises(NotSupported, match=f"hidden_size={largest + 64} \\(float16.*20 SMs"):
+        cap.plan_mma(SMALL, "forward", largest + 64, 4)
+
+
+def test_fp32_and_old_gpus_are_not_supported():
+    with pytest.raises(NotSupported, match="float16/bfloat16"):
+        cap.plan_mma(H100, "forward", 256, 4, dtype="float32")
+    old = dict(H100, compute_capability=(7, 5), name="T4")
+    with pytest.raises(NotSupported, match="sm_80.*sm_75"):
+        cap.plan_mma(old, "forward", 256, 4)
+
+
+def test_auto_falls_back_to_the_grid_kernel_where_mma_does_not_fit():
+    """16-bit on a GPU without tensor-core plans: plan_config gives the widened grid kernel."""
+    old = dict(H100, compute_capability=(7, 5))
+    config = LSTMConfig(256, 256, 1, False, "float16", 4, 8)
+    assert {p.kind for p in cap.plan_config(old, config, training=True).values()} == {"grid"}
+    assert {p.kind for p in cap.plan_config(H100, config.replace(dtype="float32"), True).values()} == {"grid"}
+
+
+def test_bidirectional_shares_the_grid_when_it_fits_else_runs_twice():
+    both = cap.plan_mma(H100, "forward", 512, 4, 2)
+    assert both.directions_per_launch == 2 and both.launches == 1 and both.grid <= 132
+    one_by_one = cap.plan_mma(H100, "forward", 2048, 4, 2)
+    assert one_by_one.directions_per_launch == 1 and one_by_one.launches == 2
+
+
+def test_spill_backoff_moves_k_tiles_to_shared_memory():
+    plan = cap.plan_mma(H100, "backward", 1024, 8)
+    fewer = plan.with_reg_tiles(plan.reg_k_tiles - 1)
+    assert fewer.smem_bytes == plan.smem_bytes + plan.m_tiles * plan.threads * 16
+    assert fewer.tile_shape() == plan.tile_shape()
+    assert fewer.defines()["REG_K_TILES"] == plan.reg_k_tiles - 1
+
+
+@pytest.mark.parametrize("pass_name, hidden, batch, dtype", [("forward", 1024, 4, "bfloat16"),
+                                                             ("forward", 1024, 8, "float16"),
+                                                             ("forward", 2048, 4, "bfloat16"),
+                                                             ("backward", 1024, 8, "float16"),
+                                                             ("backward", 2048, 4, "bfloat16")])
+def test_defines_match_the_kernel_check_lines(pass_name, hidden, batch, dtype):
+    """The nvcc build check (tests/test_kernel_build.py) compiles exactly the model's H100 plans."""
+    plan = cap.plan_mma(H100, pass_name, hidden, batch, dtype=dtype)
+    line = " ".join(f"-D{k}={v}" for k, v in plan.defines().items())
+    assert line in source("persistent_mma.cu")
+
+
+def test_plan_describe_and_kind():
+    plan = cap.plan_mma(H100, "forward", 1024, 8)
+    assert plan.kind == "mma" and plan.kernel_file == "persistent_mma.cu"
+    assert "tensor cores" in plan.describe() and "k-tiles in registers" in plan.describe()
+    assert 1.0 < cap.predicted_mma_us_per_step(plan) < 5.0

@@ -1,0 +1,128 @@
+"""The persistent engine's tensor-core path (v4) on the CPU: NumPy stands in for CuPy, and the
+fragment-level emulation of kernels/persistent_mma.cu (tests/mma_emulation.py) stands in for the
+launch, inside the step loop of tests/test_persistent_emulated.py. Checks plan choice, fragment
+packing, the kernel's staging / partial-sum index formulas and the engine's Python side against
+the float64 reference; tests/test_persistent_mma_gpu.py checks the real kernels."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+from ecornn import LSTMConfig, LayerWeights, NotSupported
+from ecornn.engines import persistent, persistent_capacity as cap
+from ecornn.engines import reference
+from tests import mma_emulation as emu
+from tests import test_persistent_emulated as grid_emulation
+from tests.helpers import random_problem, rel_err
+
+HALF_TOL = 1e-2
+_grid_block_sums = grid_emulation._block_sums
+
+
+def _block_sums(plan, tiles, vec):
+    if plan.kind == "mma":
+        return emu.block_sums(plan, tiles, vec)
+    return _grid_block_sums(plan, tiles, vec)
+
+
+def _dtype(name):
+    return ml_dtypes.bfloat16 if name == "bfloat16" else np.dtype(name)
+
+
+def fake_gemm(transa, transb, m, n, k, a, lda, b, ldb, c, ldc, *, alpha=1.0, beta=0.0, tf32=False, **kw):
+    """gpu_blas.gemm's column-major semantics in NumPy: a C-contiguous [r, c] array with leading
+    dimension c is the column-major c x r matrix (its transpose)."""
+    assert tf32 and alpha == 1.0
+    for arr, ld in ((a, lda), (b, ldb), (c, ldc)):
+        assert arr.flags.c_contiguous and ld == arr.shape[1]
+    op_a = a.T.T if transa else a.T
+    op_b = b.T.T if transb else b.T
+    assert op_a.shape == (m, k) and op_b.shape == (k, n) and c.shape == (n, m)
+    product = (op_a.astype(np.float64) @ op_b).T
+    c[...] = product if beta == 0 else c + beta * product
+
+
+@pytest.fixture
+def cpu_engine(monkeypatch):
+    from ecornn import gpu_blas
+    monkeypatch.setattr(gpu_blas, "gemm", fake_gemm)
+    monkeypatch.setattr(persistent, "_cp", lambda: np)
+    monkeypatch.setattr(persistent, "_props", cap.h100_properties)
+    monkeypatch.setattr(persistent, "_build", lambda plans: None)
+    monkeypatch.setattr(persistent, "_launch", grid_emulation._emulated_launch)
+    monkeypatch.setattr(grid_emulation, "_block_sums", _block_sums)
+    return persistent
+
+
+CONFIGS = [  # (input, hidden, layers, bidirectional, batch, steps)
+    (7, 5, 1, False, 1, 1),
+    (37, 100, 1, False, 3, 4),
+    (30, 64, 2, True, 9, 3),
+    (20, 300, 1, False, 16, 2),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("inp, hidden, layers, bidir, batch, steps", CONFIGS)
+def test_mma_engine_with_emulated_kernels_matches_reference(cpu_engine, rng, dtype, inp, hidden, layers,
+                                                             bidir, batch, steps):
+    config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)
+    weights, x, h0, c0 = random_problem(rng, config)
+    weights = [LayerWeights(*(np.asarray(a, np.float32).astype(_dtype(dtype)) for a in w)) for w in weights]
+    x, h0, c0 = (np.asarray(a, np.float32).astype(_dtype(dtype)) for a in (x, h0, c0))
+    dy = rng.standard_normal(config.output_shape).astype(np.float32)
+    dh, dc = (rng.standard_normal(config.state_shape).astype(np.float32) for _ in range(2))
+    got = cpu_engine.forward(config, x, weights, h0, c0, training=True, rng=np.random.default_rng(3))
+    assert persistent.last_kinds == {"forward": "mma"}
+    got_grads = cpu_engine.backward(got[3], dy, dh, dc)
+    assert persistent.last_kinds["backward"] == "mma"
+    f64 = lambda a: np.asarray(a, np.float32).astype(np.float64)  # noqa: E731
+    w64 = [LayerWeights(*(f64(a) for a in w)) for w in weights]
+    want = reference.forward(config.replace(dtype="float64"), f64(x), w64, f64(h0), f64(c0), training=True,
+                             rng=np.random.default_rng(3))
+    want_grads = reference.backward(want[3], dy.astype(np.float64), dh.astype(np.float64), dc.astype(np.float64))
+    pairs = list(zip(["y", "hT", "cT"], got[:3], want[:3])) + list(zip(["dx", "dh0", "dc0"], got_grads[:3], want_grads[:3]))
+    pairs += [(f"dW[{i}]", g, w) for i, (gw, ww) in enumerate(zip(got_grads[3], want_grads[3])) for g, w in zip(gw, ww)]
+    errors = {n: rel_err(f64(g), w) for n, g, w in pairs}
+    worst = max(errors, key=errors.get)
+    assert errors[worst] <= HALF_TOL, f"{worst}: {errors[worst]:.3g} (all: {errors})"
+
+
+def test_auto_takes_mma_for_16bit_and_grid_for_fp32(cpu_engine):
+    half = LSTMConfig(64, 64, 1, False, "float16", 4, 3)
+    assert {p.kind for p in cpu_engine.plans_for(half, training=True).values()} == {"mma"}
+    assert {p.kind for p in cpu_engine.plans_for(half.replace(dtype="float32"), training=True).values()} == {"grid"}
+    assert cpu_engine.plans_for(half, variant="grid")["forward"].kind == "grid"
+
+
+def test_mma_variant_with_fp32_is_not_supported(cpu_engine):
+    config = LSTMConfig(64, 64, 1, False, "float32", 4, 3)
+    with pytest.raises(NotSupported, match="float16/bfloat16"):
+        cpu_engine.forward(config, np.zeros(config.input_shape, np.float32), None, None, None, variant="mma")
+
+
+def test_16bit_h2048_fits_with_mma_only(cpu_engine):
+    config = LSTMConfig(2048, 2048, 1, False, "bfloat16", 4, 3)
+    plans = cpu_engine.plans_for(config, training=True)
+    assert {p.kind for p in plans.values()} == {"mma"}
+    with pytest.raises(NotSupported):
+        cpu_engine.plans_for(config, training=True, variant="grid")
+
+
+def test_too_large_mma_config_raises_before_any_launch(cpu_engine, monkeypatch):
+    def no_launch(*args):
+        raise AssertionError("launched")
+    monkeypatch.setattr(persistent, "_launch", no_launch)
+    config = LSTMConfig(8, 4096, 1, False, "float16", 4, 2)
+    with pytest.raises(NotSupported, match="hidden_size=4096"):
+        cpu_engine.forward(config, np.zeros(config.input_shape, np.float16), None, None, None, variant="mma")
+
+
+def test_tf32_matmul_operands_follow_cublas_column_major(cpu_engine, rng):
+    """The three GEMM shapes of the engine (x W^T, dz^T x, dz W; accumulate) through gpu_blas's
+    column-major convention, emulated: transposition/leading-dimension slips fail here."""
+    x, w, dz = (rng.standard_normal(s).astype(np.float32) for s in ((12, 5), (8, 5), (12, 8)))
+    out = np.full((12, 8), np.nan, np.float32)
+    np.testing.assert_allclose(persistent._matmul(x, w.T, out, tf32=True), x @ w.T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(persistent._matmul(dz.T, x, tf32=True), dz.T @ x, rtol=1e-5, atol=1e-5)
+    acc = np.ones((12, 5), np.float32)
+    np.testing.assert_allclose(persistent._matmul(dz, w, acc, accumulate=True, tf32=True), 1 + dz @ w, rtol=1e-5, atol=1e-5)
