@@ -2,7 +2,7 @@
 # The lead's combined device visit, in two parts that each fit one device call:
 #   bash tools/device_final.sh tests   # every GPU test, ecornn.LSTM (mxnet) on the device,
 #                                      # the torch training benchmark, the FlashRNN peer
-#   bash tools/device_final.sh sweep   # calibrate the planner, then the planner sweep + plot
+#   bash tools/device_final.sh sweep   # the bf16 planner sweep (full grid) + the persistent plots sweep
 # Carry .whl (mxnet and flashrnn wheels). Everything lands in $OUT/final_<part>.tgz + a summary,
 # because a device call returns at most 8 files.
 set -u
@@ -31,20 +31,24 @@ section() {  # name, timeout seconds, command...
 }
 
 if [ "$PART" = tests ]; then
-  section gpu_tests 230 python3 -m pytest -q -m gpu -rfEs -p no:cacheprovider --durations=15 tests/
+  section gpu_tests 330 python3 -m pytest -q -m gpu -rfEs -p no:cacheprovider --durations=15 tests/
   section mxnet 60 bash tools/device_mxnet.sh
-  section torch_train 80 python3 benchmarks/bench_torch_train.py --out "$WORK"
+  [ "${TORCH_TRAIN:-0}" = 1 ] && section torch_train 80 python3 benchmarks/bench_torch_train.py --out "$WORK"
   if ls .whl/flashrnn-*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --target /tmp/frsite .whl/flashrnn-*.whl
     python3 benchmarks/patch_flashrnn_cuda13.py /tmp/frsite
     section flashrnn 90 env PYTHONPATH=/tmp/frsite python3 benchmarks/bench_flashrnn.py "$WORK"
   fi
 else
-  section calibrate 70 python3 -m ecornn.run calibrate --iterations 5
-  cp "$WORK"/cache/calibration_*.json "$WORK/" 2>/dev/null
-  section sweep 330 python3 -m ecornn.run sweep --hidden 256,512,1024,2048 --batch 1,4,16,64,256 \
-      --dtype float32,bfloat16 --mode inference,training --seq-len 256 --iterations 3 \
-      --json "$WORK/sweep.json" --csv "$WORK/sweep.csv" --plot "$WORK/sweep.png"
+  # 16-bit kernels changed (persistent v4 mma, fused v3 epilogue): re-measure every bf16 cell
+  section sweep_bf16 330 python3 -m ecornn.run sweep --hidden 256,512,768,1024,1536,2048 \
+      --batch 1,2,4,8,16,32,64,128,256 --dtype bfloat16 --mode inference,training --seq-len 256 \
+      --iterations 2 --no-torch --json "$WORK/sweep_bf16.json" --csv "$WORK/sweep_bf16.csv"
+  # the persistent plots: every strategy and cuDNN in one process, vs batch at H=1024, vs H at B=4
+  section plot_batch 120 python3 -m ecornn.run sweep --hidden 1024 --batch 1,2,4,8,16,32,64 \
+      --dtype float32,bfloat16 --mode inference --seq-len 256 --iterations 3 --json "$WORK/plot_batch.json"
+  section plot_hidden 120 python3 -m ecornn.run sweep --hidden 256,512,768,1024,1536,2048 --batch 4 \
+      --dtype float32,bfloat16 --mode inference --seq-len 256 --iterations 3 --json "$WORK/plot_hidden.json"
 fi
 tar czf "$OUT/final_$PART.tgz" -C "$WORK" --exclude=cache .
 cp "$WORK/summary.txt" "$OUT/summary_$PART.txt"
