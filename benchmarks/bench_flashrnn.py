@@ -57,6 +57,10 @@ def main(out_dir):
         row["cudnn_us"] = time_torch_lstm(config, False)
         rows.append(row)
         print(json.dumps(row), flush=True)
+        _save(out_dir, rows)  # after every row: FlashRNN's first call compiles for ~1 min
+
+
+def _save(out_dir, rows):
     meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cupy": cupy.__version__}
     with open(f"{out_dir}/flashrnn_compare.json", "w") as fh:
         json.dump({"meta": meta, "rows": rows}, fh, indent=2)

@@ -37,9 +37,10 @@ if [ "$PART" = tests ]; then
   if ls .whl/flashrnn-*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --target /tmp/frsite .whl/flashrnn-*.whl
     python3 benchmarks/patch_flashrnn_cuda13.py /tmp/frsite
-    section flashrnn 90 env PYTHONPATH=/tmp/frsite python3 benchmarks/bench_flashrnn.py "$WORK"
+    section flashrnn ${FLASHRNN_TIMEOUT:-240} env PYTHONPATH=/tmp/frsite python3 benchmarks/bench_flashrnn.py "$WORK"
   fi
 else
+  [ -n "${PYTEST_K:-}" ] && section pytest_k 90 python3 -m pytest -q -m gpu -rfEs -p no:cacheprovider -k "$PYTEST_K" tests/
   # 16-bit kernels changed (persistent v4 mma, fused v3 epilogue): re-measure every bf16 cell
   section sweep_bf16 330 python3 -m ecornn.run sweep --hidden 256,512,768,1024,1536,2048 \
       --batch 1,2,4,8,16,32,64,128,256 --dtype bfloat16 --mode inference,training --seq-len 256 \
@@ -49,6 +50,11 @@ else
       --dtype float32,bfloat16 --mode inference --seq-len 256 --iterations 3 --json "$WORK/plot_batch.json"
   section plot_hidden 120 python3 -m ecornn.run sweep --hidden 256,512,768,1024,1536,2048 --batch 4 \
       --dtype float32,bfloat16 --mode inference --seq-len 256 --iterations 3 --json "$WORK/plot_hidden.json"
+  if [ "${FLASHRNN:-0}" = 1 ] && ls .whl/flashrnn-*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --target /tmp/frsite .whl/flashrnn-*.whl
+    python3 benchmarks/patch_flashrnn_cuda13.py /tmp/frsite
+    section flashrnn ${FLASHRNN_TIMEOUT:-150} env PYTHONPATH=/tmp/frsite python3 benchmarks/bench_flashrnn.py "$WORK"
+  fi
 fi
 tar czf "$OUT/final_$PART.tgz" -C "$WORK" --exclude=cache .
 cp "$WORK/summary.txt" "$OUT/summary_$PART.txt"
