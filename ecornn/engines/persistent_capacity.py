@@ -378,6 +378,11 @@ MMA_WARP_CHOICES = (16, 8, 4)
 # shared-memory loads ahead of the mma chain, hence the larger figure for 8 and 4 warps.
 MMA_REG_OVERHEAD = {("forward", 16): 64, ("forward", 8): 160, ("forward", 4): 160,
                     ("backward", 16): 76, ("backward", 8): 112, ("backward", 4): 112}
+# ... plus one register per batch row above 16 (the pointwise and staging state grow with B): the
+# overhead above was fitted at B <= 16; at H=512 B=64 (16 warps) ptxas needs 128 + 16 spilled bytes
+# where the fit said 104, the engine's back-off then ran out of shared memory and "auto" fell back to
+# the fp32 grid kernel (33 µs/step in the bf16 sweep instead of ~6).
+MMA_REG_PER_BATCH_ABOVE_16 = 1
 MMA_MIN_COMPUTE = (8, 0)          # mma.sync m16n8k16 with bf16 inputs
 MMA_STAGE_CHUNK = 8               # float4 loads per lane in flight while staging (kStageChunk)
 MMA_L2_ROUND_TRIP_CLOCKS = 400    # ~0.23 us at 1.75 GHz: ranks plans by their staging round trips
@@ -485,7 +490,8 @@ def _mma_candidate(props, pass_name, dtype, hidden, batch, directions, warps, un
     m_tiles = -(-rows_per_unit * units // 16)
     k_tiles = -(-k // (16 * warps))
     n_tiles = -(-batch // 8)
-    base = MMA_REG_OVERHEAD[(pass_name, warps)] + 4 * m_tiles * n_tiles * mma_acc_split(m_tiles, n_tiles, k_tiles)
+    base = (MMA_REG_OVERHEAD[(pass_name, warps)] + MMA_REG_PER_BATCH_ABOVE_16 * max(0, batch - 16)
+            + 4 * m_tiles * n_tiles * mma_acc_split(m_tiles, n_tiles, k_tiles))
     spare = register_cap(props, 32 * warps) - base
     if spare < 0:
         return None
