@@ -14,23 +14,37 @@
 // mma_common.cuh maps gets physical k 4c..4c+1 and 4c+2..4c+3, in A and B alike (a sum does not
 // depend on the order): a0/a2 (and a1/a3) are then one 8-byte load, whole sectors per warp.
 //
-// Block = (column block, batch tile): grid (ceil(H/units), ceil(B/rows)); warps split K into
-// contiguous ranges of k-steps; partial sums go to shared memory and are added in warp order
-// (fixed order: bitwise reproducible run to run); then one thread per (batch row, unit) applies
+// Block = (column block, batch tile): grid (ceil(H/units), ceil(B/rows)). Warps form an
+// M_WARPS x (NWARPS / M_WARPS) grid: M_WARPS groups split the block's batch rows (each warp
+// M_TILES / M_WARPS m-tiles), the others split K into contiguous ranges of k-steps (K-slices). Each
+// warp loads all fragments of a group of k-steps before its mmas (one L2 round trip per group; the
+// latency-bound tiles of the size rule make a warp's whole K-slice one group, e.g. fp16 H=256
+// B=128: 64 rows x 4 units, 2 row groups x 4 K-slices of 4 k-steps). Partial sums go to shared
+// memory [K-slice][row][col] and are added in K-slice order (fixed order: bitwise reproducible run
+// to run, and the same sums whatever M_WARPS is); then one thread per (batch row, unit) applies
 // exactly the math of lstm_forward_step / lstm_backward_step (same stores, same saved values).
+// Every input of that epilogue (z_t, c_{t-1}, the bias; the backward's saved gates, cells, dy, dc)
+// is loaded at kernel start when a thread owns <= 2 (row, unit) pairs (all tiles the chooser picks
+// for the size rule), so its latency overlaps the product instead of following the barrier.
 //
 // Kernel boundaries are the only grid-wide barrier: a launch reads h_{t-1} / dz_{t+1} written by
 // the previous launch and writes only rows/columns of its own (batch tile, units).
 //
 // Compile-time: BF16 (0 fp16, 1 bf16), M_TILES (batch rows / 16), N_TILES (columns / 8: forward
-// 2 units per tile, backward 8 units per tile), NWARPS.
+// 2 units per tile, backward 8 units per tile), NWARPS, M_WARPS (warp groups splitting the rows;
+// divides NWARPS and M_TILES).
 //
 // The configurations the size rule picks for the benchmark grid (fused_mma.choose_tile):
-// ecornn-check: -DBF16=0 -DM_TILES=4 -DN_TILES=2 -DNWARPS=4
-// ecornn-check: -DBF16=1 -DM_TILES=4 -DN_TILES=4 -DNWARPS=8
-// ecornn-check: -DBF16=0 -DM_TILES=1 -DN_TILES=2 -DNWARPS=4
-// ecornn-check: -DBF16=0 -DM_TILES=2 -DN_TILES=1 -DNWARPS=16
-// ecornn-check: -DBF16=1 -DM_TILES=4 -DN_TILES=1 -DNWARPS=16
+// ecornn-check: -DBF16=0 -DM_TILES=4 -DN_TILES=2 -DNWARPS=8 -DM_WARPS=2
+// ecornn-check: -DBF16=1 -DM_TILES=4 -DN_TILES=2 -DNWARPS=16 -DM_WARPS=2
+// ecornn-check: -DBF16=1 -DM_TILES=4 -DN_TILES=4 -DNWARPS=16 -DM_WARPS=2
+// ecornn-check: -DBF16=0 -DM_TILES=2 -DN_TILES=2 -DNWARPS=4 -DM_WARPS=1
+// ecornn-check: -DBF16=0 -DM_TILES=1 -DN_TILES=2 -DNWARPS=4 -DM_WARPS=1
+// ecornn-check: -DBF16=0 -DM_TILES=1 -DN_TILES=4 -DNWARPS=16 -DM_WARPS=1
+// ecornn-check: -DBF16=1 -DM_TILES=1 -DN_TILES=2 -DNWARPS=8 -DM_WARPS=1
+// ecornn-check: -DBF16=0 -DM_TILES=1 -DN_TILES=1 -DNWARPS=16 -DM_WARPS=1
+// ecornn-check: -DBF16=0 -DM_TILES=2 -DN_TILES=1 -DNWARPS=16 -DM_WARPS=1
+// ecornn-check: -DBF16=1 -DM_TILES=4 -DN_TILES=1 -DNWARPS=16 -DM_WARPS=1
 
 #include "mma_common.cuh"
 
@@ -46,6 +60,9 @@
 #ifndef NWARPS
 #define NWARPS 4
 #endif
+#ifndef M_WARPS
+#define M_WARPS 1
+#endif
 
 // Everything below lives in a namespace: mma_common.cuh is shared with the persistent kernels and
 // grows; a helper added there under the same name must not collide (extern "C" kernels keep their
@@ -56,6 +73,10 @@ constexpr bool kBf16 = BF16 != 0;
 constexpr int kMTiles = M_TILES;
 constexpr int kNTiles = N_TILES;
 constexpr int kWarps = NWARPS;
+constexpr int kMWarps = M_WARPS;              // warp groups splitting the batch rows
+constexpr int kKWarps = kWarps / kMWarps;     // warps splitting K (K-slices) per row group
+constexpr int kWarpMTiles = kMTiles / kMWarps;  // m-tiles of one warp
+static_assert(kWarps % kMWarps == 0 && kMTiles % kMWarps == 0, "M_WARPS must divide NWARPS and M_TILES");
 constexpr int kThreads = 32 * kWarps;
 constexpr int kRows = 16 * kMTiles;      // batch rows per block
 constexpr int kCols = 8 * kNTiles;       // product columns per block
@@ -131,35 +152,39 @@ __device__ __forceinline__ void load_a(unsigned int (&a)[4], const half_bits* ac
 
 // ---- the product ----------------------------------------------------------------------------
 
-typedef float Acc[kMTiles][kNTiles][4];
+typedef float Acc[kWarpMTiles][kNTiles][4];
 
 // k-steps whose fragments are loaded together before their mmas: the step is latency-bound, so
 // several L2 round trips must be in flight per warp; tiles with few fragment registers per k-step
 // (4 per A tile, 2 per B tile) can afford more (4 x 18 spills at the 128-register cap of 512 threads).
-constexpr int kGroup = 4 * kMTiles + 2 * kNTiles <= 12 ? 4 : 2;
+constexpr int kFragRegs = 4 * kWarpMTiles + 2 * kNTiles;
+constexpr int kGroup = kFragRegs <= 12 ? 4 : 2;
 
-// acc += act[0:rows, 16*ks0 : 16*ks1] . Op for this warp's k-steps; packed = this block's fragments.
+// acc += act[row0 : row0 + 16*kWarpMTiles, 16*ks0 : 16*ks1] . Op for this warp's k-steps; packed =
+// this block's fragments. All loads of a group are issued before its mmas. (Clamping the k-step
+// instead of breaking, to drop the uniform branches between loads, made ptxas spill in two tiles.)
 template <bool kAligned>
-__device__ __forceinline__ void warp_product(Acc& acc, const half_bits* act, int ld, int rows, int K,
-                                             const unsigned int* packed, int ks0, int ks1) {
+__device__ __forceinline__ void warp_product(Acc& acc, const half_bits* act, int ld, int row0, int rows,
+                                             int K, const unsigned int* packed, int ks0, int ks1) {
     const int lane = threadIdx.x & 31;
     for (int ks = ks0; ks < ks1; ks += kGroup) {
         unsigned int b[kGroup][2 * kNTiles];
-        unsigned int a[kGroup][kMTiles][4];
+        unsigned int a[kGroup][kWarpMTiles][4];
 #pragma unroll
         for (int s = 0; s < kGroup; ++s) {
             if (ks + s >= ks1) break;
-            load_b(b[s], packed + (static_cast<size_t>(ks + s) * 32 + lane) * (2 * kNTiles));
+            const int kk = ks + s;
+            load_b(b[s], packed + (static_cast<size_t>(kk) * 32 + lane) * (2 * kNTiles));
 #pragma unroll
-            for (int mt = 0; mt < kMTiles; ++mt) {
-                load_a<kAligned>(a[s][mt], act, ld, 16 * mt, rows, 16 * (ks + s), K);
+            for (int mt = 0; mt < kWarpMTiles; ++mt) {
+                load_a<kAligned>(a[s][mt], act, ld, row0 + 16 * mt, rows, 16 * kk, K);
             }
         }
 #pragma unroll
         for (int s = 0; s < kGroup; ++s) {
             if (ks + s >= ks1) break;
 #pragma unroll
-            for (int mt = 0; mt < kMTiles; ++mt)
+            for (int mt = 0; mt < kWarpMTiles; ++mt)
 #pragma unroll
                 for (int nt = 0; nt < kNTiles; ++nt) {
                     mma_16816<kBf16>(acc[mt][nt], a[s][mt], b[s][2 * nt], b[s][2 * nt + 1]);
@@ -168,28 +193,33 @@ __device__ __forceinline__ void warp_product(Acc& acc, const half_bits* act, int
     }
 }
 
-// Each warp's partial tile into shared memory part[warp][row][col] (pitch kPitch), then a barrier.
+// Each warp's partial tile (its rows, its K-slice) into shared memory part[kslice][row][col]
+// (pitch kPitch), then a barrier.
 __device__ __forceinline__ void block_product(float* part, const half_bits* act, int ld, int rows, int K,
                                               const unsigned int* packed, int aligned) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+    // (M_WARPS = 1 spelled out: the compiler does not know warp < kWarps, so warp / kKWarps would
+    // not fold to 0 and cost registers in the v3 tiles)
+    const int kw = kMWarps == 1 ? warp : warp % kKWarps;
+    const int row0 = kMWarps == 1 ? 0 : 16 * kWarpMTiles * (warp / kKWarps);
     const int steps = (K + 15) / 16;
-    const int per_warp = (steps + kWarps - 1) / kWarps;
-    const int ks0 = min(steps, warp * per_warp), ks1 = min(steps, ks0 + per_warp);
+    const int per_warp = (steps + kKWarps - 1) / kKWarps;
+    const int ks0 = min(steps, kw * per_warp), ks1 = min(steps, ks0 + per_warp);
     Acc acc;
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
+    for (int mt = 0; mt < kWarpMTiles; ++mt)
 #pragma unroll
         for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
             for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
     if (aligned) {
-        warp_product<true>(acc, act, ld, rows, K, packed, ks0, ks1);
+        warp_product<true>(acc, act, ld, row0, rows, K, packed, ks0, ks1);
     } else {
-        warp_product<false>(acc, act, ld, rows, K, packed, ks0, ks1);
+        warp_product<false>(acc, act, ld, row0, rows, K, packed, ks0, ks1);
     }
-    float* mine = part + warp * kRows * kPitch;
+    float* mine = part + (kw * kRows + row0) * kPitch;
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
+    for (int mt = 0; mt < kWarpMTiles; ++mt)
 #pragma unroll
         for (int nt = 0; nt < kNTiles; ++nt) {
             float* p = mine + (16 * mt + g) * kPitch + 8 * nt + 2 * c;
@@ -199,11 +229,11 @@ __device__ __forceinline__ void block_product(float* part, const half_bits* act,
     __syncthreads();
 }
 
-// Sum over warps of column(s) `col` of row `row`, always in warp order 0, 1, ... (reproducible).
+// Sum over K-slices of column(s) `col` of row `row`, always in order 0, 1, ... (reproducible).
 __device__ __forceinline__ float4 sum_partials4(const float* part, int row, int col) {
     float4 s = *reinterpret_cast<const float4*>(part + row * kPitch + col);
 #pragma unroll
-    for (int w = 1; w < kWarps; ++w) {
+    for (int w = 1; w < kKWarps; ++w) {
         const float4 v = *reinterpret_cast<const float4*>(part + (w * kRows + row) * kPitch + col);
         s.x += v.x; s.y += v.y; s.z += v.z; s.w += v.w;
     }
@@ -213,7 +243,7 @@ __device__ __forceinline__ float4 sum_partials4(const float* part, int row, int 
 __device__ __forceinline__ float sum_partials1(const float* part, int row, int col) {
     float s = part[row * kPitch + col];
 #pragma unroll
-    for (int w = 1; w < kWarps; ++w) s += part[(w * kRows + row) * kPitch + col];
+    for (int w = 1; w < kKWarps; ++w) s += part[(w * kRows + row) * kPitch + col];
     return s;
 }
 
@@ -227,9 +257,10 @@ __device__ __forceinline__ void store_half(half_bits* p, float v) {
 
 // ---- forward --------------------------------------------------------------------------------
 
-// What the forward epilogue reads besides the product: input projection (+ nothing else) and c_{t-1}.
+// What the forward epilogue reads besides the product: input projection, bias, c_{t-1}.
 struct FwdIn {
     float4 pre;
+    float4 bias;
     float c_prev;
 };
 
@@ -249,15 +280,18 @@ __device__ __forceinline__ Pair pair_of(int i, int b0, int u0, int batch, int hi
     return q;
 }
 
-__device__ __forceinline__ FwdIn load_fwd_in(const Pair& q, const float* z, const float* c_prev, int hidden) {
+__device__ __forceinline__ FwdIn load_fwd_in(const Pair& q, const float* z, const float* __restrict__ bias,
+                                             const float* c_prev, int hidden) {
     FwdIn in;
     in.pre = *reinterpret_cast<const float4*>(z + static_cast<size_t>(q.b) * 4 * hidden + 4 * q.j);
+    in.bias = *reinterpret_cast<const float4*>(bias + 4 * q.j);
     in.c_prev = c_prev[static_cast<size_t>(q.b) * hidden + q.j];
     return in;
 }
 
 // Prefetching the epilogue's inputs overlaps their latency with the product, but costs registers:
-// only when each thread owns at most two (row, unit) pairs.
+// only when each thread owns at most two (row, unit) pairs. (Loaded after the barrier, each of them
+// is one more dependent L2 round trip on the step's critical path: v3 read the bias there.)
 constexpr bool kFwdPrefetch = kFwdPerThread <= 2;
 constexpr bool kBwdPrefetch = kBwdPerThread <= 2;
 
@@ -278,7 +312,7 @@ fused_step_fwd(const unsigned int* __restrict__ packed, const half_bits* h_prev,
 #pragma unroll
         for (int i = 0; i < kFwdPerThread; ++i) {
             const Pair q = pair_of<kFwdUnits>(i, b0, u0, batch, hidden);
-            if (q.live) early[i] = load_fwd_in(q, z, c_prev, hidden);
+            if (q.live) early[i] = load_fwd_in(q, z, bias, c_prev, hidden);
         }
     }
     block_product(part, h_prev + static_cast<size_t>(b0) * h_ld, h_ld, batch - b0, hidden,
@@ -287,9 +321,9 @@ fused_step_fwd(const unsigned int* __restrict__ packed, const half_bits* h_prev,
     for (int i = 0; i < kFwdPerThread; ++i) {
         const Pair q = pair_of<kFwdUnits>(i, b0, u0, batch, hidden);
         if (!q.live) continue;
-        const FwdIn in = kFwdPrefetch ? early[kFwdPrefetch ? i : 0] : load_fwd_in(q, z, c_prev, hidden);
+        const FwdIn in = kFwdPrefetch ? early[kFwdPrefetch ? i : 0] : load_fwd_in(q, z, bias, c_prev, hidden);
         const float4 rec = sum_partials4(part, q.r, 4 * q.u);
-        const float4 bj = *reinterpret_cast<const float4*>(bias + 4 * q.j);
+        const float4 bj = in.bias;
         const float ai = sigmoidf((in.pre.x + rec.x) + bj.x), af = sigmoidf((in.pre.y + rec.y) + bj.y);
         const float ag = tanhf((in.pre.z + rec.z) + bj.z), ao = sigmoidf((in.pre.w + rec.w) + bj.w);
         const size_t cell = static_cast<size_t>(q.b) * hidden + q.j;

@@ -127,9 +127,65 @@ def test_tiles_fill_the_gpu_within_limits(hidden, batch, backward):
     cols, rows = tile.grid(batch, hidden)
     assert cols * tile.units >= hidden and rows * tile.rows >= batch
     assert tile.smem_bytes() <= fused_mma.DEFAULT_SMEM_PER_BLOCK
-    assert tile.m_tiles * tile.n_tiles * 4 <= 64  # accumulator registers per thread
+    assert tile.m_tiles // tile.m_warps * tile.n_tiles * 4 <= 64  # accumulator registers per thread
+    assert tile.threads <= 32 * fused_mma.MAX_WARPS
     if hidden * batch >= 256 * 128:
         assert cols * rows >= 0.9 * 132
+
+
+def test_row_split_tiles():
+    """v3.1: 64-row forward tiles split their rows over 2 warp groups (one load round a warp);
+    the 16/32-row tiles and the backward keep v3's warps."""
+    tile = choose_tile(128, 256, False, sm_count=132)
+    assert (tile.m_tiles, tile.n_tiles, tile.warps, tile.m_warps) == (4, 2, 8, 2)
+    assert tile.k_warps == 4 and tile.threads == 256 and tile.grid(128, 256) == (64, 2)
+    assert tile.smem_bytes() == 4 * 64 * (16 + 8) * 4   # one partial tile per K-slice, not per warp
+    assert tile.defines("float16")["M_WARPS"] == 2 and tile.describe() == "fwd 64x4u/8w(2x4)"
+    assert choose_tile(64, 256, False, sm_count=132) == Tile(2, 2, 4, False)   # v3's tile
+    assert choose_tile(16, 256, False, sm_count=132) == Tile(1, 2, 4, False)
+    assert choose_tile(16, 1024, False, sm_count=132) == Tile(1, 4, 16, False)
+    assert choose_tile(128, 256, True, sm_count=132).m_warps == 1
+    assert Tile(4, 2, 4, False).m_warps == 1 and Tile(4, 2, 4, False).k_warps == 4
+    with pytest.raises(ValueError):
+        Tile(4, 2, 8, False, 3)
+    with pytest.raises(ValueError):
+        Tile(1, 2, 8, False, 2)   # more row groups than m-tiles
+
+
+def kernel_partition(tile, k):
+    """(row0, K-slice, k-step range) of every warp, as block_product computes them."""
+    steps = -(-k // 16)
+    per_warp = -(-steps // tile.k_warps)
+    out = []
+    for warp in range(tile.warps):
+        kw = warp if tile.m_warps == 1 else warp % tile.k_warps
+        row0 = 0 if tile.m_warps == 1 else 16 * (tile.m_tiles // tile.m_warps) * (warp // tile.k_warps)
+        ks0 = min(steps, kw * per_warp)
+        out.append((row0, kw, range(ks0, min(steps, ks0 + per_warp))))
+    return out
+
+
+@pytest.mark.parametrize("hidden,batch", [(256, 128), (512, 64), (1024, 64), (256, 16), (100, 3), (40, 200)])
+@pytest.mark.parametrize("backward", [False, True])
+def test_warps_cover_each_tile_product_once(hidden, batch, backward):
+    """Every (m-tile, k-step) of a block is computed by exactly one warp, K-slices are the same
+    for every row group (so the sum over K-slices has v3's order), and the partials fit smem."""
+    tile = choose_tile(batch, hidden, backward, sm_count=132)
+    k = 4 * hidden if backward else hidden
+    wm = tile.m_tiles // tile.m_warps
+    seen = {}
+    for row0, kw, ks in kernel_partition(tile, k):
+        assert kw < tile.k_warps and row0 % 16 == 0 and row0 + 16 * wm <= tile.rows
+        for mt in range(wm):
+            for step in ks:
+                key = (row0 // 16 + mt, step)
+                assert key not in seen
+                seen[key] = kw
+        # the last float of this warp's partial tile lies inside the shared allocation
+        assert ((kw * tile.rows + row0 + 16 * wm - 1) * (tile.cols + 8) + tile.cols) * 4 <= tile.smem_bytes()
+    assert len(seen) == tile.m_tiles * -(-k // 16)
+    for mt in range(tile.m_tiles):  # same K-slice of a k-step in every row group
+        assert [seen[(mt, s)] for s in range(-(-k // 16))] == [seen[(0, s)] for s in range(-(-k // 16))]
 
 
 def test_size_rule():
@@ -189,3 +245,21 @@ def test_emulated_mma_graph_replays_match_reference(monkeypatch, rng, prepared):
         for _ in range(3):  # eager + capture, then replays
             _compare(rng, fused, cfg, prepared=prepared)
         assert fused.last_step_kernel.startswith("mma step")
+
+
+def test_emulated_row_split_tile_launches(monkeypatch, rng):
+    """The engine launches the v3.1 row-split tile with its grid, 256 threads and one partial
+    tile per K-slice of shared memory (the emulator asserts all three at every launch)."""
+    cfg = LSTMConfig(input_size=30, hidden_size=244, batch=70, seq_len=3, dtype="float16")
+    weights = init_weights(cfg, seed=int(rng.integers(2**31)))
+    x, h0, c0 = (to_dtype(rng.standard_normal(s), "float16") for s in
+                 ((cfg.seq_len, cfg.batch, cfg.input_size), cfg.state_shape, cfg.state_shape))
+    dy = to_dtype(rng.standard_normal((cfg.seq_len, cfg.batch, cfg.hidden_size)), "float16")
+    with emulated(monkeypatch) as fused:
+        on, _, kernel_on = _run(fused, cfg, weights, x, h0, c0, dy)
+        tiles = {k.tile for k in mma_launches if k.launches}
+        off, _, _ = _run(fused, cfg, weights, x, h0, c0, dy, epilogue=False)
+    assert "fwd 64x4u/8w(2x4)" in kernel_on
+    assert Tile(4, 2, 8, False, 2) in tiles
+    for a, b in zip(on, off):
+        assert rel_err(a, b) <= 1e-2

@@ -25,6 +25,9 @@ CONFIGS = [  # odd H (unaligned 16-bit loads), T=1, deep bidirectional, the two 
     dict(input_size=256, hidden_size=256, num_layers=1, bidirectional=False, batch=128, seq_len=12),
     dict(input_size=1024, hidden_size=1024, num_layers=1, bidirectional=False, batch=64, seq_len=6),
     dict(input_size=512, hidden_size=512, num_layers=2, bidirectional=True, batch=256, seq_len=5),
+    # v3.1 row-split tile (64x4u, 2 row groups x 4 K-slices) with H % 16 != 0 (16-bit loads) and a
+    # last batch tile of 6 rows (its second row group entirely past the batch)
+    dict(input_size=30, hidden_size=244, num_layers=1, bidirectional=False, batch=70, seq_len=5),
 ]
 
 

@@ -48,6 +48,16 @@ class Tile:
     n_tiles: int
     warps: int
     backward: bool
+    m_warps: int = 1    # warp groups splitting the rows (the other warps_ / m_warps split K)
+
+    def __post_init__(self):
+        if self.warps % self.m_warps or self.m_tiles % self.m_warps:
+            raise ValueError(f"m_warps {self.m_warps} must divide warps {self.warps} and m_tiles {self.m_tiles}")
+
+    @property
+    def k_warps(self) -> int:
+        """Warps splitting K (K-slices): the number of partial tiles summed per output."""
+        return self.warps // self.m_warps
 
     @property
     def rows(self) -> int:
@@ -66,15 +76,15 @@ class Tile:
         return 32 * self.warps
 
     def smem_bytes(self) -> int:
-        """Per-warp fp32 partial tiles, pitch cols + 8 (as the kernel lays them out)."""
-        return self.warps * self.rows * (self.cols + 8) * 4
+        """Per-K-slice fp32 partial tiles, pitch cols + 8 (as the kernel lays them out)."""
+        return self.k_warps * self.rows * (self.cols + 8) * 4
 
     def grid(self, batch: int, hidden: int) -> tuple:
         return (-(-hidden // self.units), -(-batch // self.rows))
 
     def defines(self, dtype: str) -> dict:
         return {"BF16": int(dtype == "bfloat16"), "M_TILES": self.m_tiles, "N_TILES": self.n_tiles,
-                "NWARPS": self.warps}
+                "NWARPS": self.warps, "M_WARPS": self.m_warps}
 
     @property
     def pack_key(self) -> tuple:
@@ -82,7 +92,8 @@ class Tile:
         return (self.backward, self.n_tiles)
 
     def describe(self) -> str:
-        return f"{'bwd' if self.backward else 'fwd'} {self.rows}x{self.units}u/{self.warps}w"
+        split = f"({self.m_warps}x{self.k_warps})" if self.m_warps > 1 else ""
+        return f"{'bwd' if self.backward else 'fwd'} {self.rows}x{self.units}u/{self.warps}w{split}"
 
 
 def step_gflop(batch: int, hidden: int) -> float:
@@ -114,10 +125,29 @@ def _warps_for(k: int, m_tiles: int, n_tiles: int) -> int:
     return 8 if steps >= 32 else 4 if steps >= 8 else 2
 
 
+MAX_WARPS = 16
+# Forward tiles with at least this many m-tiles split their rows over 2 warp groups (v3.1; 2 would
+# also split the 32-row tiles: benchmarks/profile_fused_step.py times both).
+M_SPLIT_MIN_M_TILES = 4
+
+
+def _m_warps_for(m_tiles: int, k_warps: int, backward: bool) -> int:
+    """Forward tiles of 4 m-tiles split their rows over 2 warp groups (2 m-tiles a warp) while the
+    block stays <= 16 warps: v3 ran them as 4 m-tiles a warp, whose 20 fragment registers per
+    k-step allowed only 2 k-steps per load round, so a warp's K-slice took 2 dependent L2 round
+    trips (fp16 H=256 B=128: 5.6 us/step against 4.5 at B=64, one round); with 2 m-tiles a warp
+    the whole K-slice is one round, the block has twice the warps (loads in flight) and each
+    thread one epilogue pair. The backward's 16-warp tiles are one round already."""
+    if backward or m_tiles < M_SPLIT_MIN_M_TILES or 2 * k_warps > MAX_WARPS:
+        return 1
+    return 2
+
+
 def choose_tile(batch: int, hidden: int, backward: bool, sm_count: int = DEFAULT_SM_COUNT,
                 smem_limit: int = DEFAULT_SMEM_PER_BLOCK) -> Tile:
     """Largest tile (fewest re-reads of W_hh and of the activations) whose grid still fills the
-    GPU; the tile with the most blocks if none does."""
+    GPU; the tile with the most blocks if none does. Warps: K-slices per _warps_for, times the
+    row groups of _m_warps_for."""
     k = 4 * hidden if backward else hidden
     padded_batch = -(-batch // 16) * 16
     candidates = []
@@ -126,7 +156,9 @@ def choose_tile(batch: int, hidden: int, backward: bool, sm_count: int = DEFAULT
             continue
         for units in (_BWD_UNITS if backward else _FWD_UNITS):
             n_tiles = units // 8 if backward else units // 2
-            tile = Tile(rows // 16, n_tiles, _warps_for(k, rows // 16, n_tiles), backward)
+            k_warps = _warps_for(k, rows // 16, n_tiles)
+            m_warps = _m_warps_for(rows // 16, k_warps, backward)
+            tile = Tile(rows // 16, n_tiles, k_warps * m_warps, backward, m_warps)
             if tile.smem_bytes() <= smem_limit:
                 candidates.append(tile)
     target = FILL_FRACTION * sm_count
