@@ -122,10 +122,12 @@ def median_us_per_step(fn, cfg, reps, warmup):
 
 def _host64(a, dtype):
     from ecornn.engines import fused
-    a = fused.raw(a)
+    a = fused.raw(a).get()
     if dtype == "bfloat16":
-        return (a.get().astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-    return a.get().astype(np.float64)
+        return (a.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    if dtype == "float16" and a.dtype == np.uint16:   # raw 16-bit words: decode, do not convert
+        return a.view(np.float16).astype(np.float64)
+    return a.astype(np.float64)
 
 
 def time_config(h, b, args):

@@ -136,9 +136,13 @@ def test_tiles_fill_the_gpu_within_limits(hidden, batch, backward):
 def test_row_split_tiles():
     """v3.1: 64-row forward tiles split their rows over 2 warp groups (one load round a warp);
     the 16/32-row tiles and the backward keep v3's warps."""
-    tile = choose_tile(128, 256, False, sm_count=132)
-    assert (tile.m_tiles, tile.n_tiles, tile.warps, tile.m_warps) == (4, 2, 8, 2)
-    assert tile.k_warps == 4 and tile.threads == 256 and tile.grid(128, 256) == (64, 2)
+    tile = choose_tile(64, 512, False, sm_count=132)
+    assert (tile.m_tiles, tile.n_tiles, tile.warps, tile.m_warps) == (4, 2, 16, 2)
+    assert tile.k_warps == 8 and tile.threads == 512 and tile.grid(64, 512) == (128, 1)
+    # B >= 128: 32 rows x twice the units, one m-tile a warp (measured faster at H=256 B=128)
+    wide = choose_tile(128, 256, False, sm_count=132)
+    assert wide == Tile(2, 4, 8, False, 2) and wide.grid(128, 256) == (32, 4)
+    tile = Tile(4, 2, 8, False, 2)
     assert tile.smem_bytes() == 4 * 64 * (16 + 8) * 4   # one partial tile per K-slice, not per warp
     assert tile.defines("float16")["M_WARPS"] == 2 and tile.describe() == "fwd 64x4u/8w(2x4)"
     assert choose_tile(64, 256, False, sm_count=132) == Tile(2, 2, 4, False)   # v3's tile
