@@ -42,11 +42,14 @@ def weight_bytes(config: LSTMConfig) -> int:
     return config.num_directions * config.gate_size * config.hidden_size * costmodel.BYTES[config.dtype]
 
 
-def persistent_fit(config: LSTMConfig, device: DeviceSpec, training: bool = False) -> dict:
-    """Kernel configuration of the persistent strategy on ``device``, or NotSupported."""
+def persistent_fit(config: LSTMConfig, device: DeviceSpec, training: bool = False,
+                   tensor_cores: bool = True) -> dict:
+    """Kernel configuration of the persistent strategy on ``device``, or NotSupported.
+    ``tensor_cores=False``: the plans without the 16-bit tensor-core kernel (the engine's fallback)."""
     from .engines import persistent_capacity
     props = device.as_dict()
-    passes = persistent_capacity.plan_config(props, config, training)
+    plans_of = persistent_capacity.plan_config if tensor_cores else persistent_capacity.plan_grid_config
+    passes = plans_of(props, config, training)
     forward = passes["forward"]
     kernel = {"blocks": forward.grid, "threads": forward.threads, "launches": forward.launches,
               "passes": {name: p.describe() for name, p in passes.items()}}
@@ -79,7 +82,10 @@ def _feasible_kernel(strategy: str, config: LSTMConfig, device: DeviceSpec, live
         engine = get_engine(strategy)
         engine.check(config, training=training) if strategy == "persistent" else engine.check(config)
     if strategy == "persistent":
-        return persistent_fit(config, device, training)
+        kernel = persistent_fit(config, device, training)
+        if live and kernel.get("mma") and not engine.runs_tensor_cores(config, training):
+            kernel = persistent_fit(config, device, training, tensor_cores=False)  # what will run
+        return kernel
     return {}
 
 

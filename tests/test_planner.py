@@ -83,3 +83,28 @@ def test_device_without_clock_fields_gets_known_rates():
     unknown = dict(props, name=b"Some GPU")
     spec = with_known_rates(DeviceSpec.from_properties(unknown), unknown)
     assert spec.name == "Some GPU" and spec.clock_ghz > 0 and spec.mem_bandwidth_gbs > 0
+
+
+def test_sixteen_bit_plans_use_the_tensor_core_kernel_where_it_fits():
+    # H=2048 bf16: only the tensor-core kernel holds it on chip (fp32-widened tiles would need 64 MiB)
+    p = plan(cfg(2048, 4, dtype="bfloat16"), device=H100)
+    assert "persistent" not in p.rejected and p.predictions["persistent"] > 0
+    k = p.kernel_config if p.strategy == "persistent" else None
+    from ecornn.planner import persistent_fit
+    fit = persistent_fit(cfg(2048, 4, dtype="bfloat16"), H100, training=True)
+    assert fit.get("mma") and "tensor cores" in fit["passes"]["forward"] and "backward" in fit["passes"]
+    assert k is None or k.get("mma")
+    # without the tensor-core kernel the same problem does not fit: the fallback plans say so
+    with pytest.raises(NotSupported, match="hidden_size=2048"):
+        persistent_fit(cfg(2048, 4, dtype="bfloat16"), H100, tensor_cores=False)
+    # fp32 never takes it; the 20-SM GPU holds far less
+    assert not persistent_fit(cfg(1024, 4), H100).get("mma")
+    small = plan(cfg(2048, 4, dtype="bfloat16"), device=SMALL_20SM)
+    assert small.strategy == "fused" and "persistent" in small.rejected
+
+
+def test_a100_gets_tensor_core_plans_within_its_own_limits():
+    from ecornn.planner import persistent_fit
+    assert persistent_fit(cfg(1024, 8, dtype="float16"), A100).get("mma")
+    with pytest.raises(NotSupported):
+        persistent_fit(cfg(2048, 4, dtype="float16"), A100)   # 108 SMs, 164 KB: the edge is 1536

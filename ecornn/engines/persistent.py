@@ -75,6 +75,13 @@ def check(config, training: bool = False) -> None:
     _plans(config, training=training)
 
 
+def runs_tensor_cores(config, training: bool = False) -> bool:
+    """Whether "auto" runs this call on the tensor-core kernel after compiling it (False where the
+    mma plans do not build on this device and the grid kernel takes over). Compiles, cached."""
+    plans = _built_plans(config, training, "auto")
+    return plans["forward"].kind == "mma"
+
+
 def _check_dtype(config) -> None:
     if config.dtype not in SUPPORTED_DTYPES:
         raise NotSupported(name, f"dtype {config.dtype} (supported: {', '.join(SUPPORTED_DTYPES)})")
