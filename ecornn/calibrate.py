@@ -49,7 +49,8 @@ SEARCH = [
                                "fused_mma_us_per_gflop": np.concatenate([[0.0], np.geomspace(1.0, 100.0, 21)])}),
     ("fused", ALL, True, {"fused_backward_factor": np.linspace(0.3, 4.0, 75)}),
     ("persistent", ALL, True, {"backward_factor": np.linspace(0.3, 6.0, 115)}),
-    ("persistent", SIXTEEN, True, {"mma_backward_factor": np.linspace(0.3, 6.0, 115)}),
+    ("persistent", SIXTEEN, True, {"mma_bwd_step_us": np.linspace(0.0, 6.0, 31),
+                                   "mma_bwd_us_per_kclock": np.linspace(0.0, 6.0, 31)}),
 ]
 
 

@@ -28,34 +28,36 @@ BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
 
 @dataclass(frozen=True)
 class CostConstants:
-    """Defaults: fitted to the planner sweep on the lent NVIDIA H200 (2026-11-21,
-    benchmarks/results/planner_sweep_h200.json; `calibrate --from-sweep`). No H100 was lent that day."""
+    """Defaults: fitted to the full-grid planner sweep on the lent NVIDIA H200 (2026-11-21, fp32 and
+    bf16 x inference and training x H 256..2048 x B 1..256, benchmarks/results/
+    planner_sweep_final_h200.json; `calibrate --from-sweep`). No H100 was lent that day."""
 
     grid_sync_us: float = 1.2             # one grid-wide barrier (H100 132 blocks: 1.18; H200: 0.99)
-    persistent_exchange_us: float = 1.48  # grid kernel: h through L2 + pointwise + loop overhead
-    cluster_step_us: float = 1.52         # cluster kernel: barrier + DSMEM push + pointwise (+ casts)
-    persistent_efficiency: float = 0.985  # fraction of the FMA peak reached inside the loop
-    persistent_vector_us: float = 0.40    # per 1000 hidden x batch elements read by every block
-    persistent_batch2_us: float = 0.895   # per 100000 hidden x batch^2: per-lane accumulators and
+    persistent_exchange_us: float = 1.13  # grid kernel: h through L2 + pointwise + loop overhead
+    cluster_step_us: float = 1.33         # cluster kernel: barrier + DSMEM push + pointwise (+ casts)
+    persistent_efficiency: float = 1.0    # fraction of the FMA peak reached inside the loop
+    persistent_vector_us: float = 0.517   # per 1000 hidden x batch elements read by every block
+    persistent_batch2_us: float = 0.578   # per 100000 hidden x batch^2: per-lane accumulators and
                                           # shared-memory vector traffic grow with batch
     launch_us: float = 3.5                # one graph-replayed kernel node (GEMM or pointwise)
     gemm_efficiency: float = 1.0          # fp32 GEMM fraction of the FMA peak
-    gemm_efficiency_16bit: float = 0.458  # 16-bit GEMM fraction of the tensor-core peak
+    gemm_efficiency_16bit: float = 0.424  # 16-bit GEMM fraction of the tensor-core peak
     fused_fp32_batch_us: float = 0.616    # strict-fp32 skinny GEMMs: µs per 1000 hidden x batch
     l2_bandwidth_gbs: float = 9000.0      # weights re-read per step when they fit in L2
-    backward_factor: float = 1.45         # persistent backward recurrence / forward recurrence
-    fused_backward_factor: float = 1.1    # fused backward steps / forward steps
+    backward_factor: float = 1.55         # persistent backward recurrence / forward recurrence
+    fused_backward_factor: float = 1.25   # fused backward steps / forward steps
     call_overhead_us: float = 40.0        # per call (Python, planning, launches outside the loop)
     # persistent v4 (fp16/bf16 on tensor cores): step = fixed + per 1e3 H*B + per 1e6 H^2 (weights
-    # streamed from shared memory when the registers are full); first values from
-    # results/persistent_mma_h200.md (kernel-only µs/step), then fitted to the bf16 sweep
-    mma_step_us: float = 1.9
-    mma_vector_us: float = 0.065
-    mma_weights_us: float = 0.19
-    mma_backward_factor: float = 1.3
+    # streamed from shared memory when the registers are full); fitted to the bf16 sweep
+    # (results/planner_sweep_final_h200.json)
+    mma_step_us: float = 2.52
+    mma_vector_us: float = 0.127
+    mma_weights_us: float = 0.234
+    mma_bwd_step_us: float = 1.4          # training adds the backward recurrence: fixed part ...
+    mma_bwd_us_per_kclock: float = 2.4    # ... + per 1000 of the backward plan's mma_step_clocks
     # fused v3 (fp16/bf16, one tensor-core kernel per step where fused_mma's size rule takes it)
-    fused_mma_step_us: float = 3.3         # one graph node: launch + epilogue
-    fused_mma_us_per_gflop: float = 22.0   # the step's product, L2-bound (no smem staging)
+    fused_mma_step_us: float = 3.25        # one graph node: launch + epilogue
+    fused_mma_us_per_gflop: float = 31.6   # the step's product, L2-bound (no smem staging)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -102,8 +104,9 @@ def predict_persistent_us(config: LSTMConfig, device: DeviceSpec, kernel: dict,
         if kernel.get("mma"):
             step = mma_step_us(config, consts)
             total += step + projection
-            if training:
-                total += consts.mma_backward_factor * step + 2 * projection + _gemm_us(
+            if training:  # the backward's cost follows its own plan's issue/staging clocks
+                total += (consts.mma_bwd_step_us + consts.mma_bwd_us_per_kclock * kernel["mma_bwd_clocks"] / 1e3
+                          + 2 * projection) + _gemm_us(
                     2.0 * config.batch * config.gate_size * config.hidden_size * config.num_directions,
                     config, device, consts)
         elif training:

@@ -55,6 +55,8 @@ def persistent_fit(config: LSTMConfig, device: DeviceSpec, training: bool = Fals
               "passes": {name: p.describe() for name, p in passes.items()}}
     if getattr(forward, "kind", "grid") == "mma":  # fp16/bf16 on tensor cores (no cluster variant)
         kernel["mma"] = True
+        if "backward" in passes:
+            kernel["mma_bwd_clocks"] = persistent_capacity.mma_step_clocks(passes["backward"])
         return kernel
     cluster = None if training else _cluster_forward(config, props)
     if cluster is not None:  # the engine's "auto" runs inference on one cluster per direction
