@@ -157,24 +157,29 @@ def _us(ms, cfg):
     return 1000.0 * ms / cfg.seq_len
 
 
-def grid_rows(hs, bs, dtypes, reps, warmup):
+def grid_cells(hs, bs, dtypes):
+    """(config, row stub) of every benchmark cell: one layer, input = hidden, T = STEPS."""
     from ecornn import LSTMConfig
-    rows = []
     for dtype in dtypes:
         for h in hs:
             for b in bs:
-                cfg = LSTMConfig(input_size=h, hidden_size=h, batch=b, seq_len=STEPS, dtype=dtype)
-                row = {"dtype": dtype, "H": h, "B": b}
-                row["fused"] = time_fused(cfg, reps, warmup)
-                row["cudnn"] = time_torch(cfg, reps, warmup, "cudnn")
-                row["unfused"] = time_torch(cfg, reps, warmup, "unfused")
-                if dtype == "float32":
-                    row["fused_tf32"] = time_fused(cfg, reps, warmup, tf32=True)
-                    row["cudnn_strict"] = time_torch(cfg, reps, warmup, "strict")
-                for key in [k for k in row if isinstance(row[k], tuple)]:
-                    row[key] = [_us(v, cfg) for v in row[key]]
-                rows.append(row)
-                print(_grid_line(row), flush=True)
+                yield (LSTMConfig(input_size=h, hidden_size=h, batch=b, seq_len=STEPS, dtype=dtype),
+                       {"dtype": dtype, "H": h, "B": b})
+
+
+def grid_rows(hs, bs, dtypes, reps, warmup):
+    rows = []
+    for cfg, row in grid_cells(hs, bs, dtypes):
+        row["fused"] = time_fused(cfg, reps, warmup)
+        row["cudnn"] = time_torch(cfg, reps, warmup, "cudnn")
+        row["unfused"] = time_torch(cfg, reps, warmup, "unfused")
+        if cfg.dtype == "float32":
+            row["fused_tf32"] = time_fused(cfg, reps, warmup, tf32=True)
+            row["cudnn_strict"] = time_torch(cfg, reps, warmup, "strict")
+        for key in [k for k in row if isinstance(row[k], tuple)]:
+            row[key] = [_us(v, cfg) for v in row[key]]
+        rows.append(row)
+        print(_grid_line(row), flush=True)
     return rows
 
 
@@ -308,22 +313,17 @@ def ablation_markdown(rows):
 
 def mma_rows(hs, bs, dtypes, reps, warmup, save=None):
     """fused v3 cells: epilogue on (mma step where the size rule allows) vs off vs cuDNN."""
-    from ecornn import LSTMConfig
     from ecornn.engines import fused
     rows = []
-    for dtype in dtypes:
-        for h in hs:
-            for b in bs:
-                cfg = LSTMConfig(input_size=h, hidden_size=h, batch=b, seq_len=STEPS, dtype=dtype)
-                row = {"dtype": dtype, "H": h, "B": b}
-                row["on"] = [_us(v, cfg) for v in time_fused(cfg, reps, warmup)]
-                row["step_kernel"] = fused.last_step_kernel
-                row["off"] = [_us(v, cfg) for v in time_fused(cfg, reps, warmup, epilogue=False)]
-                row["cudnn"] = [_us(v, cfg) for v in time_torch(cfg, reps, warmup, "cudnn")]
-                rows.append(row)
-                print(_mma_line(row), flush=True)
-                if save:
-                    save(rows)
+    for cfg, row in grid_cells(hs, bs, dtypes):
+        row["on"] = [_us(v, cfg) for v in time_fused(cfg, reps, warmup)]
+        row["step_kernel"] = fused.last_step_kernel
+        row["off"] = [_us(v, cfg) for v in time_fused(cfg, reps, warmup, epilogue=False)]
+        row["cudnn"] = [_us(v, cfg) for v in time_torch(cfg, reps, warmup, "cudnn")]
+        rows.append(row)
+        print(_mma_line(row), flush=True)
+        if save:
+            save(rows)
     return rows
 
 

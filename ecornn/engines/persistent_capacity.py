@@ -54,8 +54,25 @@ class _TiledPlan:
                        regs_per_thread=self.regs_per_thread - moved)
 
 
+class _PassGeometry:
+    """What a grid-kernel plan and a tensor-core plan of one pass share: forward rows are the 4 gate
+    rows of each unit (K = H), backward rows one row of W_hh^T per unit (K = 4H)."""
+
+    @property
+    def grid(self) -> int:
+        return self.blocks_per_dir * self.directions_per_launch
+
+    @property
+    def rows_per_unit(self) -> int:
+        return 4 if self.pass_name == "forward" else 1
+
+    @property
+    def reduction_length(self) -> int:
+        return self.hidden * (1 if self.pass_name == "forward" else 4)
+
+
 @dataclass(frozen=True)
-class KernelPlan(_TiledPlan):
+class KernelPlan(_PassGeometry, _TiledPlan):
     """Tile and launch parameters of one persistent pass (forward or backward) of one layer."""
 
     kind = "grid"
@@ -75,18 +92,6 @@ class KernelPlan(_TiledPlan):
     reg_cols: int
     regs_per_thread: int    # estimate; the compiled kernel reports the real count
     smem_bytes: int
-
-    @property
-    def grid(self) -> int:
-        return self.blocks_per_dir * self.directions_per_launch
-
-    @property
-    def rows_per_unit(self) -> int:
-        return 4 if self.pass_name == "forward" else 1
-
-    @property
-    def reduction_length(self) -> int:
-        return self.hidden * (1 if self.pass_name == "forward" else 4)
 
     def defines(self) -> dict:
         """Compile-time constants of kernels/persistent_lstm.cu."""
@@ -389,7 +394,7 @@ MMA_L2_ROUND_TRIP_CLOCKS = 400    # ~0.23 us at 1.75 GHz: ranks plans by their s
 
 
 @dataclass(frozen=True)
-class MmaPlan:
+class MmaPlan(_PassGeometry):
     """Tile and launch parameters of one pass of the tensor-core kernel for one layer: a block of
     ``warps`` warps owns ``units`` hidden units (``m_tiles`` 16-row tiles), each warp ``k_tiles``
     16-column tiles of which the first ``reg_k_tiles`` live in registers, the rest in shared memory."""
@@ -415,18 +420,6 @@ class MmaPlan:
     @property
     def threads(self) -> int:
         return 32 * self.warps
-
-    @property
-    def grid(self) -> int:
-        return self.blocks_per_dir * self.directions_per_launch
-
-    @property
-    def rows_per_unit(self) -> int:
-        return 4 if self.pass_name == "forward" else 1
-
-    @property
-    def reduction_length(self) -> int:
-        return self.hidden * (1 if self.pass_name == "forward" else 4)
 
     @property
     def n_tiles(self) -> int:
