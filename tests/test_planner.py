@@ -108,3 +108,25 @@ def test_a100_gets_tensor_core_plans_within_its_own_limits():
     assert persistent_fit(cfg(1024, 8, dtype="float16"), A100).get("mma")
     with pytest.raises(NotSupported):
         persistent_fit(cfg(2048, 4, dtype="float16"), A100)   # 108 SMs, 164 KB: the edge is 1536
+
+
+def test_live_plan_follows_the_engines_tensor_core_fallback(monkeypatch):
+    """Where the tensor-core plans do not build on the device, "auto" runs the grid kernel: the live
+    planner must predict that kernel, not the one the capacity model hoped for (CPU: the build and
+    the device's properties are stubbed)."""
+    from ecornn import planner
+    from ecornn.engines import persistent, persistent_capacity as cap
+    monkeypatch.setattr(persistent, "_props", cap.h100_properties)
+    monkeypatch.setattr(planner, "get_engine", lambda name: persistent)
+    config = cfg(512, 8, dtype="bfloat16")
+
+    def build(plans):
+        if any(p.kind == "mma" for p in plans.values()):
+            raise NotSupported("persistent", "stub: the mma kernel spills")
+    monkeypatch.setattr(persistent, "_build", build)
+    assert persistent.runs_tensor_cores(config) is False
+    fallback = planner._feasible_kernel("persistent", config, H100, True, False)
+    assert not fallback.get("mma") and "tensor cores" not in fallback["passes"]["forward"]
+    monkeypatch.setattr(persistent, "_build", lambda plans: None)
+    assert persistent.runs_tensor_cores(config) is True
+    assert planner._feasible_kernel("persistent", config, H100, True, False).get("mma")
