@@ -27,9 +27,13 @@ $(VENV2)/.ready: setup.py requirements/test-np2.txt requirements/mxnet-nodeps.tx
 	$(PY2) -m pip install $(PIP_FLAGS) --no-deps --no-build-isolation -e .
 	touch $@
 
+# CuPy's wheel matches the driver's CUDA major version (12 or 13; 13 where nvidia-smi does not say).
+CUDA_MAJOR = $(shell nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9][0-9]*\).*/\1/p' | head -1)
+CUPY_WHEEL = cupy-cuda$(if $(filter 12,$(CUDA_MAJOR)),12,13)x==14.2.0
+
 $(VENV_GPU)/.ready: setup.py requirements/run-gpu.txt
 	test -x $(PY_GPU) || $(PYTHON) -m venv $(VENV_GPU)
-	$(PY_GPU) -m pip install $(PIP_FLAGS) -r requirements/run-gpu.txt
+	$(PY_GPU) -m pip install $(PIP_FLAGS) -r requirements/run-gpu.txt "$(CUPY_WHEEL)"
 	$(PY_GPU) -m pip install $(PIP_FLAGS) --no-deps --no-build-isolation -e .
 	touch $@
 
