@@ -28,18 +28,8 @@ TARGETS = {("float32", 256, 1): 1.6, ("float32", 512, 4): 1.8, ("float32", 1024,
 
 def _median_ms(fn, repeats=20, warmup=3):
     import cupy as cp
-    for _ in range(warmup):
-        fn()
-    cp.cuda.Device().synchronize()
-    times = []
-    for _ in range(repeats):
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop))
-    return float(np.median(times))
+    from ecornn.timing import median_seconds
+    return 1e3 * median_seconds(fn, repeats, xp=cp, warmup=warmup)
 
 
 def _problem(dtype, hidden, batch, seed=0):

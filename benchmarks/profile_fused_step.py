@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from contextlib import contextmanager
@@ -106,18 +105,8 @@ def forward_tile(tile):
 
 def median_us_per_step(fn, cfg, reps, warmup):
     import cupy
-    for _ in range(warmup):
-        fn()
-    cupy.cuda.get_current_stream().synchronize()
-    times = []
-    for _ in range(reps):
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, stop))
-    return 1000.0 * statistics.median(times) / cfg.seq_len
+    from ecornn.timing import median_seconds
+    return 1e6 * median_seconds(fn, reps, xp=cupy, warmup=warmup) / cfg.seq_len
 
 
 def _host64(a, dtype):
@@ -128,6 +117,10 @@ def _host64(a, dtype):
     if dtype == "float16" and a.dtype == np.uint16:   # raw 16-bit words: decode, do not convert
         return a.view(np.float16).astype(np.float64)
     return a.astype(np.float64)
+
+
+def _max_rel(y, y_ref):
+    return float(np.max(np.abs(y - y_ref)) / max(np.max(np.abs(y_ref)), 1e-30))
 
 
 def time_config(h, b, args):
@@ -159,7 +152,7 @@ def time_config(h, b, args):
     ref_row, y_ref = run("epilogue off", epilogue=False)
     rows.append(ref_row)
     chosen_row, y = run("chosen", train=not args.no_train)
-    chosen_row["max_rel_err_vs_off"] = float(np.max(np.abs(y - y_ref)) / max(np.max(np.abs(y_ref)), 1e-30))
+    chosen_row["max_rel_err_vs_off"] = _max_rel(y, y_ref)
     rows.append(chosen_row)
     for text in args.variants.get(f"{h}x{b}", []):
         tile = parse_tile(text)
@@ -169,7 +162,7 @@ def time_config(h, b, args):
             rows.append({"H": h, "B": b, "dtype": cfg.dtype, "variant": f"fwd tile {text}",
                          "error": f"{type(exc).__name__}: {str(exc)[:120]}"})
             continue
-        row["max_rel_err_vs_off"] = float(np.max(np.abs(y - y_ref)) / max(np.max(np.abs(y_ref)), 1e-30))
+        row["max_rel_err_vs_off"] = _max_rel(y, y_ref)
         rows.append(row)
     return rows
 

@@ -79,17 +79,25 @@ def _grid_search(consts, strategy, points, space, device, training):
     return best[1]
 
 
+def _fit_persistent_inference_all(consts, measurements, device):
+    """Persistent inference constants: the tensor-core kernel's and the fp32 kernels' separately."""
+    from .planner import persistent_fit
+    points = _points(measurements, "persistent", ALL, False)
+    on_tensor_cores = [persistent_fit(c, device, False).get("mma", False) for c, _ in points]
+    mma_points = [p for p, mma in zip(points, on_tensor_cores) if mma]
+    fp32_points = [p for p, mma in zip(points, on_tensor_cores) if not mma]
+    if mma_points:
+        consts = _fit_mma_inference(consts, mma_points, device)
+    if fp32_points:
+        consts = _fit_persistent_inference(consts, fp32_points, device)
+    return consts
+
+
 def _fit_persistent_inference(consts, points, device):
     """The inference step is linear in its unknowns: solve relative least squares for
     (grid fixed µs, cluster fixed µs, 1/efficiency, µs per 1e3 H*B, µs per 1e5 H*B^2)."""
     from .planner import persistent_fit
     rows, targets = [], []
-    mma_points = [(c, us) for c, us in points if persistent_fit(c, device, False).get("mma")]
-    if mma_points:
-        consts = _fit_mma_inference(consts, mma_points, device)
-    points = [(c, us) for c, us in points if not persistent_fit(c, device, False).get("mma")]
-    if not points:
-        return consts
     for config, us in points:
         kernel = persistent_fit(config, device, False)
         cluster = kernel.get("cluster_blocks")
@@ -137,12 +145,11 @@ def _fit_mma_inference(consts, points, device):
 def fit_constants(measurements: list, device, start: costmodel.CostConstants = costmodel.DEFAULTS):
     """Fit the cost model's constants to measured µs/step (dicts with strategy, hidden, batch,
     dtype, seq_len, training, us_per_step)."""
-    consts = start
+    consts, inference_fitted = start, False
     for strategy, dtypes, training, space in SEARCH:
-        if strategy == "persistent":  # linear inference terms first, then the backward factor
-            points = _points(measurements, "persistent", ALL, False)
-            if points:
-                consts = _fit_persistent_inference(consts, points, device)
+        if strategy == "persistent" and not inference_fitted:  # linear inference terms first (once;
+            consts = _fit_persistent_inference_all(consts, measurements, device)  # they use the
+            inference_fitted = True                                # fused stages' GEMM efficiencies)
         points = _points(measurements, strategy, dtypes, training)
         if points:
             consts = _grid_search(consts, strategy, points, space, device, training)

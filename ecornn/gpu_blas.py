@@ -145,3 +145,24 @@ def matmul_rows(a, b_t, c, *, rows: int, cols: int, inner: int, lda: int, ldb: i
     """
     gemm(OP_T, OP_N, cols, rows, inner, b_t, ldb, a, lda, c, ldc, alpha=alpha, beta=beta,
          a_type=a_type, c_type=c_type, tf32=tf32, stream=stream)
+
+
+def _row_major_operand(a):
+    """(cuBLAS op, leading dimension, C-contiguous array) of a row-major matrix ``a``: as given, or
+    as the transpose of a C-contiguous one (a ``.T`` view costs no copy)."""
+    if a.flags.c_contiguous:
+        return OP_N, a.shape[1], a
+    if a.T.flags.c_contiguous:
+        return OP_T, a.shape[0], a.T
+    a = a.copy(order="C")
+    return OP_N, a.shape[1], a
+
+
+def matmul(a, b, out, *, beta=0.0, tf32=False, stream=None):
+    """Row-major fp32 ``out = a @ b + beta * out`` (``out`` C-contiguous; ``a`` and ``b`` C-contiguous
+    or transposed views of such): column-major ``out^T = b^T a^T``."""
+    op_b, ld_b, b_c = _row_major_operand(b)
+    op_a, ld_a, a_c = _row_major_operand(a)
+    gemm(op_b, op_a, b.shape[1], a.shape[0], a.shape[1], b_c, ld_b, a_c, ld_a, out, out.shape[1],
+         beta=beta, tf32=tf32, stream=stream)
+    return out

@@ -392,36 +392,14 @@ def _tf32_for(config) -> bool:
     return config.dtype in capacity.MMA_DTYPES
 
 
-def _operand(a):
-    """(cuBLAS op, leading dimension, C-contiguous array) of a row-major matrix ``a`` (as given, or
-    as the transpose of a C-contiguous one), for the column-major GEMM of gpu_blas."""
-    from ..gpu_blas import OP_N, OP_T
-    if a.flags.c_contiguous:
-        return OP_N, a.shape[1], a
-    if a.T.flags.c_contiguous:
-        return OP_T, a.shape[0], a.T
-    a = _cp().ascontiguousarray(a)
-    return OP_N, a.shape[1], a
-
-
-def _matmul_tf32(a, b, out, beta: float = 0.0):
-    """out = a @ b + beta * out (row-major fp32, ``out`` C-contiguous) on TF32 tensor cores:
-    column-major out^T = b^T a^T."""
-    from ..gpu_blas import gemm
-    op_b, ld_b, b_c = _operand(b)
-    op_a, ld_a, a_c = _operand(a)
-    gemm(op_b, op_a, b.shape[1], a.shape[0], a.shape[1], b_c, ld_b, a_c, ld_a, out, out.shape[1],
-         beta=beta, tf32=True)
-    return out
-
-
 def _matmul(a, b, out=None, *, accumulate=False, tf32=False):
     """``a @ b`` into ``out`` (new if None; added to it with accumulate=True), strict fp32 or TF32."""
     cp = _cp()
     if out is None:
         out = cp.empty((a.shape[0], b.shape[1]), cp.float32)
     if tf32:
-        return _matmul_tf32(a, b, out, beta=1.0 if accumulate else 0.0)
+        from ..gpu_blas import matmul
+        return matmul(a, b, out, beta=1.0 if accumulate else 0.0, tf32=True)
     if accumulate:
         out += a @ b
         return out
