@@ -99,7 +99,7 @@ def _recurrence_ms(config, prepared, x, h0, c0, plan):
     args = (persistent._tiles(prepared, 0, 1, plan), xw, persistent._f32(h0), persistent._f32(c0), y, hT, cT,
             persistent._null(), persistent._null(), np.int32(STEPS), np.int32(hidden), np.int32(plan.units),
             np.int32(plan.blocks_per_dir), np.int32(hidden))
-    return _median_ms(lambda: persistent._launch(plan, args))
+    return _median_ms(lambda: persistent._launch(plan, args, 1))
 
 
 def cudnn_times(dtype, hidden, batch, tf32=True, repeats=20):

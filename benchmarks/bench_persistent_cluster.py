@@ -50,7 +50,7 @@ def _kernel_only_ms(config, prepared, x, h0, c0, variant):
             np.int32(STEPS), np.int32(hidden), np.int32(plan.units))
     if variant == "cluster":
         return _median_ms(lambda: p._launch_cluster(plan, args + (np.int32(dirs * hidden),)))
-    return _median_ms(lambda: p._launch(plan, args + (np.int32(plan.blocks_per_dir), np.int32(dirs * hidden))))
+    return _median_ms(lambda: p._launch(plan, args + (np.int32(plan.blocks_per_dir), np.int32(dirs * hidden)), dirs))
 
 
 def variant_times(config, weights, x, h0, c0, variant, repeats):

@@ -23,17 +23,31 @@
 // mma_common.cuh), so a warp's tile load is 512 contiguous bytes (coalesced from global,
 // conflict-free LDS.128 from shared memory).
 //
+// v5 (TAGGED=1, the default plans): no grid barrier. The step's vector (h_t forward, dz_t backward)
+// also goes to an exchange buffer xch [D][2][B][ld] of 32-bit words, each one 16-bit value (the
+// low half: exactly the bits the mma consumes) and a 16-bit step tag (the high half). A consumer
+// polls its K-slice with relaxed gpu-scope loads until every word carries the step's tag, so the
+// data is its own flag: one L2 round trip instead of barrier arrive + barrier poll + data load.
+// Two slots (step parity) suffice: a block can only write slot s again after every block has
+// published the step after, i.e. after every block finished reading slot s. The host zeroes xch
+// before each launch; tags run 1, 2, ... so a stale word never carries the awaited tag. The
+// cooperative launch stays: it guarantees the co-residency the polling relies on. TAGGED=0
+// keeps v4's grid.sync() (the ablation).
+//
 // ecornn-persistent
-// The check lines are the capacity model's H100 plans: fwd bf16 H=1024 B=4, fp16 H=1024 B=8 and B=16,
+// The check lines are the capacity model's H100 plans (v5): fwd bf16 H=1024 B=4, fp16 H=1024 B=8 and B=16,
 // bf16 H=2048 B=4, bf16 H=100 B=3; bwd fp16 H=1024 B=8 and B=16, bf16 H=2048 B=4.
-// ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=2 -DK_TILES=4 -DREG_K_TILES=4
-// ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=16 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=3
-// ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=3 -DNWARPS=4 -DM_TILES=1 -DK_TILES=2 -DREG_K_TILES=2
-// ecornn-check: -DPASS=1 -DBF16=0 -DBATCH=8 -DNWARPS=16 -DM_TILES=1 -DK_TILES=16 -DREG_K_TILES=9
-// ecornn-check: -DPASS=1 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=1 -DK_TILES=16 -DREG_K_TILES=9
-// ecornn-check: -DPASS=1 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=1 -DK_TILES=64 -DREG_K_TILES=31
+// ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=2 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=1
+// ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=16 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=3 -DTAGGED=1
+// ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=3 -DNWARPS=4 -DM_TILES=1 -DK_TILES=2 -DREG_K_TILES=2 -DTAGGED=1
+// ecornn-check: -DPASS=1 -DBF16=0 -DBATCH=8 -DNWARPS=16 -DM_TILES=1 -DK_TILES=16 -DREG_K_TILES=9 -DTAGGED=1
+// ecornn-check: -DPASS=1 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=1 -DK_TILES=16 -DREG_K_TILES=9 -DTAGGED=1
+// ecornn-check: -DPASS=1 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=1 -DK_TILES=64 -DREG_K_TILES=31 -DTAGGED=1
+// v4's grid.sync() builds (the ablation, TAGGED=0): fwd fp16 H=1024 B=8, bwd fp16 H=1024 B=16.
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=0
+// ecornn-check: -DPASS=1 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=1 -DK_TILES=16 -DREG_K_TILES=9 -DTAGGED=0
 #include <cooperative_groups.h>
 
 #include "mma_common.cuh"
@@ -41,7 +55,12 @@
 
 namespace cg = cooperative_groups;
 
+#ifndef TAGGED
+#define TAGGED 0
+#endif
+
 constexpr bool kBf16 = BF16 != 0;
+constexpr bool kTagged = TAGGED != 0;
 constexpr int kBatch = BATCH;
 constexpr int kNTiles = (BATCH + 7) / 8;
 constexpr int kNPad = 8 * kNTiles;                 // batch padded to the mma's N
@@ -147,6 +166,88 @@ __device__ __forceinline__ void stage_vector(unsigned int* vec_s, const float* s
     __syncwarp();
 }
 
+// ---- v5: tagged exchange (see the header) ----
+// Relaxed gpu-scope accesses: coherent at L2 (no stale L1 line), and asm volatile, so a polling
+// loop really reloads.
+__device__ __forceinline__ uint4 load_relaxed(const unsigned int* p) {
+    uint4 v;
+    asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void store_relaxed(unsigned int* p, unsigned int v) {
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ void store_relaxed4(unsigned int* p, const uint4& v) {
+    asm volatile("st.relaxed.gpu.global.v4.u32 [%0], {%1, %2, %3, %4};"
+                 :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+
+// One exchange word: the 16-bit value of x (round to nearest even, as pack_pair) under the tag.
+__device__ __forceinline__ unsigned int tagged_word(float x, unsigned int tag) {
+    return (pack_pair<kBf16>(x, 0.0f) & 0xffffu) | (tag << 16);
+}
+
+// Exchange words per row: k_len rounded up to 4, so every row starts 16-byte aligned.
+__device__ __forceinline__ int exchange_ld(int k_len) { return (k_len + 3) & ~3; }
+
+// Whether the `valid` (1..4) leading words of q carry the tag (words past k_len are padding: the
+// host's zeros, never written, never awaited).
+__device__ __forceinline__ bool tagged_ready(const uint4& q, unsigned int tag, int valid) {
+    const unsigned int t = tag << 16;
+    unsigned int diff = q.x ^ t;
+    if (valid > 1) diff |= q.y ^ t;
+    if (valid > 2) diff |= q.z ^ t;
+    if (valid > 3) diff |= q.w ^ t;
+    return (diff >> 16) == 0;
+}
+
+// Polls beyond this mean a producer never published (a bug, not a slow block: ~seconds of
+// polling): trap, so the launch fails with an error instead of hanging.
+constexpr long long kMaxPolls = 1ll << 26;
+
+// stage_vector for the tagged exchange rows src[n * ld + k] (n < BATCH, k < k_len): waits until
+// every word of the warp's K-slice carries `tag`, then keeps the 16-bit halves (no conversion).
+__device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned int* src, int k_len,
+                                             unsigned int tag) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int ld = exchange_ld(k_len);
+    unsigned int* mine = vec_s + warp * kVecWordsPerWarp;
+    constexpr int quads = kWarpK / 4, count = kBatch * quads;
+    constexpr int iters = (count + 31) / 32, chunk = iters < kStageChunk ? iters : kStageChunk;
+#pragma unroll 1
+    for (int base = 0; base < iters; base += chunk) {
+        uint4 v[chunk];
+        // The whole chunk is reloaded until all of it is ready: no load address stays live across
+        // the checks (keeping them spilled the 16-warp plans).
+        for (long long polls = 0;; ++polls) {
+#pragma unroll
+            for (int j = 0; j < chunk; ++j) {
+                const int i = (base + j) * 32 + lane, n = i / quads, k = warp * kWarpK + 4 * (i % quads);
+                v[j] = i < count && k < k_len ? load_relaxed(src + (size_t)n * ld + k) : make_uint4(0, 0, 0, 0);
+            }
+            bool ready = true;
+#pragma unroll
+            for (int j = 0; j < chunk; ++j) {
+                const int i = (base + j) * 32 + lane, k = warp * kWarpK + 4 * (i % quads);
+                if (i < count && k < k_len) ready &= tagged_ready(v[j], tag, k_len - k < 4 ? k_len - k : 4);
+            }
+            if (ready) break;
+            if (polls > kMaxPolls) __trap();
+        }
+#pragma unroll
+        for (int j = 0; j < chunk; ++j) {
+            const int i = (base + j) * 32 + lane, n = i / quads, kq = 4 * (i % quads);
+            if (i < count)
+                *reinterpret_cast<uint2*>(mine + n * kVecStride + kq / 2) =
+                    make_uint2(__byte_perm(v[j].x, v[j].y, 0x5410), __byte_perm(v[j].z, v[j].w, 0x5410));
+        }
+    }
+    __syncwarp();
+}
+
 // mma of k-tile kt of the warp's slice (b0, b1 per the fragment map: n = g, k = 2c (+8); zero
 // for the batch padding n >= BATCH).
 __device__ __forceinline__ void mma_ktile(Acc& acc, const unsigned int (&a)[4],
@@ -244,15 +345,31 @@ __device__ __forceinline__ void store_partials(float* red_s, const Acc& acc) {
             }
 }
 
-// The block's product with the step's vector src (see stage_vector), left in red_s.
+// The block's product with the staged vector (stage_vector / stage_tagged), left in red_s. The
+// first barrier keeps the stores off red_s until every thread read the previous step's partials.
+__device__ __forceinline__ void staged_product(float* red_s, const unsigned int* vec_s, const RegTiles& a_reg,
+                                               const uint4* a_s) {
+    Acc acc;
+    warp_product(acc, a_reg, a_s, vec_s);
+    if constexpr (kTagged) __syncthreads();   // v4: the grid barrier orders the reads
+    store_partials(red_s, acc);
+    __syncthreads();
+}
+
+// The block's product with the step's fp32 vector src (see stage_vector), left in red_s.
 __device__ __forceinline__ void block_product(float* red_s, unsigned int* vec_s, const RegTiles& a_reg,
                                               const uint4* a_s, const float* src, int ld, int k_len,
                                               bool aligned) {
     stage_vector(vec_s, src, ld, k_len, aligned);
-    Acc acc;
-    warp_product(acc, a_reg, a_s, vec_s);
-    store_partials(red_s, acc);
-    __syncthreads();
+    staged_product(red_s, vec_s, a_reg, a_s);
+}
+
+// The same with the step's vector from the tagged exchange rows src (see stage_tagged).
+__device__ __forceinline__ void tagged_product(float* red_s, unsigned int* vec_s, const RegTiles& a_reg,
+                                               const uint4* a_s, const unsigned int* src, int k_len,
+                                               unsigned int tag) {
+    stage_tagged(vec_s, src, k_len, tag);
+    staged_product(red_s, vec_s, a_reg, a_s);
 }
 
 // One pointwise thread per (unit, batch) pair: thread u * B + b (units * B <= threads).
@@ -293,6 +410,12 @@ __device__ __forceinline__ Carve carve(uint4* smem) {
 }
 
 
+// Offset of the exchange rows [B][exchange_ld(k_len)] that step `step` (processing order) of
+// direction d publishes: slot step & 1 of xch [D][2][B][exchange_ld(k_len)].
+__device__ __forceinline__ size_t xch_rows(int d, int step, int k_len) {
+    return ((size_t)d * 2 + (step & 1)) * kBatch * exchange_ld(k_len);
+}
+
 #if PASS == 0
 // The pre-activations of (unit u, batch b): the warps' partials summed in warp order.
 __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
@@ -309,18 +432,21 @@ __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
 
 // tiles [D][blocks][NWARPS][K_TILES][M_TILES][32] uint4; xw [D][T][B][4H] (gate-interleaved,
 // biases included); h0, c0, hT, cT [D][B][H]; y [T][B][ldy] (direction d at columns d*H);
-// gates_out [D][T][B][4H] activated, cells_out [D][T][B][H] (both null at inference).
+// gates_out [D][T][B][4H] activated, cells_out [D][T][B][H] (both null at inference);
+// xch [D][2][B][exchange_ld(H)] zeroed words (TAGGED=1; unused otherwise).
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ xw,
                     const float* __restrict__ h0, const float* __restrict__ c0, float* y, float* hT,
                     float* cT, float* gates_out, float* cells_out, int T, int H, int units,
-                    int blocks_per_dir, int ldy, int dir0) {
+                    int blocks_per_dir, int ldy, int dir0, unsigned int* xch) {
     extern __shared__ __align__(16) uint4 smem[];
     const Carve s = carve(smem);
     const Slot p = slot_of(H, units, blocks_per_dir, dir0);
     RegTiles a_reg;
     load_tiles(a_reg, s.a, tiles, p.tile);
     float c = p.active ? c0[p.state_at] : 0.0f;   // cell state stays in this thread's register
+    if (kTagged && p.active)   // h0 is "step -1": slot 1, tag 1 (h_t of step t gets tag t + 2)
+        store_relaxed(xch + xch_rows(p.d, -1, H) + (size_t)p.b * exchange_ld(H) + p.j, tagged_word(h0[p.state_at], 1u));
     const bool aligned = H % 4 == 0;              // then every row of h0 / y starts 16-byte aligned
     __syncthreads();
     cg::grid_group grid = cg::this_grid();
@@ -331,7 +457,9 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         // Issued now, used after the product: the load's latency hides behind it.
         float4 xz = make_float4(0.f, 0.f, 0.f, 0.f);
         if (p.active) xz = __ldg(reinterpret_cast<const float4*>(xw + row * G + 4 * (size_t)p.j));
-        if (step == 0) {
+        if constexpr (kTagged) {   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1
+            tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.d, step - 1, H), H, (step + 1) & 0xffffu);
+        } else if (step == 0) {
             block_product(s.red, s.vec, a_reg, s.a, h0 + (size_t)p.d * kBatch * H, H, H, aligned);
         } else {
             const int tp = p.reverse ? t + 1 : t - 1;
@@ -345,6 +473,9 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
             c = gf * c + gi * gg;
             const float h = go * tanhf(c);
             y[((size_t)t * kBatch + p.b) * ldy + (size_t)p.d * H + p.j] = h;
+            if (kTagged && step + 1 < T)
+                store_relaxed(xch + xch_rows(p.d, step, H) + (size_t)p.b * exchange_ld(H) + p.j,
+                              tagged_word(h, (step + 2) & 0xffffu));
             if (gates_out != nullptr) {
                 *reinterpret_cast<float4*>(gates_out + row * G + 4 * (size_t)p.j) = make_float4(gi, gf, gg, go);
                 cells_out[row * H + p.j] = c;
@@ -354,7 +485,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
                 cT[p.state_at] = c;
             }
         }
-        grid.sync();   // also orders this step's reads of red before the next step's stores
+        if constexpr (!kTagged) grid.sync();   // also orders this step's reads of red before the next stores
     }
 }
 #else
@@ -368,13 +499,14 @@ __device__ __forceinline__ float unit_sum(const float* red_s, int u, int b) {
 
 // tiles: packed W_hh^T rows (unit j's column of the gate-interleaved W_hh, K = 4H);
 // dy [T][B][ldy] (direction d at columns d*H); gates [D][T][B][4H] activated, cells [D][T][B][H];
-// c0, dhT, dcT, dh0, dc0 [D][B][H]; dz [D][T][B][4H] gate-interleaved output.
+// c0, dhT, dcT, dh0, dc0 [D][B][H]; dz [D][T][B][4H] gate-interleaved output;
+// xch [D][2][B][4H] zeroed words (TAGGED=1; unused otherwise).
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ dy,
                     const float* __restrict__ gates, const float* __restrict__ cells,
                     const float* __restrict__ c0, const float* __restrict__ dhT,
                     const float* __restrict__ dcT, float* dz, float* dh0, float* dc0, int T, int H,
-                    int units, int blocks_per_dir, int ldy, int dir0) {
+                    int units, int blocks_per_dir, int ldy, int dir0, unsigned int* xch) {
     extern __shared__ __align__(16) uint4 smem[];
     const Carve s = carve(smem);
     const Slot p = slot_of(H, units, blocks_per_dir, dir0);
@@ -400,12 +532,23 @@ persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ d
             const float4 out = make_float4(dc * gg * gi * (1.0f - gi), dc * in.c_prev * gf * (1.0f - gf),
                                            dc * gi * (1.0f - gg * gg), dh * tc * go * (1.0f - go));
             *reinterpret_cast<float4*>(dz + (((size_t)p.d * T + t) * kBatch + p.b) * G + 4 * (size_t)p.j) = out;
+            if constexpr (kTagged) {   // iteration T-1-step publishes with tag T-step
+                const unsigned int tag = (T - step) & 0xffffu;
+                store_relaxed4(xch + xch_rows(p.d, T - 1 - step, (int)G) + (size_t)p.b * G + 4 * (size_t)p.j,
+                               make_uint4(tagged_word(out.x, tag), tagged_word(out.y, tag),
+                                          tagged_word(out.z, tag), tagged_word(out.w, tag)));
+            }
             dc_next = dc * gf;
             if (step > 0)
                 in = load_bwd_inputs<kBatch>(gates, cells, c0, dy, p.d, T, H, ldy, step - 1, p.reverse, p.b, p.j);
         }
-        grid.sync();   // dz_t of every block is written; also orders red reads before the next stores
-        block_product(s.red, s.vec, a_reg, s.a, dz + ((size_t)p.d * T + t) * kBatch * G, (int)G, (int)G, true);
+        if constexpr (kTagged) {
+            tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.d, T - 1 - step, (int)G), (int)G,
+                           (T - step) & 0xffffu);
+        } else {
+            grid.sync();   // dz_t of every block is written; also orders red reads before the next stores
+            block_product(s.red, s.vec, a_reg, s.a, dz + ((size_t)p.d * T + t) * kBatch * G, (int)G, (int)G, true);
+        }
         if (p.active) dh_rec = unit_sum(s.red, p.u, p.b);
     }
     if (p.active) {

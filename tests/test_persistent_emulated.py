@@ -87,7 +87,7 @@ def emulate_backward(plan, args, dir0):
         dh0[d], dc0[d] = dh_next, dc_next
 
 
-def _emulated_launch(plan, args):
+def _emulated_launch(plan, args, directions=1):
     for launch in range(plan.launches):
         run = emulate_forward if plan.pass_name == "forward" else emulate_backward
         run(plan, args, launch)

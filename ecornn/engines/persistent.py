@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from dataclasses import dataclass, field
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -39,6 +40,7 @@ from ..layouts import gate_deinterleave, gate_interleave
 from ..layouts.persistent import pack_block_rows, pack_mma_fragments
 from ..weights import LayerWeights, slot
 from . import persistent_capacity as capacity
+from . import persistent_graph
 
 name = "persistent"
 device = "gpu"
@@ -51,6 +53,7 @@ VARIANTS = ("auto", "grid", "cluster", "mma")
 MAX_CLUSTER = 16         # 16 needs CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (set below)
 AUTO_MAX_CLUSTER = 8     # "auto" skips 16-block plans: H=512 B=4 measured slower than the grid (H200)
 _NON_PORTABLE_CLUSTER_ATTR = 14  # CUfunction_attribute value in cuda.h (CUDA 12/13)
+TAGGED_EXCHANGE = True   # tensor-core kernels exchange tagged h/dz instead of grid.sync() (v5)
 last_kinds: dict = {}    # pass -> kernel kind ("grid", "cluster", "mma") of the latest call (tests, benchmarks)
 
 
@@ -99,9 +102,13 @@ def _plans_for(props_items: tuple, config, training: bool, variant: str) -> dict
 
 def _plans(config, training: bool, variant: str = "auto") -> dict:
     """Capacity plans of a call, cached per (device, config, training, variant): planning is
-    Python work. "auto": tensor-core plans for 16-bit dtypes where they fit, else grid plans."""
+    Python work. "auto": tensor-core plans for 16-bit dtypes where they fit, else grid plans.
+    With TAGGED_EXCHANGE off the tensor-core plans synchronise with grid.sync() (v4, the ablation)."""
     props = _props()
-    return _plans_for(tuple(sorted(props.items())), config, training, variant)
+    plans = _plans_for(tuple(sorted(props.items())), config, training, variant)
+    if TAGGED_EXCHANGE:
+        return plans
+    return {k: replace(p, tagged=False) if p.kind == "mma" else p for k, p in plans.items()}
 
 
 def plans_for(config, training: bool = False, variant: str = "auto") -> dict:
@@ -125,6 +132,7 @@ class PersistentWeights:
     slots: list                                   # PreparedLayer per (layer, direction)
     tiles: dict = field(default_factory=dict)     # (layer, pass, kind, tile shape) -> packed [D, ...]
     dtype: str = "float32"                        # storage dtype (the mma kernel's 16-bit format)
+    graphs: OrderedDict = field(default_factory=OrderedDict)  # inference forwards (persistent_graph)
 
 
 def prepare(config, weights) -> PersistentWeights:
@@ -243,12 +251,17 @@ def _built_plans(config, training: bool, variant: str) -> dict:
     return plans
 
 
-def _launch(plan, args_before_dir: tuple):
-    """Launch ``plan``'s kernel once per direction group (dir0 is the last argument)."""
+def _launch(plan, args_before_dir: tuple, directions: int):
+    """Launch ``plan``'s kernel once per direction group (dir0 follows ``args_before_dir``; the
+    tagged mma kernels take their zeroed exchange buffer last)."""
     cp = _cp()
     final, kern = _kernel(plan, cp.cuda.Device().id)
+    tail = ()
+    if final.kind == "mma":
+        exchange = cp.zeros(final.exchange_shape(directions), cp.uint32) if final.tagged else None
+        tail = (exchange if exchange is not None else _null(),)
     for launch in range(final.launches):
-        kern((final.grid,), (final.threads,), args_before_dir + (np.int32(launch),),
+        kern((final.grid,), (final.threads,), args_before_dir + (np.int32(launch),) + tail,
              shared_mem=final.smem_bytes)
 
 
@@ -426,6 +439,31 @@ def _output(shape):
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
             variant="auto"):
+    """Inference with prepared weights replays a CUDA graph from the second call on
+    (persistent_graph); everything else runs eagerly."""
+    if training:
+        return _forward_eager(config, x, weights, h0, c0, training=True, dropout=dropout, rng=rng,
+                              prepared=prepared, variant=variant)
+    mode = (variant, TAGGED_EXCHANGE)
+    entry = persistent_graph.replay(prepared, config, mode, x, h0, c0)
+    if entry is not None:
+        last_kinds.clear()
+        last_kinds["forward"] = entry.kind
+        return (*persistent_graph.copies(entry), None)
+    result = _forward_eager(config, x, weights, h0, c0, prepared=prepared, variant=variant)
+
+    def rerun(x_, h0_, c0_):
+        out = _forward_eager(config, x_, weights, h0_, c0_, prepared=prepared, variant=variant)
+        return (*out[:3], last_kinds["forward"])
+    kinds = dict(last_kinds)
+    persistent_graph.capture(prepared, config, mode, x, h0, c0, rerun)
+    last_kinds.clear()
+    last_kinds.update(kinds)
+    return result
+
+
+def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
+                   variant="auto"):
     cp = _cp()
     _check_dtype(config)
     cluster = _cluster_choice(config, training, variant)       # NotSupported before any launch
@@ -457,7 +495,7 @@ def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None
         if fwd is cluster:
             _launch_cluster(fwd, args + (np.int32(dirs * hidden),))
         else:
-            _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)))
+            _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs)
         if training:
             reserve.layers.append(LayerSave(layer_in, y, gates, cells))
         layer_in = y
@@ -514,7 +552,7 @@ def backward(reserve: PersistentReserve, dy, dhT, dcT):
             _tiles(reserve.weights, layer, dirs, plan), cp.ascontiguousarray(d_out), save.gates, save.cells,
             reserve.c0[states], dhT[states], dcT[states], dz, dh0[states], dc0[states],
             np.int32(steps), np.int32(hidden), np.int32(plan.units), np.int32(plan.blocks_per_dir),
-            np.int32(dirs * hidden)))
+            np.int32(dirs * hidden)), dirs)
         d_in = cp.zeros((steps * batch, save.layer_input.shape[-1]), cp.float32)
         for d in range(dirs):
             s = s0 + d

@@ -413,6 +413,7 @@ class MmaPlan(_PassGeometry):
     reg_k_tiles: int
     regs_per_thread: int    # estimate; the compiled kernel reports the real count
     smem_bytes: int
+    tagged: bool = True     # v5 tagged exchange between steps (False: v4's grid.sync, the ablation)
 
     kind = "mma"
     kernel_file = "persistent_mma.cu"
@@ -441,7 +442,13 @@ class MmaPlan(_PassGeometry):
         """Compile-time constants of kernels/persistent_mma.cu."""
         return {"PASS": 0 if self.pass_name == "forward" else 1, "BF16": int(self.dtype == "bfloat16"),
                 "BATCH": self.batch, "NWARPS": self.warps, "M_TILES": self.m_tiles,
-                "K_TILES": self.k_tiles, "REG_K_TILES": self.reg_k_tiles}
+                "K_TILES": self.k_tiles, "REG_K_TILES": self.reg_k_tiles, "TAGGED": int(self.tagged)}
+
+    def exchange_shape(self, directions: int) -> tuple:
+        """uint32 words of the tagged exchange buffer [D][2][B][row] the kernel polls (row: the
+        step's vector, H rounded up to 4 forward, 4H backward); zeroed before each launch."""
+        row = -(-self.hidden // 4) * 4 if self.pass_name == "forward" else 4 * self.hidden
+        return (directions, 2, self.batch, row)
 
     def describe(self) -> str:
         return (f"{self.pass_name} (tensor cores, {self.dtype}): {self.grid} blocks x {self.threads} threads, "

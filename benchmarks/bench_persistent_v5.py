@@ -1,0 +1,123 @@
+"""Benchmark of `persistent` v5 against v4 and torch.nn.LSTM (cuDNN) in the same process.
+
+v5 = the tagged exchange of the tensor-core kernels (no grid barrier) + CUDA-graph replay of
+inference forwards. Per row (T=256, 1 layer, input=hidden, random non-zero inputs, CUDA events,
+median): forward µs/step of the whole call (graph replay, and eager), the kernel alone with the
+tagged exchange and with v4's grid.sync(); fwd+bwd ms with either exchange; cuDNN (PyTorch
+defaults) forward µs/step and fwd+bwd ms; the issue's target.
+
+    python benchmarks/bench_persistent_v5.py OUT_DIR [--repeats N]
+Writes OUT_DIR/persistent_v5_bench.{json,md}.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_persistent import STEPS, TARGETS, _median_ms, _problem, _recurrence_ms, bench_meta, cudnn_times  # noqa: E402
+
+ROWS = [("bfloat16", 1024, 4), ("float16", 1024, 8), ("float16", 1024, 16), ("bfloat16", 2048, 4),
+        ("float16", 1024, 1), ("bfloat16", 512, 4),
+        ("float32", 256, 1), ("float32", 512, 4), ("float32", 1024, 4), ("float32", 1024, 8)]
+
+
+def _train_ms(config, weights, x, h0, c0, prepared, repeats):
+    import cupy as cp
+    from ecornn.engines import persistent
+    dy = cp.asarray(np.random.default_rng(1).standard_normal(config.output_shape, dtype=np.float32)).astype(x.dtype)
+    zeros = cp.zeros(config.state_shape, x.dtype)
+
+    def train():
+        res = persistent.forward(config, x, weights, h0, c0, training=True, prepared=prepared)
+        persistent.backward(res[3], dy, zeros, zeros)
+    return _median_ms(train, max(5, repeats // 2))
+
+
+def measure(dtype, hidden, batch, repeats):
+    from ecornn.engines import persistent, persistent_graph
+    config, weights, x, h0, c0 = _problem(dtype, hidden, batch, seed=hidden + batch)
+    prepared = persistent.prepare(config, weights)
+    fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
+    out = {"graph_fwd_us": _median_ms(fwd, repeats) * 1e3 / STEPS, "kind": persistent.last_kinds.get("forward"),
+           "graph_captured": len(prepared.graphs) > 0, "capture_errors": dict(persistent_graph.capture_errors)}
+    persistent_graph.ENABLED = False
+    out["eager_fwd_us"] = _median_ms(fwd, repeats) * 1e3 / STEPS
+    persistent_graph.ENABLED = True
+    plan = persistent.plans_for(config, False)["forward"]
+    out["kernel_us"] = _recurrence_ms(config, prepared, x, h0, c0, plan) * 1e3 / STEPS
+    if plan.kind == "mma":
+        out["kernel_grid_sync_us"] = _recurrence_ms(config, prepared, x, h0, c0,
+                                                    replace(plan, tagged=False)) * 1e3 / STEPS
+    try:
+        out["train_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
+        if plan.kind == "mma":
+            persistent.TAGGED_EXCHANGE = False
+            out["train_grid_sync_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
+    except Exception as exc:  # NotSupported or a failure: recorded, never hidden
+        out["train_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+    finally:
+        persistent.TAGGED_EXCHANGE = True
+    return out
+
+
+def row(dtype, hidden, batch, repeats):
+    entry = {"dtype": dtype, "hidden": hidden, "batch": batch, "steps": STEPS,
+             "target_us": TARGETS.get((dtype, hidden, batch))}
+    try:
+        entry.update(measure(dtype, hidden, batch, repeats))
+    except Exception as exc:
+        entry["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    try:
+        entry["cudnn_us"], entry["cudnn_train_ms"] = cudnn_times(dtype, hidden, batch, True, repeats)
+    except Exception as exc:
+        entry["cudnn_error"] = f"{type(exc).__name__}: {exc}"
+    return entry
+
+
+def _fmt(v, spec=".2f"):
+    return "-" if v is None else format(v, spec)
+
+
+def markdown(rows):
+    head = ("| dtype | H | B | fwd µs/step (graph) | eager | kernel tagged | kernel grid.sync | target | "
+            "cuDNN fwd | fwd+bwd ms tagged | grid.sync | cuDNN fwd+bwd | fwd vs cuDNN | fwd+bwd vs cuDNN |")
+    lines = [head, "|" + "---|" * 14]
+    for r in rows:
+        g, c, t, ct = r.get("graph_fwd_us"), r.get("cudnn_us"), r.get("train_ms"), r.get("cudnn_train_ms")
+        lines.append("| " + " | ".join([
+            r["dtype"], str(r["hidden"]), str(r["batch"]), _fmt(g), _fmt(r.get("eager_fwd_us")),
+            _fmt(r.get("kernel_us")), _fmt(r.get("kernel_grid_sync_us")), _fmt(r.get("target_us"), ".1f"),
+            _fmt(c), _fmt(t), _fmt(r.get("train_grid_sync_ms")), _fmt(ct),
+            _fmt(c / g if g and c else None) + "x", _fmt(ct / t if t and ct else None) + "x"]) + " |")
+        for key in ("error", "train_error", "cudnn_error"):
+            if key in r:
+                lines.append(f"|  | {key}: {r[key]} |" + " |" * 12)
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out")
+    parser.add_argument("--repeats", type=int, default=10)
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    meta = bench_meta()
+    rows = []
+    for dtype, hidden, batch in ROWS:
+        rows.append(row(dtype, hidden, batch, args.repeats))
+        print(json.dumps(rows[-1], default=str), flush=True)
+        (out / "persistent_v5_bench.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, default=str))
+    table = markdown(rows)
+    (out / "persistent_v5_bench.md").write_text(f"Device: {meta['device'].get('name')}\n\n" + table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

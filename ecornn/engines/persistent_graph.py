@@ -1,0 +1,112 @@
+"""Inference forwards of the `persistent` strategy replayed from CUDA graphs.
+
+A persistent forward issues about a dozen small operations around its one long kernel (casts, the
+input-projection GEMM, the bias, the exchange buffer's memset, the output casts). Issued from
+Python they cost ~150 us per call, during which the GPU mostly waits (0.6-1.6 us per step at
+T=256; notes_persistent.md, v4). Here the second inference call with the same prepared weights and
+configuration captures them once into a CUDA graph, and later calls copy their inputs into the
+graph's own input buffers, replay it, and return copies of its outputs (never the graph's buffers:
+the next replay overwrites those).
+
+Everything the captured forward allocates comes from a memory pool of its own that lives as long
+as the graph, so no buffer the graph uses can be handed to anyone else. Training-mode forwards are
+not captured: their reserve must outlive the call. Where capture fails (e.g. a driver that cannot
+capture cooperative launches), the configuration stays eager, and the reason is recorded.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict  # noqa: F401 - the type of PersistentWeights.graphs
+from dataclasses import dataclass
+
+ENABLED = True       # benchmarks and tests switch it off to time or test the eager path
+MAX_GRAPHS = 4       # per prepared weights: each graph holds its own buffers
+capture_errors: dict = {}   # key -> why capture failed (the call ran eagerly)
+
+
+@dataclass
+class ForwardGraph:
+    graph: object
+    pool: object        # cupy MemoryPool: every buffer the graph touches
+    inputs: tuple       # (x, h0, c0) in the caller's dtypes
+    outputs: tuple      # (output, hT, cT)
+    kind: str           # the forward kernel kind the graph runs
+
+
+def _cp():
+    import cupy
+    return cupy
+
+
+def _key(config, mode, x, h0, c0) -> tuple:
+    return (config.key(), mode, _cp().cuda.Device().id, x.dtype.str, h0.dtype.str, c0.dtype.str)
+
+
+def _graphs(prepared) -> OrderedDict:
+    return prepared.graphs   # PersistentWeights.graphs: the graphs live and die with the weights
+
+
+def _wanted(prepared, x) -> bool:
+    """Graphs need prepared weights and CuPy arrays (the CPU emulation tests run NumPy)."""
+    return ENABLED and prepared is not None and type(x).__module__.startswith("cupy")
+
+
+def replay(prepared, config, mode, x, h0, c0):
+    """The outputs of a replayed forward, or None when this call must run eagerly (first call of
+    a configuration, capture off or failed). Ordered on the caller's current stream."""
+    if not _wanted(prepared, x) or not prepared.graphs:
+        return None
+    entry = _graphs(prepared).get(_key(config, mode, x, h0, c0))
+    if entry is None:
+        return None
+    cp = _cp()
+    for dst, src in zip(entry.inputs, (x, h0, c0)):
+        cp.copyto(dst, src)
+    entry.graph.launch(stream=cp.cuda.get_current_stream())
+    _graphs(prepared).move_to_end(_key(config, mode, x, h0, c0))
+    return entry
+
+
+def capture(prepared, config, mode, x, h0, c0, run_eager) -> None:
+    """Capture ``run_eager(x, h0, c0) -> (output, hT, cT, kind)`` into a graph for later calls
+    (called after an eager call of the same configuration: modules are compiled, cuBLAS warm).
+    Nothing runs now; a failure leaves the configuration eager."""
+    if not _wanted(prepared, x):
+        return
+    key = _key(config, mode, x, h0, c0)
+    graphs = _graphs(prepared)
+    if key in graphs or key in capture_errors:
+        return
+    cp = _cp()
+    pool = cp.cuda.MemoryPool()
+    stream = cp.cuda.Stream(non_blocking=True)
+    with cp.cuda.using_allocator(pool.malloc):
+        inputs = tuple(cp.empty(a.shape, a.dtype) for a in (x, h0, c0))
+        with stream:
+            stream.begin_capture()
+            try:
+                *outputs, kind = run_eager(*inputs)
+            except Exception as exc:  # noqa: BLE001 - recorded; the call path stays eager
+                _abandon(stream)
+                capture_errors[key] = f"{type(exc).__name__}: {exc}"
+                return
+            try:
+                graph = stream.end_capture()
+            except Exception as exc:  # noqa: BLE001
+                capture_errors[key] = f"{type(exc).__name__}: {exc}"
+                return
+    if len(graphs) >= MAX_GRAPHS:
+        graphs.popitem(last=False)
+    graphs[key] = ForwardGraph(graph, pool, inputs, tuple(outputs), kind)
+
+
+def _abandon(stream) -> None:
+    """End a capture that failed half-way (the partial graph is dropped)."""
+    try:
+        stream.end_capture()
+    except Exception:  # noqa: BLE001 - the capture is already invalid; nothing to keep
+        pass
+
+
+def copies(entry: ForwardGraph) -> tuple:
+    """The replay's outputs as arrays of the caller's own (the next replay rewrites the graph's)."""
+    return tuple(a.copy() for a in entry.outputs)

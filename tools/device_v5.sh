@@ -1,0 +1,39 @@
+#!/bin/bash
+# One device visit for persistent v5 (tagged exchange + graph replay): the v5 GPU tests, the whole
+# GPU suite, compute-sanitizer on a small tagged config, then the v5 benchmark. Logs under $OUT/v5/.
+set -u
+OUT=${OUT:-/tmp/v5_out}
+LOG="$OUT/v5"
+mkdir -p "$LOG"
+source benchmarks/device_setup.sh
+{
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv
+  python3 -c "import cupy, torch; print('cupy', cupy.__version__, 'torch', torch.__version__, 'cudnn', torch.backends.cudnn.version())"
+} > "$LOG/device.txt" 2>&1
+cat "$LOG/device.txt"
+run_tests() {  # name timeout pytest-args...
+  local name=$1 limit=$2; shift 2
+  (cd /tmp && timeout "$limit" python3 -m pytest -q -m gpu -rfEs --durations=10 --import-mode=append \
+    -p no:cacheprovider --rootdir "$REPO" "$@" 2>&1 | tail -60) > "$LOG/$name.log"
+  tail -${TAIL:-25} "$LOG/$name.log"
+}
+if [ "${PARTS:-tests sanitizer bench}" != "${PARTS/tests/}" ]; then
+  run_tests v5_tests ${V5_TIMEOUT:-150} -x "$REPO/tests/test_persistent_v5_gpu.py"
+  run_tests gpu_suite ${SUITE_TIMEOUT:-240} "$REPO/tests" --deselect "$REPO/tests/test_persistent_v5_gpu.py" ${SUITE_K:+-k "$SUITE_K"}
+fi
+if [ "${PARTS:-tests sanitizer bench}" != "${PARTS/sanitizer/}" ]; then
+  {
+    for tool in memcheck racecheck; do
+      echo "== compute-sanitizer --tool $tool"
+      timeout ${SAN_TIMEOUT:-40} compute-sanitizer --tool $tool --error-exitcode 9 \
+        python3 benchmarks/persistent_mma_small_run.py 2>&1 | tail -8
+      echo "exit: ${PIPESTATUS[0]}"
+    done
+  } > "$LOG/sanitizer.log" 2>&1
+  cat "$LOG/sanitizer.log"
+fi
+if [ "${PARTS:-tests sanitizer bench}" != "${PARTS/bench/}" ]; then
+  timeout ${BENCH_TIMEOUT:-150} python3 benchmarks/bench_persistent_v5.py "$LOG" --repeats ${REPEATS:-10} \
+    2>&1 | tail -30 > "$LOG/bench.log"
+  cat "$LOG/bench.log"
+fi
