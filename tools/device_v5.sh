@@ -19,7 +19,7 @@ run_tests() {  # name timeout pytest-args...
 }
 if [ "${PARTS:-tests sanitizer bench}" != "${PARTS/tests/}" ]; then
   run_tests v5_tests ${V5_TIMEOUT:-150} -x "$REPO/tests/test_persistent_v5_gpu.py"
-  run_tests gpu_suite ${SUITE_TIMEOUT:-240} "$REPO/tests" --deselect "$REPO/tests/test_persistent_v5_gpu.py" ${SUITE_K:+-k "$SUITE_K"}
+  [ -n "${SKIP_SUITE:-}" ] || run_tests gpu_suite ${SUITE_TIMEOUT:-240} "$REPO/tests" --deselect "$REPO/tests/test_persistent_v5_gpu.py" ${SUITE_K:+-k "$SUITE_K"}
 fi
 if [ "${PARTS:-tests sanitizer bench}" != "${PARTS/sanitizer/}" ]; then
   {
