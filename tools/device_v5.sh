@@ -4,6 +4,7 @@
 set -u
 OUT=${OUT:-/tmp/v5_out}
 LOG="$OUT/v5"
+PARTS=${PARTS:-tests sanitizer bench}
 mkdir -p "$LOG"
 source benchmarks/device_setup.sh
 {
@@ -17,11 +18,11 @@ run_tests() {  # name timeout pytest-args...
     -p no:cacheprovider --rootdir "$REPO" "$@" 2>&1 | tail -60) > "$LOG/$name.log"
   tail -${TAIL:-25} "$LOG/$name.log"
 }
-if [ "${PARTS:-tests sanitizer bench}" != "${PARTS/tests/}" ]; then
+if [ "$PARTS" != "${PARTS/tests/}" ]; then
   run_tests v5_tests ${V5_TIMEOUT:-150} -x "$REPO/tests/test_persistent_v5_gpu.py"
   [ -n "${SKIP_SUITE:-}" ] || run_tests gpu_suite ${SUITE_TIMEOUT:-240} "$REPO/tests" --deselect "$REPO/tests/test_persistent_v5_gpu.py" ${SUITE_K:+-k "$SUITE_K"}
 fi
-if [ "${PARTS:-tests sanitizer bench}" != "${PARTS/sanitizer/}" ]; then
+if [ "$PARTS" != "${PARTS/sanitizer/}" ]; then
   {
     for tool in memcheck racecheck; do
       echo "== compute-sanitizer --tool $tool"
@@ -32,7 +33,7 @@ if [ "${PARTS:-tests sanitizer bench}" != "${PARTS/sanitizer/}" ]; then
   } > "$LOG/sanitizer.log" 2>&1
   cat "$LOG/sanitizer.log"
 fi
-if [ "${PARTS:-tests sanitizer bench}" != "${PARTS/bench/}" ]; then
+if [ "$PARTS" != "${PARTS/bench/}" ]; then
   timeout ${BENCH_TIMEOUT:-150} python3 benchmarks/bench_persistent_v5.py "$LOG" --repeats ${REPEATS:-10} \
     2>&1 | tail -30 > "$LOG/bench.log"
   cat "$LOG/bench.log"
