@@ -93,13 +93,15 @@ def _recurrence_ms(config, prepared, x, h0, c0, plan):
     import cupy as cp
     from ecornn.engines import persistent
     hidden, batch = config.hidden_size, config.batch
-    xw = persistent._input_projections(persistent._f32(x), prepared.slots[0:1])
+    mma = plan.kind == "mma"   # the mma kernel adds the biases itself
+    xw = persistent._input_projections(persistent._f32(x), prepared.slots[0:1], with_bias=not mma)
     y = cp.empty((STEPS, batch, hidden), cp.float32)
     hT, cT = cp.empty((1, batch, hidden), cp.float32), cp.empty((1, batch, hidden), cp.float32)
     args = (persistent._tiles(prepared, 0, 1, plan), xw, persistent._f32(h0), persistent._f32(c0), y, hT, cT,
             persistent._null(), persistent._null(), np.int32(STEPS), np.int32(hidden), np.int32(plan.units),
             np.int32(plan.blocks_per_dir), np.int32(hidden))
-    return _median_ms(lambda: persistent._launch(plan, args, 1))
+    bias = persistent._biases(prepared, 0, 1) if mma else None
+    return _median_ms(lambda: persistent._launch(plan, args, 1, bias))
 
 
 def cudnn_times(dtype, hidden, batch, tf32=True, repeats=20):

@@ -220,22 +220,28 @@ __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned
 #pragma unroll 1
     for (int base = 0; base < iters; base += chunk) {
         uint4 v[chunk];
-        // The whole chunk is reloaded until all of it is ready: no load address stays live across
-        // the checks (keeping them spilled the 16-warp plans).
+        // Load the chunk; while some of it is stale, spin on the lane's first stale quad alone
+        // (16 B per lane, not the chunk: at B=16 whole-chunk polls from every warp saturated L2,
+        // measured on the H100), then reload the chunk. Addresses are recomputed, not kept live
+        // (keeping them spilled the 16-warp plans).
         for (long long polls = 0;; ++polls) {
 #pragma unroll
             for (int j = 0; j < chunk; ++j) {
                 const int i = (base + j) * 32 + lane, n = i / quads, k = warp * kWarpK + 4 * (i % quads);
                 v[j] = i < count && k < k_len ? load_relaxed(src + (size_t)n * ld + k) : make_uint4(0, 0, 0, 0);
             }
-            bool ready = true;
+            int stale = -1;
 #pragma unroll
-            for (int j = 0; j < chunk; ++j) {
+            for (int j = chunk - 1; j >= 0; --j) {
                 const int i = (base + j) * 32 + lane, k = warp * kWarpK + 4 * (i % quads);
-                if (i < count && k < k_len) ready &= tagged_ready(v[j], tag, k_len - k < 4 ? k_len - k : 4);
+                if (i < count && k < k_len && !tagged_ready(v[j], tag, k_len - k < 4 ? k_len - k : 4)) stale = j;
             }
-            if (ready) break;
-            if (polls > kMaxPolls) __trap();
+            if (stale < 0) break;
+            const int i = (base + stale) * 32 + lane, k = warp * kWarpK + 4 * (i % quads);
+            const unsigned int* q = src + (size_t)(i / quads) * ld + k;
+            const int valid = k_len - k < 4 ? k_len - k : 4;
+            while (!tagged_ready(load_relaxed(q), tag, valid))
+                if (++polls > kMaxPolls) __trap();
         }
 #pragma unroll
         for (int j = 0; j < chunk; ++j) {
@@ -320,6 +326,17 @@ __device__ __forceinline__ void warp_product(Acc& acc, const RegTiles& a_reg, co
                 acc[mt][nt][i] = sum;
             }
 }
+
+// Gate nonlinearities on the hardware tanh (MUFU.TANH, relative error ~2^-11): this kernel's values
+// are 16-bit (h and dz are exchanged as fp16/bf16, y is returned as such), so the accurate expf /
+// tanhf of the fp32 kernels buy nothing here and sit on every step's critical path.
+__device__ __forceinline__ float tanh_fast(float x) {
+    float y;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+__device__ __forceinline__ float sigmoid_fast(float x) { return fmaf(0.5f, tanh_fast(0.5f * x), 0.5f); }
 
 // Shared-memory index of the partial of (padded row, padded batch column) from warp `warp`.
 __device__ __forceinline__ int partial_index(int warp, int row, int col) {
@@ -431,32 +448,38 @@ __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
 }
 
 // tiles [D][blocks][NWARPS][K_TILES][M_TILES][32] uint4; xw [D][T][B][4H] (gate-interleaved,
-// biases included); h0, c0, hT, cT [D][B][H]; y [T][B][ldy] (direction d at columns d*H);
+// without biases); bias [D][4H] (b_ih + b_hh, gate-interleaved); h0, c0, hT, cT [D][B][H]; y [T][B][ldy] (direction d at columns d*H);
 // gates_out [D][T][B][4H] activated, cells_out [D][T][B][H] (both null at inference);
 // xch [D][2][B][exchange_ld(H)] zeroed words (TAGGED=1; unused otherwise).
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ xw,
                     const float* __restrict__ h0, const float* __restrict__ c0, float* y, float* hT,
                     float* cT, float* gates_out, float* cells_out, int T, int H, int units,
-                    int blocks_per_dir, int ldy, int dir0, unsigned int* xch) {
+                    int blocks_per_dir, int ldy, int dir0, unsigned int* xch, const float* __restrict__ bias) {
     extern __shared__ __align__(16) uint4 smem[];
     const Carve s = carve(smem);
     const Slot p = slot_of(H, units, blocks_per_dir, dir0);
     RegTiles a_reg;
     load_tiles(a_reg, s.a, tiles, p.tile);
     float c = p.active ? c0[p.state_at] : 0.0f;   // cell state stays in this thread's register
+    const size_t G = 4 * (size_t)H;
+    // The unit's 4 gate biases, added here rather than to all of xw by a kernel of its own.
+    const float4 b4 = p.active ? __ldg(reinterpret_cast<const float4*>(bias + p.d * G + 4 * (size_t)p.j))
+                               : make_float4(0.f, 0.f, 0.f, 0.f);
     if (kTagged && p.active)   // h0 is "step -1": slot 1, tag 1 (h_t of step t gets tag t + 2)
         store_relaxed(xch + xch_rows(p.d, -1, H) + (size_t)p.b * exchange_ld(H) + p.j, tagged_word(h0[p.state_at], 1u));
     const bool aligned = H % 4 == 0;              // then every row of h0 / y starts 16-byte aligned
     __syncthreads();
     cg::grid_group grid = cg::this_grid();
-    const size_t G = 4 * (size_t)H;
     for (int step = 0; step < T; ++step) {
         const int t = p.reverse ? T - 1 - step : step;
         const size_t row = ((size_t)p.d * T + t) * kBatch + p.b;
         // Issued now, used after the product: the load's latency hides behind it.
-        float4 xz = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (p.active) xz = __ldg(reinterpret_cast<const float4*>(xw + row * G + 4 * (size_t)p.j));
+        float4 xz = b4;
+        if (p.active) {
+            const float4 x4 = __ldg(reinterpret_cast<const float4*>(xw + row * G + 4 * (size_t)p.j));
+            xz = make_float4(x4.x + b4.x, x4.y + b4.y, x4.z + b4.z, x4.w + b4.w);
+        }
         if constexpr (kTagged) {   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1
             tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.d, step - 1, H), H, (step + 1) & 0xffffu);
         } else if (step == 0) {
@@ -468,10 +491,10 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         }
         if (p.active) {
             const float4 z = unit_sums(s.red, p.u, p.b);
-            const float gi = sigmoidf_(z.x + xz.x), gf = sigmoidf_(z.y + xz.y);
-            const float gg = tanhf(z.z + xz.z), go = sigmoidf_(z.w + xz.w);
+            const float gi = sigmoid_fast(z.x + xz.x), gf = sigmoid_fast(z.y + xz.y);
+            const float gg = tanh_fast(z.z + xz.z), go = sigmoid_fast(z.w + xz.w);
             c = gf * c + gi * gg;
-            const float h = go * tanhf(c);
+            const float h = go * tanh_fast(c);
             y[((size_t)t * kBatch + p.b) * ldy + (size_t)p.d * H + p.j] = h;
             if (kTagged && step + 1 < T)
                 store_relaxed(xch + xch_rows(p.d, step, H) + (size_t)p.b * exchange_ld(H) + p.j,
@@ -526,7 +549,7 @@ persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ d
         const int t = p.reverse ? T - 1 - step : step;
         if (p.active) {
             const float gi = in.g.x, gf = in.g.y, gg = in.g.z, go = in.g.w;
-            const float tc = tanhf(in.c);
+            const float tc = tanh_fast(in.c);
             const float dh = in.dy + dh_rec;
             const float dc = dh * go * (1.0f - tc * tc) + dc_next;
             const float4 out = make_float4(dc * gg * gi * (1.0f - gi), dc * in.c_prev * gf * (1.0f - gf),

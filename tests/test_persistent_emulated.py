@@ -41,9 +41,11 @@ def _sig(z):
     return 1.0 / (1.0 + np.exp(-z))
 
 
-def emulate_forward(plan, args, dir0):
+def emulate_forward(plan, args, dir0, bias=None):
     tiles, xw, h0, c0, y, hT, cT, gates, cells, steps, hidden = args[:11]
     steps, hidden = int(steps), int(hidden)
+    if bias is not None:   # the mma kernel adds the biases itself (xw comes without them)
+        xw = xw + bias[:, None, None, :]
     for d in range(dir0, dir0 + plan.directions_per_launch):
         c = c0[d].T.copy()                                   # [H, B]
         for step in range(steps):
@@ -87,10 +89,12 @@ def emulate_backward(plan, args, dir0):
         dh0[d], dc0[d] = dh_next, dc_next
 
 
-def _emulated_launch(plan, args, directions=1):
+def _emulated_launch(plan, args, directions=1, bias=None):
     for launch in range(plan.launches):
-        run = emulate_forward if plan.pass_name == "forward" else emulate_backward
-        run(plan, args, launch)
+        if plan.pass_name == "forward":
+            emulate_forward(plan, args, launch, bias)
+        else:
+            emulate_backward(plan, args, launch)
 
 
 @pytest.fixture

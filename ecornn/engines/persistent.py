@@ -251,15 +251,18 @@ def _built_plans(config, training: bool, variant: str) -> dict:
     return plans
 
 
-def _launch(plan, args_before_dir: tuple, directions: int):
-    """Launch ``plan``'s kernel once per direction group (dir0 follows ``args_before_dir``; the
-    tagged mma kernels take their zeroed exchange buffer last)."""
+def _launch(plan, args_before_dir: tuple, directions: int, bias=None):
+    """Launch ``plan``'s kernel once per direction group (dir0 follows ``args_before_dir``). The
+    mma kernels take their zeroed exchange buffer next (tagged), and the forward the biases
+    [D, 4H] last (its xw comes without them)."""
     cp = _cp()
     final, kern = _kernel(plan, cp.cuda.Device().id)
     tail = ()
     if final.kind == "mma":
         exchange = cp.zeros(final.exchange_shape(directions), cp.uint32) if final.tagged else None
         tail = (exchange if exchange is not None else _null(),)
+        if final.pass_name == "forward":
+            tail += (bias,)
     for launch in range(final.launches):
         kern((final.grid,), (final.threads,), args_before_dir + (np.int32(launch),) + tail,
              shared_mem=final.smem_bytes)
@@ -410,25 +413,35 @@ def _matmul(a, b, out=None, *, accumulate=False, tf32=False):
     cp = _cp()
     if out is None:
         out = cp.empty((a.shape[0], b.shape[1]), cp.float32)
-    if tf32:
+    if tf32 or type(a).__module__.startswith("cupy"):   # ecornn's cuBLAS binding: graph-capturable
         from ..gpu_blas import matmul
-        return matmul(a, b, out, beta=1.0 if accumulate else 0.0, tf32=True)
+        return matmul(a, b, out, beta=1.0 if accumulate else 0.0, tf32=tf32)
     if accumulate:
         out += a @ b
         return out
     return cp.matmul(a, b, out=out)
 
 
-def _input_projections(layer_input, preps, tf32=False):
-    """[D, T, B, 4H]: every direction's x W_ih^T + b (one GEMM each, written in place)."""
+def _input_projections(layer_input, preps, tf32=False, with_bias=True):
+    """[D, T, B, 4H]: every direction's x W_ih^T (+ b) (one GEMM each, written in place)."""
     cp = _cp()
     steps, batch, k = layer_input.shape
     flat = layer_input.reshape(steps * batch, k)
     out = cp.empty((len(preps), steps * batch, preps[0].w_ih.shape[0]), cp.float32)
     for d, prep in enumerate(preps):
         _matmul(flat, prep.w_ih.T, out[d], tf32=tf32)
-        out[d] += prep.bias
+        if with_bias:
+            out[d] += prep.bias
     return out.reshape(len(preps), steps, batch, -1)
+
+
+def _biases(prepared: PersistentWeights, layer: int, directions: int):
+    """[D, 4H] biases of ``layer`` (the mma forward adds them itself), cached with the tiles."""
+    key = ("bias", layer)
+    if key not in prepared.tiles:
+        s0 = slot(layer, 0, directions)
+        prepared.tiles[key] = _cp().stack([p.bias for p in prepared.slots[s0:s0 + directions]])
+    return prepared.tiles[key]
 
 
 def _output(shape):
@@ -482,12 +495,13 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
     layer_in = _f32(x)
     for layer in range(config.num_layers):
         s0 = slot(layer, 0, dirs)
-        xw = _input_projections(layer_in, prep.slots[s0:s0 + dirs], _tf32_for(config))
+        fwd = plans["forward"]
+        in_kernel_bias = fwd.kind == "mma"
+        xw = _input_projections(layer_in, prep.slots[s0:s0 + dirs], _tf32_for(config), not in_kernel_bias)
         y = _output((steps, batch, dirs * hidden))
         gates = _output((dirs, steps, batch, 4 * hidden)) if training else None
         cells = _output((dirs, steps, batch, hidden)) if training else None
         states = slice(s0, s0 + dirs)
-        fwd = plans["forward"]
         args = (_tiles(prep, layer, dirs, fwd), cp.ascontiguousarray(xw), h0[states], c0[states],
                 y, h_final[states], c_final[states],
                 gates if training else _null(), cells if training else _null(),
@@ -495,7 +509,8 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
         if fwd is cluster:
             _launch_cluster(fwd, args + (np.int32(dirs * hidden),))
         else:
-            _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs)
+            _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs,
+                    _biases(prep, layer, dirs) if in_kernel_bias else None)
         if training:
             reserve.layers.append(LayerSave(layer_in, y, gates, cells))
         layer_in = y
