@@ -45,7 +45,7 @@ def measure(dtype, hidden, batch, repeats):
     prepared = persistent.prepare(config, weights)
     fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
     out = {"graph_fwd_us": _median_ms(fwd, repeats) * 1e3 / STEPS, "kind": persistent.last_kinds.get("forward"),
-           "graph_captured": len(prepared.graphs) > 0, "capture_errors": dict(persistent_graph.capture_errors)}
+           "graph_captured": len(prepared.graphs) > 0, "capture_errors": {str(k): v for k, v in persistent_graph.capture_errors.items()}}
     persistent_graph.ENABLED = False
     out["eager_fwd_us"] = _median_ms(fwd, repeats) * 1e3 / STEPS
     persistent_graph.ENABLED = True
