@@ -3,8 +3,8 @@
 v5 = the tagged exchange of the tensor-core kernels (no grid barrier) + CUDA-graph replay of
 inference forwards. Per row (T=256, 1 layer, input=hidden, random non-zero inputs, CUDA events,
 median): forward µs/step of the whole call (graph replay, and eager), the kernel alone with the
-tagged exchange and with v4's grid.sync(); fwd+bwd ms with either exchange; cuDNN (PyTorch
-defaults) forward µs/step and fwd+bwd ms; the issue's target.
+default exchange (capacity.tagged_exchange_pays) and forced either way (tagged, grid.sync());
+fwd+bwd ms likewise; cuDNN (PyTorch defaults) forward µs/step and fwd+bwd ms; the issue's target.
 
     python benchmarks/bench_persistent_v5.py OUT_DIR [--repeats N]
 Writes OUT_DIR/persistent_v5_bench.{json,md}.
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_persistent import STEPS, TARGETS, _median_ms, _problem, _recurrence_ms, bench_meta, cudnn_times  # noqa: E402
 
 ROWS = [("bfloat16", 1024, 4), ("float16", 1024, 8), ("float16", 1024, 16), ("bfloat16", 2048, 4),
-        ("float16", 1024, 1), ("bfloat16", 512, 4),
+        ("float16", 1024, 1), ("bfloat16", 512, 4), ("float16", 1024, 2), ("bfloat16", 256, 8),
         ("float32", 256, 1), ("float32", 512, 4), ("float32", 1024, 4), ("float32", 1024, 8)]
 
 
@@ -52,17 +52,20 @@ def measure(dtype, hidden, batch, repeats):
     plan = persistent.plans_for(config, False)["forward"]
     out["kernel_us"] = _recurrence_ms(config, prepared, x, h0, c0, plan) * 1e3 / STEPS
     if plan.kind == "mma":
-        out["kernel_grid_sync_us"] = _recurrence_ms(config, prepared, x, h0, c0,
-                                                    replace(plan, tagged=False)) * 1e3 / STEPS
+        out["tagged_default"] = {name: p.tagged for name, p in persistent.plans_for(config, True).items()}
+        for tagged, key in ((True, "tagged"), (False, "grid_sync")):
+            out[f"kernel_{key}_us"] = _recurrence_ms(config, prepared, x, h0, c0,
+                                                      replace(plan, tagged=tagged)) * 1e3 / STEPS
     try:
         out["train_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
         if plan.kind == "mma":
-            persistent.TAGGED_EXCHANGE = False
-            out["train_grid_sync_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
+            for tagged, key in ((True, "tagged"), (False, "grid_sync")):
+                persistent.TAGGED_EXCHANGE = tagged
+                out[f"train_{key}_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
     except Exception as exc:  # NotSupported or a failure: recorded, never hidden
         out["train_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
     finally:
-        persistent.TAGGED_EXCHANGE = True
+        persistent.TAGGED_EXCHANGE = "auto"
     return out
 
 
@@ -85,19 +88,20 @@ def _fmt(v, spec=".2f"):
 
 
 def markdown(rows):
-    head = ("| dtype | H | B | fwd µs/step (graph) | eager | kernel tagged | kernel grid.sync | target | "
-            "cuDNN fwd | fwd+bwd ms tagged | grid.sync | cuDNN fwd+bwd | fwd vs cuDNN | fwd+bwd vs cuDNN |")
-    lines = [head, "|" + "---|" * 14]
+    head = ("| dtype | H | B | fwd µs/step (graph) | eager | kernel | kernel tagged | kernel grid.sync | target | "
+            "cuDNN fwd | fwd+bwd ms | tagged | grid.sync | cuDNN fwd+bwd | fwd vs cuDNN | fwd+bwd vs cuDNN |")
+    lines = [head, "|" + "---|" * 16]
     for r in rows:
         g, c, t, ct = r.get("graph_fwd_us"), r.get("cudnn_us"), r.get("train_ms"), r.get("cudnn_train_ms")
         lines.append("| " + " | ".join([
             r["dtype"], str(r["hidden"]), str(r["batch"]), _fmt(g), _fmt(r.get("eager_fwd_us")),
-            _fmt(r.get("kernel_us")), _fmt(r.get("kernel_grid_sync_us")), _fmt(r.get("target_us"), ".1f"),
-            _fmt(c), _fmt(t), _fmt(r.get("train_grid_sync_ms")), _fmt(ct),
+            _fmt(r.get("kernel_us")), _fmt(r.get("kernel_tagged_us")), _fmt(r.get("kernel_grid_sync_us")),
+            _fmt(r.get("target_us"), ".1f"), _fmt(c), _fmt(t), _fmt(r.get("train_tagged_ms")),
+            _fmt(r.get("train_grid_sync_ms")), _fmt(ct),
             _fmt(c / g if g and c else None) + "x", _fmt(ct / t if t and ct else None) + "x"]) + " |")
         for key in ("error", "train_error", "cudnn_error"):
             if key in r:
-                lines.append(f"|  | {key}: {r[key]} |" + " |" * 12)
+                lines.append(f"|  | {key}: {r[key]} |" + " |" * 14)
     return "\n".join(lines) + "\n"
 
 

@@ -23,19 +23,29 @@ pytestmark = pytest.mark.gpu
     ("float16", 256, 2, True, 5, 40),
     ("bfloat16", 1024, 1, False, 8, 64),
     ("float16", 100, 1, False, 16, 33),
+    ("bfloat16", 512, 1, False, 4, 50),
 ])
 def test_tagged_exchange_matches_grid_sync_bitwise(rng, monkeypatch, dtype, hidden, layers, bidir, batch, steps):
+    """Forced either way, whatever tagged_exchange_pays picks for the configuration."""
     config = LSTMConfig(hidden, hidden, layers, bidir, dtype, batch, steps)
     weights, x, h0, c0 = random_problem(rng, config)
     dy, dh, dc = _gradient_seeds(rng, config, dtype)
-    tagged = _run("persistent", x, weights, h0, c0, dy, dh, dc, bidir)
-    assert persistent.last_kinds == {"forward": "mma", "backward": "mma"}
-    assert all(p.tagged for p in persistent.plans_for(config, training=True).values())
-    monkeypatch.setattr(persistent, "TAGGED_EXCHANGE", False)
-    assert not any(p.tagged for p in persistent._plans(config, True).values())
-    synced = _run("persistent", x, weights, h0, c0, dy, dh, dc, bidir)
-    for a, b in zip(tagged, synced):
+    runs = {}
+    for tagged in (True, False):
+        monkeypatch.setattr(persistent, "TAGGED_EXCHANGE", tagged)
+        assert all(p.tagged == tagged for p in persistent._plans(config, True).values())
+        runs[tagged] = _run("persistent", x, weights, h0, c0, dy, dh, dc, bidir)
+        assert persistent.last_kinds == {"forward": "mma", "backward": "mma"}
+    for a, b in zip(runs[True], runs[False]):
         assert np.array_equal(np.asarray(a).view(np.uint16), np.asarray(b).view(np.uint16))
+
+
+def test_default_exchange_follows_the_measured_rule():
+    from ecornn.engines import persistent_capacity as cap
+    for batch, hidden in ((1, 1024), (4, 512), (8, 1024), (16, 256)):
+        config = LSTMConfig(hidden, hidden, 1, False, "float16", batch, 8)
+        for name, plan in persistent.plans_for(config, training=True).items():
+            assert plan.tagged == cap.tagged_exchange_pays(name, hidden, batch)
 
 
 def test_step_tags_wrap_around(rng):

@@ -53,7 +53,8 @@ VARIANTS = ("auto", "grid", "cluster", "mma")
 MAX_CLUSTER = 16         # 16 needs CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (set below)
 AUTO_MAX_CLUSTER = 8     # "auto" skips 16-block plans: H=512 B=4 measured slower than the grid (H200)
 _NON_PORTABLE_CLUSTER_ATTR = 14  # CUfunction_attribute value in cuda.h (CUDA 12/13)
-TAGGED_EXCHANGE = True   # tensor-core kernels exchange tagged h/dz instead of grid.sync() (v5)
+TAGGED_EXCHANGE = "auto"  # tensor-core kernels: tagged h/dz exchange (v5) or grid.sync() per
+                          # capacity.tagged_exchange_pays; True / False force one (tests, ablation)
 last_kinds: dict = {}    # pass -> kernel kind ("grid", "cluster", "mma") of the latest call (tests, benchmarks)
 
 
@@ -103,12 +104,12 @@ def _plans_for(props_items: tuple, config, training: bool, variant: str) -> dict
 def _plans(config, training: bool, variant: str = "auto") -> dict:
     """Capacity plans of a call, cached per (device, config, training, variant): planning is
     Python work. "auto": tensor-core plans for 16-bit dtypes where they fit, else grid plans.
-    With TAGGED_EXCHANGE off the tensor-core plans synchronise with grid.sync() (v4, the ablation)."""
+    TAGGED_EXCHANGE True/False forces the tensor-core plans' exchange (tests, the ablation)."""
     props = _props()
     plans = _plans_for(tuple(sorted(props.items())), config, training, variant)
-    if TAGGED_EXCHANGE:
+    if TAGGED_EXCHANGE == "auto":
         return plans
-    return {k: replace(p, tagged=False) if p.kind == "mma" else p for k, p in plans.items()}
+    return {k: replace(p, tagged=bool(TAGGED_EXCHANGE)) if p.kind == "mma" else p for k, p in plans.items()}
 
 
 def plans_for(config, training: bool = False, variant: str = "auto") -> dict:

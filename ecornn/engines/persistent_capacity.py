@@ -413,7 +413,7 @@ class MmaPlan(_PassGeometry):
     reg_k_tiles: int
     regs_per_thread: int    # estimate; the compiled kernel reports the real count
     smem_bytes: int
-    tagged: bool = True     # v5 tagged exchange between steps (False: v4's grid.sync, the ablation)
+    tagged: bool = True     # v5 tagged exchange between steps (False: grid.sync; tagged_exchange_pays)
 
     kind = "mma"
     kernel_file = "persistent_mma.cu"
@@ -482,6 +482,19 @@ def mma_smem_bytes(pass_name: str, batch: int, warps: int, m_tiles: int, k_tiles
     return tiles + 4 * partials + 4 * vectors
 
 
+TAGGED_MAX_BATCH = 4
+TAGGED_MAX_VECTOR_BYTES = 32 * 1024
+
+
+def tagged_exchange_pays(pass_name: str, hidden: int, batch: int) -> bool:
+    """Whether the tagged exchange (v5) beats grid.sync() for one pass. Polling re-reads the step's
+    vector (K x B exchange words, 4 bytes each) until it is complete, so it pays while that vector
+    is small. H100, kernel only: forward B=1/4 (H=512...2048) 1.03-1.39x faster, B=8 0.92x, B=16
+    0.76x; fwd+bwd: H=512 B=4 and H=1024 B=1 faster, H=1024 B=4 slower (notes_persistent.md, v5)."""
+    k = hidden if pass_name == "forward" else 4 * hidden
+    return batch <= TAGGED_MAX_BATCH and 4 * k * batch <= TAGGED_MAX_VECTOR_BYTES
+
+
 def _mma_candidate(props, pass_name, dtype, hidden, batch, directions, warps, units):
     """The MmaPlan for one (warps, units) choice, or None if it cannot fit one block per SM."""
     rows_per_unit, k = (4, hidden) if pass_name == "forward" else (1, 4 * hidden)
@@ -500,7 +513,8 @@ def _mma_candidate(props, pass_name, dtype, hidden, batch, directions, warps, un
     if smem > props["smem_per_block_optin"] - SMEM_RESERVED_PER_BLOCK:
         return None
     return MmaPlan(pass_name, dtype, hidden, batch, directions, 1, units, -(-hidden // units), warps,
-                   m_tiles, k_tiles, reg_k_tiles, base + 4 * m_tiles * reg_k_tiles, smem)
+                   m_tiles, k_tiles, reg_k_tiles, base + 4 * m_tiles * reg_k_tiles, smem,
+                   tagged_exchange_pays(pass_name, hidden, batch))
 
 
 def mma_step_clocks(plan: MmaPlan) -> float:
