@@ -482,17 +482,17 @@ def mma_smem_bytes(pass_name: str, batch: int, warps: int, m_tiles: int, k_tiles
     return tiles + 4 * partials + 4 * vectors
 
 
-TAGGED_MAX_BATCH = 4
-TAGGED_MAX_VECTOR_BYTES = 32 * 1024
+TAGGED_MAX_LOADS_PER_LANE = 4
 
 
-def tagged_exchange_pays(pass_name: str, hidden: int, batch: int) -> bool:
-    """Whether the tagged exchange (v5) beats grid.sync() for one pass. Polling re-reads the step's
-    vector (K x B exchange words, 4 bytes each) until it is complete, so it pays while that vector
-    is small. H100, kernel only: forward B=1/4 (H=512...2048) 1.03-1.39x faster, B=8 0.92x, B=16
-    0.76x; fwd+bwd: H=512 B=4 and H=1024 B=1 faster, H=1024 B=4 slower (notes_persistent.md, v5)."""
-    k = hidden if pass_name == "forward" else 4 * hidden
-    return batch <= TAGGED_MAX_BATCH and 4 * k * batch <= TAGGED_MAX_VECTOR_BYTES
+def tagged_exchange_pays(batch: int, k_tiles: int) -> bool:
+    """Whether the tagged exchange (v5) beats grid.sync() for a plan. Polling reloads a warp's whole
+    slice of the step's vector (B x 16 * k_tiles words, i.e. B * k_tiles / 8 uint4 loads per lane)
+    until all of it carries the tag, so it pays while that slice is small. H100, kernel alone,
+    tagged vs grid.sync: 1 to 4 loads per lane 1.05-1.50x faster (fwd H=1024 B=1/2/4, H=2048 B=4,
+    H=256 B=8), 8 loads 0.84x and 0.55x (fwd H=1024 B=8, B=16); fwd+bwd likewise
+    (results/persistent_v5_bench_h100.md)."""
+    return batch * k_tiles <= 8 * TAGGED_MAX_LOADS_PER_LANE
 
 
 def _mma_candidate(props, pass_name, dtype, hidden, batch, directions, warps, units):
@@ -514,7 +514,7 @@ def _mma_candidate(props, pass_name, dtype, hidden, batch, directions, warps, un
         return None
     return MmaPlan(pass_name, dtype, hidden, batch, directions, 1, units, -(-hidden // units), warps,
                    m_tiles, k_tiles, reg_k_tiles, base + 4 * m_tiles * reg_k_tiles, smem,
-                   tagged_exchange_pays(pass_name, hidden, batch))
+                   tagged_exchange_pays(batch, k_tiles))
 
 
 def mma_step_clocks(plan: MmaPlan) -> float:
