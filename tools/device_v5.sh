@@ -4,7 +4,7 @@
 set -u
 OUT=${OUT:-/tmp/v5_out}
 LOG="$OUT/v5"
-PARTS=${PARTS:-tests sanitizer bench}
+PARTS=${PARTS:-tests sanitizer bench}   # also: explore (alternative mma plans)
 mkdir -p "$LOG"
 source benchmarks/device_setup.sh
 {
@@ -37,4 +37,8 @@ if [ "$PARTS" != "${PARTS/bench/}" ]; then
   timeout ${BENCH_TIMEOUT:-150} python3 benchmarks/bench_persistent_v5.py "$LOG" --repeats ${REPEATS:-10} \
     2>&1 | tail -30 > "$LOG/bench.log"
   cat "$LOG/bench.log"
+fi
+if [ "$PARTS" != "${PARTS/explore/}" ]; then
+  timeout ${EXPLORE_TIMEOUT:-200} python3 benchmarks/explore_mma_plans.py "$LOG" 2>&1 | tail -25 > "$LOG/explore.log"
+  cat "$LOG/explore.log"
 fi

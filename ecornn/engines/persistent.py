@@ -463,11 +463,11 @@ def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None
     if entry is not None:
         last_kinds.clear()
         last_kinds["forward"] = entry.kind
-        return (*persistent_graph.copies(entry), None)
+        return (*persistent_graph.outputs_as(entry, x.dtype), None)
     result = _forward_eager(config, x, weights, h0, c0, prepared=prepared, variant=variant)
 
-    def rerun(x_, h0_, c0_):
-        out = _forward_eager(config, x_, weights, h0_, c0_, prepared=prepared, variant=variant)
+    def rerun(x_, h0_, c0_):   # the captured part: fp32 in, fp32 out (casts stay outside)
+        out = _forward_eager(config, x_, weights, h0_, c0_, prepared=prepared, variant=variant, cast=False)
         return (*out[:3], last_kinds["forward"])
     kinds = dict(last_kinds)
     persistent_graph.capture(prepared, config, mode, x, h0, c0, rerun)
@@ -477,7 +477,8 @@ def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None
 
 
 def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
-                   variant="auto"):
+                   variant="auto", cast=True):
+    """The forward, launch by launch; ``cast=False`` leaves the outputs fp32 (graph capture)."""
     cp = _cp()
     _check_dtype(config)
     cluster = _cluster_choice(config, training, variant)       # NotSupported before any launch
@@ -519,7 +520,7 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
             mask = (rng.random(y.shape) >= dropout).astype(np.float32) / np.float32(1.0 - dropout)
             reserve.dropout_masks[layer] = cp.asarray(mask)
             layer_in = y * reserve.dropout_masks[layer]
-    dtype = x.dtype
+    dtype = x.dtype if cast else np.float32
     return (layer_in.astype(dtype, copy=False), h_final.astype(dtype, copy=False),
             c_final.astype(dtype, copy=False),
             reserve if training else None)

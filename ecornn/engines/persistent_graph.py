@@ -4,9 +4,10 @@ A persistent forward issues about a dozen small operations around its one long k
 input-projection GEMM, the bias, the exchange buffer's memset, the output casts). Issued from
 Python they cost ~150 us per call, during which the GPU mostly waits (0.6-1.6 us per step at
 T=256; notes_persistent.md, v4). Here the second inference call with the same prepared weights and
-configuration captures them once into a CUDA graph, and later calls copy their inputs into the
-graph's own input buffers, replay it, and return copies of its outputs (never the graph's buffers:
-the next replay overwrites those).
+configuration captures them once into a CUDA graph, and later calls convert their inputs into the
+graph's own fp32 input buffers, replay it, and return its outputs cast to the caller's dtype as new
+arrays (never the graph's buffers: the next replay overwrites those). Input and output casts sit
+outside the graph, so it holds just the projection GEMM, the exchange memset and the kernel.
 
 Everything the captured forward allocates comes from a memory pool of its own that lives as long
 as the graph, so no buffer the graph uses can be handed to anyone else. Training-mode forwards are
@@ -27,8 +28,8 @@ capture_errors: dict = {}   # key -> why capture failed (the call ran eagerly)
 class ForwardGraph:
     graph: object
     pool: object        # cupy MemoryPool: every buffer the graph touches
-    inputs: tuple       # (x, h0, c0) in the caller's dtypes
-    outputs: tuple      # (output, hT, cT)
+    inputs: tuple       # (x, h0, c0), fp32: the replay converts the caller's arrays into them
+    outputs: tuple      # (output, hT, cT), fp32
     kind: str           # the forward kernel kind the graph runs
 
 
@@ -59,15 +60,15 @@ def replay(prepared, config, mode, x, h0, c0):
     if entry is None:
         return None
     cp = _cp()
-    for dst, src in zip(entry.inputs, (x, h0, c0)):
-        cp.copyto(dst, src)
+    for dst, src in zip(entry.inputs, (x, h0, c0)):   # converting to fp32 on the way in
+        cp.copyto(dst, src, casting="unsafe")
     entry.graph.launch(stream=cp.cuda.get_current_stream())
     _graphs(prepared).move_to_end(_key(config, mode, x, h0, c0))
     return entry
 
 
 def capture(prepared, config, mode, x, h0, c0, run_eager) -> None:
-    """Capture ``run_eager(x, h0, c0) -> (output, hT, cT, kind)`` into a graph for later calls
+    """Capture ``run_eager(x, h0, c0) -> (output, hT, cT, kind)`` (fp32 in and out) into a graph
     (called after an eager call of the same configuration: modules are compiled, cuBLAS warm).
     Nothing runs now; a failure leaves the configuration eager."""
     if not _wanted(prepared, x):
@@ -80,7 +81,7 @@ def capture(prepared, config, mode, x, h0, c0, run_eager) -> None:
     pool = cp.cuda.MemoryPool()
     stream = cp.cuda.Stream(non_blocking=True)
     with cp.cuda.using_allocator(pool.malloc):
-        inputs = tuple(cp.empty(a.shape, a.dtype) for a in (x, h0, c0))
+        inputs = tuple(cp.empty(a.shape, cp.float32) for a in (x, h0, c0))
         with stream:
             stream.begin_capture()
             try:
@@ -107,6 +108,7 @@ def _abandon(stream) -> None:
         pass
 
 
-def copies(entry: ForwardGraph) -> tuple:
-    """The replay's outputs as arrays of the caller's own (the next replay rewrites the graph's)."""
-    return tuple(a.copy() for a in entry.outputs)
+def outputs_as(entry: ForwardGraph, dtype) -> tuple:
+    """The replay's fp32 outputs cast to ``dtype`` as new arrays, the caller's own (the next replay
+    rewrites the graph's): one kernel each, like the eager path's casts."""
+    return tuple(a.astype(dtype, copy=True) for a in entry.outputs)
