@@ -53,6 +53,8 @@ class CostConstants:
     mma_step_us: float = 2.52
     mma_vector_us: float = 0.127
     mma_weights_us: float = 0.234
+    mma_tagged_saving_us: float = 0.45    # v5: a tagged forward plan skips grid.sync (H100 kernel
+                                          # ablation: 0.31-0.77, median 0.44; the fit above is v4's)
     mma_bwd_step_us: float = 1.4          # training adds the backward recurrence: fixed part ...
     mma_bwd_us_per_kclock: float = 2.4    # ... + per 1000 of the backward plan's mma_step_clocks
     # fused v3 (fp16/bf16, one tensor-core kernel per step where fused_mma's size rule takes it)
@@ -102,7 +104,7 @@ def predict_persistent_us(config: LSTMConfig, device: DeviceSpec, kernel: dict,
         grid_step = _persistent_step(config, device, kernel["blocks"], consts.grid_sync_us
                                      + consts.persistent_exchange_us, consts)
         if kernel.get("mma"):
-            step = mma_step_us(config, consts)
+            step = mma_step_us(config, consts) - (consts.mma_tagged_saving_us if kernel.get("mma_tagged") else 0.0)
             total += step + projection
             if training:  # the backward's cost follows its own plan's issue/staging clocks
                 total += (consts.mma_bwd_step_us + consts.mma_bwd_us_per_kclock * kernel["mma_bwd_clocks"] / 1e3

@@ -55,6 +55,7 @@ def persistent_fit(config: LSTMConfig, device: DeviceSpec, training: bool = Fals
               "passes": {name: p.describe() for name, p in passes.items()}}
     if getattr(forward, "kind", "grid") == "mma":  # fp16/bf16 on tensor cores (no cluster variant)
         kernel["mma"] = True
+        kernel["mma_tagged"] = bool(getattr(forward, "tagged", False))
         if "backward" in passes:
             kernel["mma_bwd_clocks"] = persistent_capacity.mma_step_clocks(passes["backward"])
         return kernel
