@@ -101,3 +101,22 @@ def test_plan_describe_and_kind():
     assert plan.kind == "mma" and plan.kernel_file == "persistent_mma.cu"
     assert "tensor cores" in plan.describe() and "k-tiles in registers" in plan.describe()
     assert 1.0 < cap.predicted_mma_us_per_step(plan) < 5.0
+
+
+@pytest.mark.parametrize("pass_name, hidden, batch, tagged", [("forward", 1024, 4, True), ("forward", 1024, 8, False),
+                                                             ("forward", 2048, 4, True), ("forward", 256, 8, True),
+                                                             ("backward", 1024, 1, True), ("backward", 1024, 4, False)])
+def test_plans_take_the_tagged_exchange_where_it_measured_faster(pass_name, hidden, batch, tagged):
+    """v5: tagged while a warp polls at most 4 uint4 per lane (B * k_tiles <= 32), else grid.sync."""
+    plan = cap.plan_mma(H100, pass_name, hidden, batch)
+    assert plan.tagged is tagged
+    assert (plan.batch * plan.k_tiles <= 8 * cap.TAGGED_MAX_LOADS_PER_LANE) is tagged
+    assert plan.defines()["TAGGED"] == int(tagged)
+    assert plan.with_reg_tiles(plan.reg_k_tiles - 1).tagged is tagged   # the spill back-off keeps it
+
+
+def test_exchange_buffer_shape():
+    fwd = cap.plan_mma(H100, "forward", 42, 3)
+    assert fwd.exchange_shape(2) == (2, 2, 3, 44)          # rows rounded up to 4 words (16 bytes)
+    bwd = cap.plan_mma(H100, "backward", 42, 3)
+    assert bwd.exchange_shape(1) == (1, 2, 3, 168)
