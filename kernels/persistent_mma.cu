@@ -32,7 +32,8 @@
 // published the step after, i.e. after every block finished reading slot s. The host zeroes xch
 // before each launch; tags run 1, 2, ... so a stale word never carries the awaited tag. The
 // cooperative launch stays: it guarantees the co-residency the polling relies on. TAGGED=0
-// keeps v4's grid.sync(): polling re-reads the vector until it is complete, so the tagged exchange
+// keeps v4's grid.sync(), with the vector exchanged as packed 16-bit values (half of v4's fp32
+// bytes; v5.1): polling re-reads the vector until it is complete, so the tagged exchange
 // only pays for small vectors (persistent_capacity.tagged_exchange_pays, measured).
 //
 // ecornn-persistent
@@ -252,6 +253,45 @@ __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned
     __syncwarp();
 }
 
+// ---- grid.sync plans (TAGGED=0): the vector as packed 16-bit values ----
+// Rows of the packed exchange [D][2][B][packed_ld(k_len)] (16-bit values, zero padding): half the
+// bytes of the fp32 vector, already in the mma's format.
+__device__ __forceinline__ int packed_ld(int k_len) { return (k_len + 7) & ~7; }
+
+__device__ __forceinline__ size_t packed_rows(int d, int step, int k_len) {
+    return ((size_t)d * 2 + (step & 1)) * kBatch * packed_ld(k_len);
+}
+
+// The warp's K-slice of the packed rows src[n * ld + k] (written by every block before the grid
+// barrier) into its vec_s region: 16-byte loads of 8 values, stored as they are.
+__device__ __forceinline__ void stage_packed(unsigned int* vec_s, const unsigned short* src, int k_len) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int ld = packed_ld(k_len);
+    unsigned int* mine = vec_s + warp * kVecWordsPerWarp;
+    constexpr int octs = kWarpK / 8, count = kBatch * octs;
+    constexpr int iters = (count + 31) / 32, chunk = iters < kStageChunk ? iters : kStageChunk;
+#pragma unroll 1
+    for (int base = 0; base < iters; base += chunk) {
+        uint4 v[chunk];
+#pragma unroll
+        for (int j = 0; j < chunk; ++j) {
+            const int i = (base + j) * 32 + lane, n = i / octs, k = warp * kWarpK + 8 * (i % octs);
+            v[j] = i < count && k < k_len ? __ldcg(reinterpret_cast<const uint4*>(src + (size_t)n * ld + k))
+                                          : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int j = 0; j < chunk; ++j) {
+            const int i = (base + j) * 32 + lane, n = i / octs, kq = 8 * (i % octs);
+            if (i < count) *reinterpret_cast<uint4*>(mine + n * kVecStride + kq / 2) = v[j];
+        }
+    }
+    __syncwarp();
+}
+
+__device__ __forceinline__ unsigned short half_bits(float x) {
+    return static_cast<unsigned short>(pack_pair<kBf16>(x, 0.0f) & 0xffffu);
+}
+
 // mma of k-tile kt of the warp's slice (b0, b1 per the fragment map: n = g, k = 2c (+8); zero
 // for the batch padding n >= BATCH).
 __device__ __forceinline__ void mma_ktile(Acc& acc, const unsigned int (&a)[4],
@@ -379,6 +419,13 @@ __device__ __forceinline__ void block_product(float* red_s, unsigned int* vec_s,
     staged_product(red_s, vec_s, a_reg, a_s);
 }
 
+// The same with the step's vector from the packed rows src (see stage_packed).
+__device__ __forceinline__ void packed_product(float* red_s, unsigned int* vec_s, const RegTiles& a_reg,
+                                               const uint4* a_s, const unsigned short* src, int k_len) {
+    stage_packed(vec_s, src, k_len);
+    staged_product(red_s, vec_s, a_reg, a_s);
+}
+
 // The same with the step's vector from the tagged exchange rows src (see stage_tagged).
 __device__ __forceinline__ void tagged_product(float* red_s, unsigned int* vec_s, const RegTiles& a_reg,
                                                const uint4* a_s, const unsigned int* src, int k_len,
@@ -448,7 +495,8 @@ __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
 // tiles [D][blocks][NWARPS][K_TILES][M_TILES][32] uint4; xw [D][T][B][4H] (gate-interleaved,
 // without biases); bias [D][4H] (b_ih + b_hh, gate-interleaved); h0, c0, hT, cT [D][B][H]; y [T][B][ldy] (direction d at columns d*H);
 // gates_out [D][T][B][4H] activated, cells_out [D][T][B][H] (both null at inference);
-// xch [D][2][B][exchange_ld(H)] zeroed words (TAGGED=1; unused otherwise).
+// xch zeroed: [D][2][B][exchange_ld(H)] tagged words (TAGGED=1) or [D][2][B][packed_ld(H)] 16-bit
+// values (TAGGED=0).
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ xw,
                     const float* __restrict__ h0, const float* __restrict__ c0, float* y, float* hT,
@@ -482,10 +530,9 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
             tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.d, step - 1, H), H, (step + 1) & 0xffffu);
         } else if (step == 0) {
             block_product(s.red, s.vec, a_reg, s.a, h0 + (size_t)p.d * kBatch * H, H, H, aligned);
-        } else {
-            const int tp = p.reverse ? t + 1 : t - 1;
-            block_product(s.red, s.vec, a_reg, s.a, y + (size_t)tp * kBatch * ldy + (size_t)p.d * H, ldy, H,
-                          aligned);
+        } else {   // h_{step-1}, packed by the step before
+            packed_product(s.red, s.vec, a_reg, s.a,
+                           reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.d, step - 1, H), H);
         }
         if (p.active) {
             const float4 z = unit_sums(s.red, p.u, p.b);
@@ -497,6 +544,9 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
             if (kTagged && step + 1 < T)
                 store_relaxed(xch + xch_rows(p.d, step, H) + (size_t)p.b * exchange_ld(H) + p.j,
                               tagged_word(h, (step + 2) & 0xffffu));
+            if (!kTagged && step + 1 < T)
+                reinterpret_cast<unsigned short*>(xch)[packed_rows(p.d, step, H) + (size_t)p.b * packed_ld(H) + p.j] =
+                    half_bits(h);
             if (gates_out != nullptr) {
                 *reinterpret_cast<float4*>(gates_out + row * G + 4 * (size_t)p.j) = make_float4(gi, gf, gg, go);
                 cells_out[row * H + p.j] = c;
@@ -521,7 +571,7 @@ __device__ __forceinline__ float unit_sum(const float* red_s, int u, int b) {
 // tiles: packed W_hh^T rows (unit j's column of the gate-interleaved W_hh, K = 4H);
 // dy [T][B][ldy] (direction d at columns d*H); gates [D][T][B][4H] activated, cells [D][T][B][H];
 // c0, dhT, dcT, dh0, dc0 [D][B][H]; dz [D][T][B][4H] gate-interleaved output;
-// xch [D][2][B][4H] zeroed words (TAGGED=1; unused otherwise).
+// xch zeroed: [D][2][B][4H] tagged words (TAGGED=1) or 16-bit values (TAGGED=0).
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ dy,
                     const float* __restrict__ gates, const float* __restrict__ cells,
@@ -553,6 +603,11 @@ persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ d
             const float4 out = make_float4(dc * gg * gi * (1.0f - gi), dc * in.c_prev * gf * (1.0f - gf),
                                            dc * gi * (1.0f - gg * gg), dh * tc * go * (1.0f - go));
             *reinterpret_cast<float4*>(dz + (((size_t)p.d * T + t) * kBatch + p.b) * G + 4 * (size_t)p.j) = out;
+            if constexpr (!kTagged) {   // the packed copy the blocks stage after the barrier
+                unsigned short* q = reinterpret_cast<unsigned short*>(xch) + packed_rows(p.d, T - 1 - step, (int)G)
+                                    + (size_t)p.b * packed_ld((int)G) + 4 * (size_t)p.j;
+                *reinterpret_cast<uint2*>(q) = make_uint2(pack_pair<kBf16>(out.x, out.y), pack_pair<kBf16>(out.z, out.w));
+            }
             if constexpr (kTagged) {   // iteration T-1-step publishes with tag T-step
                 const unsigned int tag = (T - step) & 0xffffu;
                 store_relaxed4(xch + xch_rows(p.d, T - 1 - step, (int)G) + (size_t)p.b * G + 4 * (size_t)p.j,
@@ -568,7 +623,8 @@ persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ d
                            (T - step) & 0xffffu);
         } else {
             grid.sync();   // dz_t of every block is written; also orders red reads before the next stores
-            block_product(s.red, s.vec, a_reg, s.a, dz + ((size_t)p.d * T + t) * kBatch * G, (int)G, (int)G, true);
+            packed_product(s.red, s.vec, a_reg, s.a,
+                           reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.d, T - 1 - step, (int)G), (int)G);
         }
         if (p.active) dh_rec = unit_sum(s.red, p.u, p.b);
     }

@@ -120,3 +120,6 @@ def test_exchange_buffer_shape():
     assert fwd.exchange_shape(2) == (2, 2, 3, 44)          # rows rounded up to 4 words (16 bytes)
     bwd = cap.plan_mma(H100, "backward", 42, 3)
     assert bwd.exchange_shape(1) == (1, 2, 3, 168)
+    from dataclasses import replace
+    assert replace(fwd, tagged=False).exchange_shape(1) == (1, 2, 3, 24)   # 48 packed 16-bit values
+    assert replace(bwd, tagged=False).exchange_shape(1) == (1, 2, 3, 84)

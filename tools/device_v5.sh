@@ -34,7 +34,7 @@ if [ "$PARTS" != "${PARTS/sanitizer/}" ]; then
   cat "$LOG/sanitizer.log"
 fi
 if [ "$PARTS" != "${PARTS/bench/}" ]; then
-  timeout ${BENCH_TIMEOUT:-150} python3 benchmarks/bench_persistent_v5.py "$LOG" --repeats ${REPEATS:-10} \
+  timeout ${BENCH_TIMEOUT:-150} python3 benchmarks/bench_persistent_v5.py "$LOG" --repeats ${REPEATS:-10} ${BENCH_ROWS:+--rows $BENCH_ROWS} \
     2>&1 | tail -30 > "$LOG/bench.log"
   cat "$LOG/bench.log"
 fi

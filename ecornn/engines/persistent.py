@@ -254,14 +254,13 @@ def _built_plans(config, training: bool, variant: str) -> dict:
 
 def _launch(plan, args_before_dir: tuple, directions: int, bias=None):
     """Launch ``plan``'s kernel once per direction group (dir0 follows ``args_before_dir``). The
-    mma kernels take their zeroed exchange buffer next (tagged), and the forward the biases
-    [D, 4H] last (its xw comes without them)."""
+    mma kernels take their zeroed exchange buffer next, and the forward the biases [D, 4H] last
+    (its xw comes without them)."""
     cp = _cp()
     final, kern = _kernel(plan, cp.cuda.Device().id)
     tail = ()
     if final.kind == "mma":
-        exchange = cp.zeros(final.exchange_shape(directions), cp.uint32) if final.tagged else None
-        tail = (exchange if exchange is not None else _null(),)
+        tail = (cp.zeros(final.exchange_shape(directions), cp.uint32),)
         if final.pass_name == "forward":
             tail += (bias,)
     for launch in range(final.launches):

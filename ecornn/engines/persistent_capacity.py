@@ -445,9 +445,12 @@ class MmaPlan(_PassGeometry):
                 "K_TILES": self.k_tiles, "REG_K_TILES": self.reg_k_tiles, "TAGGED": int(self.tagged)}
 
     def exchange_shape(self, directions: int) -> tuple:
-        """uint32 words of the tagged exchange buffer [D][2][B][row] the kernel polls (row: the
-        step's vector, H rounded up to 4 forward, 4H backward); zeroed before each launch."""
-        row = -(-self.hidden // 4) * 4 if self.pass_name == "forward" else 4 * self.hidden
+        """uint32 words of the exchange buffer [D][2][B][row] (zeroed before each launch) through which
+        the blocks pass the step's vector (H values forward, 4H backward): one tagged word per value
+        (rows rounded up to 4 words), or packed 16-bit values under grid.sync (rows rounded up to 8
+        values, i.e. 4 words)."""
+        k = self.hidden if self.pass_name == "forward" else 4 * self.hidden
+        row = -(-k // 4) * 4 if self.tagged else -(-k // 8) * 4
         return (directions, 2, self.batch, row)
 
     def describe(self) -> str:
