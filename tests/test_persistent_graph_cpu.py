@@ -37,6 +37,12 @@ class _FakeStream:
     def __exit__(self, *exc):
         return False
 
+    def record(self):
+        return object()
+
+    def wait_event(self, event):
+        pass
+
     def begin_capture(self):
         _FakeStream.recorded = None
 
@@ -50,7 +56,8 @@ class _FakeStream:
 def _fake_cupy():
     pool = SimpleNamespace(malloc=lambda size: None)
     cuda = SimpleNamespace(MemoryPool=lambda: pool, using_allocator=lambda malloc: contextlib.nullcontext(),
-                           Stream=_FakeStream, get_current_stream=lambda: None, Device=lambda: SimpleNamespace(id=0))
+                           Stream=_FakeStream, get_current_stream=lambda: _FakeStream(),
+                           Device=lambda: SimpleNamespace(id=0))
     return SimpleNamespace(cuda=cuda, float32=np.float32, empty=np.empty, copyto=np.copyto)
 
 
@@ -76,6 +83,8 @@ def graph_engine(cpu_engine, monkeypatch):  # noqa: F811 - the imported fixture
     monkeypatch.setattr(persistent_graph, "capture", lambda prepared, config, mode, x, h0, c0, run_eager: original(
         prepared, config, mode, x, h0, c0, _recording(run_eager)))
     monkeypatch.setattr(persistent_graph, "capture_errors", {})
+    monkeypatch.setattr(persistent_graph, "_streams", {})          # no stand-in stream outlives the test
+    monkeypatch.setattr(persistent_graph, "_warm_blas", lambda stream: None)
     return cpu_engine
 
 

@@ -97,3 +97,28 @@ def test_graph_replay_matches_reference_and_eager(rng, monkeypatch, dtype, hidde
         for g, e, w in zip(got[:3], eager[:3], want[:3]):
             assert cp.array_equal(g.view(cp.uint8), e.view(cp.uint8))
             assert rel_err(_float64(g), w) <= tol
+
+
+def test_graph_replays_issued_from_two_streams_match_eager(rng, monkeypatch):
+    """Replays share the graph's buffers: issued alternately from two caller streams, each call
+    must still return its own inputs' result (the replays are ordered through one stream)."""
+    import cupy as cp
+    from ecornn.arrays import to_module
+    config = LSTMConfig(64, 256, 1, False, "bfloat16", 2, 17)
+    weights, _, _, _ = random_problem(rng, config)
+    gpu_weights = [LayerWeights(*(to_module(a, cp) for a in w)) for w in weights]
+    prepared = persistent.prepare(config, gpu_weights)
+    calls = [_gpu_inputs(rng, config) for _ in range(5)]
+    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(2)]
+    outs = []
+    for i, (x, h0, c0) in enumerate(calls):
+        with streams[i % 2]:
+            outs.append(persistent.forward(config, x, gpu_weights, h0, c0, prepared=prepared)[:3])
+    for s in streams:
+        s.synchronize()
+    assert len(prepared.graphs) == 1 and not persistent_graph.capture_errors
+    monkeypatch.setattr(persistent_graph, "ENABLED", False)
+    for (x, h0, c0), got in zip(calls, outs):
+        want = persistent.forward(config, x, gpu_weights, h0, c0, prepared=prepared)[:3]
+        for g, w in zip(got, want):
+            assert cp.array_equal(g.view(cp.uint8), w.view(cp.uint8))

@@ -458,11 +458,12 @@ def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None
         return _forward_eager(config, x, weights, h0, c0, training=True, dropout=dropout, rng=rng,
                               prepared=prepared, variant=variant)
     mode = (variant, TAGGED_EXCHANGE)
-    entry = persistent_graph.replay(prepared, config, mode, x, h0, c0)
-    if entry is not None:
+    replayed = persistent_graph.replay(prepared, config, mode, x, h0, c0)
+    if replayed is not None:
+        kind, outputs = replayed
         last_kinds.clear()
-        last_kinds["forward"] = entry.kind
-        return (*persistent_graph.outputs_as(entry, x.dtype), None)
+        last_kinds["forward"] = kind
+        return (*outputs, None)
     result = _forward_eager(config, x, weights, h0, c0, prepared=prepared, variant=variant)
 
     def rerun(x_, h0_, c0_):   # the captured part: fp32 in, fp32 out (casts stay outside)

@@ -8,6 +8,9 @@ configuration captures them once into a CUDA graph, and later calls convert thei
 graph's own fp32 input buffers, replay it, and return its outputs cast to the caller's dtype as new
 arrays (never the graph's buffers: the next replay overwrites those). Input and output casts sit
 outside the graph, so it holds just the projection GEMM, the exchange memset and the kernel.
+Captures and replays all run on one stream per device, ordered with the caller's stream by events
+and serialised by a lock: the graphs' buffers and their cuBLAS workspace are shared, so two replays
+must never overlap.
 
 Everything the captured forward allocates comes from a memory pool of its own that lives as long
 as the graph, so no buffer the graph uses can be handed to anyone else. Training-mode forwards are
@@ -16,12 +19,15 @@ capture cooperative launches), the configuration stays eager, and the reason is 
 """
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict  # noqa: F401 - the type of PersistentWeights.graphs
 from dataclasses import dataclass
 
 ENABLED = True       # benchmarks and tests switch it off to time or test the eager path
 MAX_GRAPHS = 4       # per prepared weights: each graph holds its own buffers
 capture_errors: dict = {}   # key -> why capture failed (the call ran eagerly)
+_LOCK = threading.Lock()    # one capture or replay at a time (threads sharing prepared weights)
+_streams: dict = {}         # device -> the stream of every capture and replay (_graph_stream)
 
 
 @dataclass
@@ -51,20 +57,45 @@ def _wanted(prepared, x) -> bool:
     return ENABLED and prepared is not None and type(x).__module__.startswith("cupy")
 
 
+def _graph_stream():
+    """One stream per device for every capture and replay: all graphs share one cuBLAS handle and
+    workspace (gpu_blas keys them by stream), and replays run in issue order, never side by side."""
+    cp = _cp()
+    device = cp.cuda.Device().id
+    if device not in _streams:
+        _streams[device] = cp.cuda.Stream(non_blocking=True)
+    return _streams[device]
+
+
+def _warm_blas(stream) -> None:
+    """Create the stream's cuBLAS handle and workspace before a capture (no allocation inside it)."""
+    from ..gpu_blas import handle_for
+    handle_for(stream)
+
+
 def replay(prepared, config, mode, x, h0, c0):
-    """The outputs of a replayed forward, or None when this call must run eagerly (first call of
-    a configuration, capture off or failed). Ordered on the caller's current stream."""
+    """``(kernel kind, outputs)`` of a replayed forward, with the outputs cast to ``x``'s dtype as
+    new arrays, or None when this call must run eagerly (first call of a configuration, capture
+    off or failed). Ordered after and before the caller's current stream's work."""
     if not _wanted(prepared, x) or not prepared.graphs:
         return None
-    entry = _graphs(prepared).get(_key(config, mode, x, h0, c0))
+    key = _key(config, mode, x, h0, c0)
+    entry = _graphs(prepared).get(key)
     if entry is None:
         return None
     cp = _cp()
-    for dst, src in zip(entry.inputs, (x, h0, c0)):   # converting to fp32 on the way in
-        cp.copyto(dst, src, casting="unsafe")
-    entry.graph.launch(stream=cp.cuda.get_current_stream())
-    _graphs(prepared).move_to_end(_key(config, mode, x, h0, c0))
-    return entry
+    stream, caller = _graph_stream(), cp.cuda.get_current_stream()
+    with _LOCK:   # the graph's buffers are shared by every caller of these prepared weights
+        stream.wait_event(caller.record())                 # the caller's inputs are written
+        with stream:
+            for dst, src in zip(entry.inputs, (x, h0, c0)):   # converting to fp32 on the way in
+                cp.copyto(dst, src, casting="unsafe")
+            entry.graph.launch(stream=stream)
+        caller.wait_event(stream.record())
+        outputs = tuple(a.astype(x.dtype, copy=True) for a in entry.outputs)   # the caller's own
+        stream.wait_event(caller.record())                 # read before the next replay rewrites them
+    _graphs(prepared).move_to_end(key)
+    return entry.kind, outputs
 
 
 def capture(prepared, config, mode, x, h0, c0, run_eager) -> None:
@@ -79,22 +110,24 @@ def capture(prepared, config, mode, x, h0, c0, run_eager) -> None:
         return
     cp = _cp()
     pool = cp.cuda.MemoryPool()
-    stream = cp.cuda.Stream(non_blocking=True)
-    with cp.cuda.using_allocator(pool.malloc):
-        inputs = tuple(cp.empty(a.shape, cp.float32) for a in (x, h0, c0))
-        with stream:
-            stream.begin_capture()
-            try:
-                *outputs, kind = run_eager(*inputs)
-            except Exception as exc:  # noqa: BLE001 - recorded; the call path stays eager
-                _abandon(stream)
-                capture_errors[key] = f"{type(exc).__name__}: {exc}"
-                return
-            try:
-                graph = stream.end_capture()
-            except Exception as exc:  # noqa: BLE001
-                capture_errors[key] = f"{type(exc).__name__}: {exc}"
-                return
+    stream = _graph_stream()
+    with _LOCK:
+        _warm_blas(stream)
+        with cp.cuda.using_allocator(pool.malloc):
+            inputs = tuple(cp.empty(a.shape, cp.float32) for a in (x, h0, c0))
+            with stream:
+                stream.begin_capture()
+                try:
+                    *outputs, kind = run_eager(*inputs)
+                except Exception as exc:  # noqa: BLE001 - recorded; the call path stays eager
+                    _abandon(stream)
+                    capture_errors[key] = f"{type(exc).__name__}: {exc}"
+                    return
+                try:
+                    graph = stream.end_capture()
+                except Exception as exc:  # noqa: BLE001
+                    capture_errors[key] = f"{type(exc).__name__}: {exc}"
+                    return
     if len(graphs) >= MAX_GRAPHS:
         graphs.popitem(last=False)
     graphs[key] = ForwardGraph(graph, pool, inputs, tuple(outputs), kind)
@@ -108,7 +141,3 @@ def _abandon(stream) -> None:
         pass
 
 
-def outputs_as(entry: ForwardGraph, dtype) -> tuple:
-    """The replay's fp32 outputs cast to ``dtype`` as new arrays, the caller's own (the next replay
-    rewrites the graph's): one kernel each, like the eager path's casts."""
-    return tuple(a.astype(dtype, copy=True) for a in entry.outputs)
