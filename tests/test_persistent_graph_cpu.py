@@ -161,3 +161,20 @@ def test_graphs_per_prepared_weights_are_bounded(graph_engine, rng):
     assert len(prepared.graphs) == persistent_graph.MAX_GRAPHS
     batches = [key[0] for key in prepared.graphs]          # the oldest configurations went first
     assert batches == sorted(batches) and len(set(batches)) == persistent_graph.MAX_GRAPHS
+
+
+def test_a_failing_replay_drops_the_graph_and_runs_eagerly(graph_engine, rng, monkeypatch):
+    config = LSTMConfig(8, 16, 1, False, "float32", 2, 4)
+    weights, _, _, _ = random_problem(rng, config)
+    prepared = graph_engine.prepare(config, weights)
+    calls = [_inputs(rng, config) for _ in range(3)]
+    _forward(graph_engine, config, weights, prepared, calls[0])
+    assert len(prepared.graphs) == 1
+    monkeypatch.setattr(_FakeGraph, "launch", lambda self, stream=None: (_ for _ in ()).throw(
+        RuntimeError("launch failed")))
+    got = _forward(graph_engine, config, weights, prepared, calls[1])
+    assert not prepared.graphs
+    assert list(persistent_graph.capture_errors.values()) == ["replay: RuntimeError: launch failed"]
+    monkeypatch.setattr(persistent_graph, "ENABLED", False)
+    for a, b in zip(got, _forward(graph_engine, config, weights, prepared, calls[1])):
+        assert np.array_equal(a, b)

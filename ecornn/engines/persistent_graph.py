@@ -83,6 +83,17 @@ def replay(prepared, config, mode, x, h0, c0):
     entry = _graphs(prepared).get(key)
     if entry is None:
         return None
+    try:
+        outputs = _launch(entry, x, h0, c0)
+    except Exception as exc:  # noqa: BLE001 - recorded; this and later calls run eagerly
+        capture_errors[key] = f"replay: {type(exc).__name__}: {exc}"
+        del _graphs(prepared)[key]
+        return None
+    _graphs(prepared).move_to_end(key)
+    return entry.kind, outputs
+
+
+def _launch(entry: ForwardGraph, x, h0, c0) -> tuple:
     cp = _cp()
     stream, caller = _graph_stream(), cp.cuda.get_current_stream()
     with _LOCK:   # the graph's buffers are shared by every caller of these prepared weights
@@ -94,8 +105,7 @@ def replay(prepared, config, mode, x, h0, c0):
         caller.wait_event(stream.record())
         outputs = tuple(a.astype(x.dtype, copy=True) for a in entry.outputs)   # the caller's own
         stream.wait_event(caller.record())                 # read before the next replay rewrites them
-    _graphs(prepared).move_to_end(key)
-    return entry.kind, outputs
+    return outputs
 
 
 def capture(prepared, config, mode, x, h0, c0, run_eager) -> None:
