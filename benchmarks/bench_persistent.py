@@ -151,12 +151,7 @@ def row(dtype, hidden, batch, strict=True, repeats=20):
         entry["fused_us"] = fused_us(dtype, hidden, batch, repeats)
     except Exception as exc:
         entry["fused_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
-    try:
-        entry["cudnn_us"], entry["cudnn_train_ms"] = cudnn_times(dtype, hidden, batch, True, repeats)
-        if dtype == "float32" and strict:
-            entry["cudnn_strict_us"], entry["cudnn_strict_train_ms"] = cudnn_times(dtype, hidden, batch, False, repeats)
-    except Exception as exc:
-        entry["cudnn_error"] = f"{type(exc).__name__}: {exc}"
+    add_cudnn(entry, dtype, hidden, batch, repeats, strict=dtype == "float32" and strict)
     entry["target_us"] = TARGETS.get((dtype, hidden, batch))
     return entry
 
@@ -185,8 +180,28 @@ def capacity_edge(dtype="float32", batch=4):
     return out
 
 
-def _fmt(v, spec=".2f"):
+def fmt(v, spec=".2f"):
+    """A table cell: ``v`` formatted, or "-" when missing (the benchmarks' markdown tables)."""
     return "-" if v is None else format(v, spec)
+
+
+def add_cudnn(entry: dict, dtype, hidden, batch, repeats, strict=False) -> dict:
+    """cuDNN's forward µs/step and fwd+bwd ms into ``entry`` (and TF32-off ones with ``strict``);
+    a failure is recorded under "cudnn_error", never hidden."""
+    try:
+        entry["cudnn_us"], entry["cudnn_train_ms"] = cudnn_times(dtype, hidden, batch, True, repeats)
+        if strict:
+            entry["cudnn_strict_us"], entry["cudnn_strict_train_ms"] = cudnn_times(dtype, hidden, batch, False, repeats)
+    except Exception as exc:
+        entry["cudnn_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    return entry
+
+
+def save_rows(out: Path, stem: str, meta: dict, rows: list, table: str = None, extra: dict = None) -> None:
+    """OUT/stem.json (meta, rows and ``extra``) and, with ``table``, OUT/stem.md headed by the meta."""
+    (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows, **(extra or {})}, indent=1, default=str))
+    if table is not None:
+        (out / f"{stem}.md").write_text(f"{json.dumps(meta, default=str)}\n\n{table}\n")
 
 
 def markdown(rows):
@@ -197,10 +212,10 @@ def markdown(rows):
         tsp = (r["cudnn_train_ms"] / r["persistent_train_ms"]
                if "persistent_train_ms" in r and "cudnn_train_ms" in r else None)
         kernel = r.get("kernels", {}).get("recurrence_only_us")
-        lines.append(f"| {r['dtype']} | {r['hidden']} | {r['batch']} | {_fmt(r.get('persistent_us'))} | {_fmt(kernel)} | "
-                     f"{_fmt(r.get('cudnn_us'))} | {_fmt(r.get('cudnn_strict_us'))} | {_fmt(sp)}x | "
-                     f"{_fmt(r.get('target_us'), '.1f')} | {_fmt(r.get('persistent_train_ms'))} | "
-                     f"{_fmt(r.get('cudnn_train_ms'))} | {_fmt(tsp)}x |")
+        lines.append(f"| {r['dtype']} | {r['hidden']} | {r['batch']} | {fmt(r.get('persistent_us'))} | {fmt(kernel)} | "
+                     f"{fmt(r.get('cudnn_us'))} | {fmt(r.get('cudnn_strict_us'))} | {fmt(sp)}x | "
+                     f"{fmt(r.get('target_us'), '.1f')} | {fmt(r.get('persistent_train_ms'))} | "
+                     f"{fmt(r.get('cudnn_train_ms'))} | {fmt(tsp)}x |")
         if "backward_error" in r.get("kernels", {}):
             lines.append(f"|  | | | training: {r['kernels']['backward_error'][:160]} ||||||||")
         if "persistent_error" in r:

@@ -12,13 +12,12 @@ Writes OUT_DIR/persistent_cluster_bench.json and OUT_DIR/persistent_cluster_benc
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from bench_persistent import STEPS, _median_ms, bench_meta, cudnn_times
+from bench_persistent import STEPS, _median_ms, bench_meta, cudnn_times, fmt, save_rows
 
 ROWS = [(256, 1, 1, False), (128, 1, 1, False), (256, 4, 1, False), (512, 4, 1, False), (256, 1, 2, True)]
 TARGETS = {(256, 1): 1.6, (512, 4): 1.8}
@@ -89,10 +88,6 @@ def row(hidden, batch, layers, bidir, repeats):
     return entry
 
 
-def _fmt(v, spec=".2f"):
-    return "-" if v is None else format(v, spec)
-
-
 def markdown(rows):
     lines = ["| H | B | layers x dirs | cluster µs/step | cluster kernel | predicted kernel | grid µs/step | "
              "grid kernel | cuDNN | cuDNN TF32 off | cluster vs grid | cluster vs cuDNN | target | kernel |",
@@ -103,10 +98,10 @@ def markdown(rows):
         info = (f"C={k['cluster']} {k['threads']}thr {k['registers']}reg {k['smem_bytes'] // 1024}KB "
                 f"spill={k['local_bytes']} clusters={k['max_active_clusters']}") if k else "-"
         lines.append(f"| {r['hidden']} | {r['batch']} | {r['layers']}x{2 if r['bidirectional'] else 1} | "
-                     f"{_fmt(c)} | {_fmt(r.get('cluster_kernel_us'))} | {_fmt(r.get('predicted_kernel_us'))} | "
-                     f"{_fmt(g)} | {_fmt(r.get('grid_kernel_us'))} | {_fmt(d)} | {_fmt(r.get('cudnn_strict_us'))} | "
-                     f"{_fmt(g / c if c and g else None)}x | {_fmt(d / c if c and d else None)}x | "
-                     f"{_fmt(r.get('target_us'), '.1f')} | {info} |")
+                     f"{fmt(c)} | {fmt(r.get('cluster_kernel_us'))} | {fmt(r.get('predicted_kernel_us'))} | "
+                     f"{fmt(g)} | {fmt(r.get('grid_kernel_us'))} | {fmt(d)} | {fmt(r.get('cudnn_strict_us'))} | "
+                     f"{fmt(g / c if c and g else None)}x | {fmt(d / c if c and d else None)}x | "
+                     f"{fmt(r.get('target_us'), '.1f')} | {info} |")
         for key in ("cluster_error", "grid_error", "cluster_kernel_error", "cudnn_error"):
             if key in r:
                 lines.append(f"| | | | {key}: {r[key][:200]} |" + " |" * 10)
@@ -126,8 +121,7 @@ def main(argv=None):
         rows.append(row(*spec, args.repeats))
         print(markdown(rows[-1:]).split("\n", 2)[2], flush=True)
     table = markdown(rows)
-    (out / "persistent_cluster_bench.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, default=str))
-    (out / "persistent_cluster_bench.md").write_text(f"{json.dumps(meta, default=str)}\n\n{table}\n")
+    save_rows(out, "persistent_cluster_bench", meta, rows, table)
     print(table)
     return 0
 

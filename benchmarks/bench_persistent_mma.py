@@ -12,14 +12,14 @@ Writes OUT_DIR/persistent_mma_bench.json and OUT_DIR/persistent_mma_bench.md.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_persistent import STEPS, TARGETS, _median_ms, _problem, _recurrence_ms, bench_meta, cudnn_times  # noqa: E402
+from bench_persistent import (STEPS, TARGETS, _median_ms, _problem, _recurrence_ms, add_cudnn, bench_meta,  # noqa: E402
+                             fmt, save_rows)
 
 CONFIGS = [(1024, 1), (1024, 4), (1024, 8), (1024, 16), (2048, 4), (512, 4)]
 GRID_ROWS = {("float16", 1024, 8), ("bfloat16", 1024, 4), ("float16", 1024, 16), ("bfloat16", 2048, 4)}
@@ -62,15 +62,7 @@ def row(dtype, hidden, batch, repeats, with_grid=True):
             entry[variant] = variant_times(dtype, hidden, batch, variant, repeats)
         except Exception as exc:  # NotSupported or a failure: recorded, never hidden
             entry[variant] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
-    try:
-        entry["cudnn_us"], entry["cudnn_train_ms"] = cudnn_times(dtype, hidden, batch, True, repeats)
-    except Exception as exc:
-        entry["cudnn_error"] = f"{type(exc).__name__}: {exc}"
-    return entry
-
-
-def _fmt(v, spec=".2f"):
-    return "-" if v is None else format(v, spec)
+    return add_cudnn(entry, dtype, hidden, batch, repeats)
 
 
 def markdown(rows):
@@ -81,20 +73,15 @@ def markdown(rows):
         m, g = r.get("mma", {}), r.get("grid", {})
         speed = r["cudnn_train_ms"] / m["train_ms"] if "train_ms" in m and "cudnn_train_ms" in r else None
         regs = f"{m.get('forward_kernel', {}).get('registers', '-')}/{m.get('backward_kernel', {}).get('registers', '-')}"
-        lines.append(f"| {r['dtype']} | {r['hidden']} | {r['batch']} | {_fmt(m.get('fwd_us'))} | {_fmt(m.get('kernel_us'))} | "
-                     f"{_fmt(r.get('target_us'), '.1f')} | {_fmt(g.get('fwd_us'))} | {_fmt(g.get('kernel_us'))} | "
-                     f"{_fmt(r.get('cudnn_us'))} | {_fmt(m.get('train_ms'))} | {_fmt(g.get('train_ms'))} | "
-                     f"{_fmt(r.get('cudnn_train_ms'))} | {_fmt(speed)}x | {regs} |")
+        lines.append(f"| {r['dtype']} | {r['hidden']} | {r['batch']} | {fmt(m.get('fwd_us'))} | {fmt(m.get('kernel_us'))} | "
+                     f"{fmt(r.get('target_us'), '.1f')} | {fmt(g.get('fwd_us'))} | {fmt(g.get('kernel_us'))} | "
+                     f"{fmt(r.get('cudnn_us'))} | {fmt(m.get('train_ms'))} | {fmt(g.get('train_ms'))} | "
+                     f"{fmt(r.get('cudnn_train_ms'))} | {fmt(speed)}x | {regs} |")
         for name, v in (("mma", m), ("grid", g)):
             for key in ("error", "train_error"):
                 if key in v:
                     lines.append(f"|  | | | {name} {key}: {v[key][:160]} |||||||||||")
     return "\n".join(lines)
-
-
-def write(out: Path, meta: dict, rows: list) -> None:
-    (out / "persistent_mma_bench.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, default=str))
-    (out / "persistent_mma_bench.md").write_text(f"{json.dumps(meta, default=str)}\n\n{markdown(rows)}\n")
 
 
 def main(argv=None):
@@ -116,7 +103,7 @@ def main(argv=None):
         with_grid = args.all_grid or (dtype, hidden, batch) in GRID_ROWS
         rows.append(row(dtype, hidden, batch, args.repeats, with_grid))
         print(markdown(rows[-1:]).splitlines()[2], flush=True)
-        write(out, meta, rows)   # after every row: a timeout keeps what was measured
+        save_rows(out, "persistent_mma_bench", meta, rows, markdown(rows))   # after every row: a timeout keeps what was measured
     print(markdown(rows))
     return 0
 

@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_persistent import STEPS, TARGETS, _median_ms, _problem, _recurrence_ms, bench_meta, cudnn_times  # noqa: E402
+from bench_persistent import (STEPS, TARGETS, _median_ms, _problem, _recurrence_ms, add_cudnn, bench_meta,  # noqa: E402
+                             fmt, save_rows)
 
 ROWS = [("bfloat16", 1024, 4), ("float16", 1024, 8), ("float16", 1024, 16), ("bfloat16", 2048, 4),
         ("float16", 1024, 1), ("bfloat16", 512, 4), ("float16", 1024, 2), ("bfloat16", 256, 8),
@@ -76,15 +77,7 @@ def row(dtype, hidden, batch, repeats):
         entry.update(measure(dtype, hidden, batch, repeats))
     except Exception as exc:
         entry["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-    try:
-        entry["cudnn_us"], entry["cudnn_train_ms"] = cudnn_times(dtype, hidden, batch, True, repeats)
-    except Exception as exc:
-        entry["cudnn_error"] = f"{type(exc).__name__}: {exc}"
-    return entry
-
-
-def _fmt(v, spec=".2f"):
-    return "-" if v is None else format(v, spec)
+    return add_cudnn(entry, dtype, hidden, batch, repeats)
 
 
 def markdown(rows):
@@ -94,11 +87,11 @@ def markdown(rows):
     for r in rows:
         g, c, t, ct = r.get("graph_fwd_us"), r.get("cudnn_us"), r.get("train_ms"), r.get("cudnn_train_ms")
         lines.append("| " + " | ".join([
-            r["dtype"], str(r["hidden"]), str(r["batch"]), _fmt(g), _fmt(r.get("eager_fwd_us")),
-            _fmt(r.get("kernel_us")), _fmt(r.get("kernel_tagged_us")), _fmt(r.get("kernel_grid_sync_us")),
-            _fmt(r.get("target_us"), ".1f"), _fmt(c), _fmt(t), _fmt(r.get("train_tagged_ms")),
-            _fmt(r.get("train_grid_sync_ms")), _fmt(ct),
-            _fmt(c / g if g and c else None) + "x", _fmt(ct / t if t and ct else None) + "x"]) + " |")
+            r["dtype"], str(r["hidden"]), str(r["batch"]), fmt(g), fmt(r.get("eager_fwd_us")),
+            fmt(r.get("kernel_us")), fmt(r.get("kernel_tagged_us")), fmt(r.get("kernel_grid_sync_us")),
+            fmt(r.get("target_us"), ".1f"), fmt(c), fmt(t), fmt(r.get("train_tagged_ms")),
+            fmt(r.get("train_grid_sync_ms")), fmt(ct),
+            fmt(c / g if g and c else None) + "x", fmt(ct / t if t and ct else None) + "x"]) + " |")
         for key in ("error", "train_error", "cudnn_error"):
             if key in r:
                 lines.append(f"|  | {key}: {r[key]} |" + " |" * 14)
@@ -118,9 +111,9 @@ def main(argv=None):
     for dtype, hidden, batch in ROWS[:args.rows]:
         rows.append(row(dtype, hidden, batch, args.repeats))
         print(json.dumps(rows[-1], default=str), flush=True)
-        (out / "persistent_v5_bench.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, default=str))
+        save_rows(out, "persistent_v5_bench", meta, rows)   # after every row: a timeout keeps them
     table = markdown(rows)
-    (out / "persistent_v5_bench.md").write_text(f"Device: {meta['device'].get('name')}\n\n" + table)
+    save_rows(out, "persistent_v5_bench", meta, rows, table)
     print(table)
 
 

@@ -18,14 +18,7 @@ cat "$OUT/device.txt"
   "$REPO/tests/test_layouts_persistent.py" "$REPO/tests/test_persistent_emulated.py" 2>&1 | tail -60) > "$OUT/tests.log"
 tail -25 "$OUT/tests.log"
 
-{
-  for tool in memcheck racecheck; do
-    echo "== compute-sanitizer --tool $tool"
-    timeout ${SAN_TIMEOUT:-70} compute-sanitizer --tool $tool --error-exitcode 9 python3 benchmarks/persistent_small_run.py 2>&1 | tail -8
-    echo "exit: ${PIPESTATUS[0]}"
-  done
-} > "$OUT/sanitizer.log" 2>&1
-cat "$OUT/sanitizer.log"
+run_sanitizers benchmarks/persistent_small_run.py "$OUT/sanitizer.log" 70
 
 timeout ${BENCH_TIMEOUT:-200} python3 benchmarks/bench_persistent.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tail -45 > "$OUT/bench.log"
 cat "$OUT/bench.log"

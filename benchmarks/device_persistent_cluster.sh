@@ -21,12 +21,4 @@ timeout ${BENCH_TIMEOUT:-90} python3 benchmarks/bench_persistent_cluster.py "$OU
   2>&1 | tail -30 > "$OUT/cluster_bench.log"
 cat "$OUT/cluster_bench.log"
 
-{
-  for tool in ${SAN_TOOLS:-memcheck racecheck}; do
-    echo "== compute-sanitizer --tool $tool"
-    timeout ${SAN_TIMEOUT:-40} compute-sanitizer --tool $tool --error-exitcode 9 \
-      python3 benchmarks/persistent_cluster_small_run.py 2>&1 | tail -6
-    echo "exit: ${PIPESTATUS[0]}"
-  done
-} > "$OUT/cluster_sanitizer.log" 2>&1
-cat "$OUT/cluster_sanitizer.log"
+run_sanitizers benchmarks/persistent_cluster_small_run.py "$OUT/cluster_sanitizer.log" 40 6

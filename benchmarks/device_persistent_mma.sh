@@ -18,15 +18,7 @@ cat "$LOG/device.txt"
   2>&1 | tail -80) > "$LOG/tests.log"
 tail -30 "$LOG/tests.log"
 
-{
-  for tool in memcheck racecheck; do
-    echo "== compute-sanitizer --tool $tool"
-    timeout ${SAN_TIMEOUT:-40} compute-sanitizer --tool $tool --error-exitcode 9 \
-      python3 benchmarks/persistent_mma_small_run.py 2>&1 | tail -8
-    echo "exit: ${PIPESTATUS[0]}"
-  done
-} > "$LOG/sanitizer.log" 2>&1
-cat "$LOG/sanitizer.log"
+run_sanitizers benchmarks/persistent_mma_small_run.py "$LOG/sanitizer.log"
 
 timeout ${BENCH_TIMEOUT:-100} python3 benchmarks/bench_persistent_mma.py "$LOG" --repeats ${REPEATS:-10} ${BENCH_ARGS:-} \
   2>&1 | tail -40 > "$LOG/bench.log"

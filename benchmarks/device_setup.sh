@@ -4,3 +4,18 @@ export PYTHONUNBUFFERED=1
 pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
 REPO=$PWD
 export PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH}
+
+# compute-sanitizer (memcheck and racecheck, or $SAN_TOOLS) over one small-run script, each tool
+# under a timeout ($SAN_TIMEOUT, else the third argument); the log is written and printed.
+run_sanitizers() {  # script log [timeout_s] [tail_lines]
+  local script=$1 log=$2 limit=${3:-40} lines=${4:-8} tool
+  {
+    for tool in ${SAN_TOOLS:-memcheck racecheck}; do
+      echo "== compute-sanitizer --tool $tool"
+      timeout "${SAN_TIMEOUT:-$limit}" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        python3 "$script" 2>&1 | tail -"$lines"
+      echo "exit: ${PIPESTATUS[0]}"
+    done
+  } > "$log" 2>&1
+  cat "$log"
+}

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_persistent import STEPS, _problem, _recurrence_ms, bench_meta  # noqa: E402
+from bench_persistent import STEPS, _problem, _recurrence_ms, bench_meta, save_rows  # noqa: E402
 
 CONFIGS = [("bfloat16", 1024, 4), ("float16", 1024, 8), ("float16", 1024, 16), ("bfloat16", 2048, 4)]
 WARPS = (16, 8)        # 4-warp plans rank last in the model everywhere here
@@ -83,9 +83,9 @@ def main(argv=None):
     rows = []
     for dtype, hidden, batch in CONFIGS:
         rows += explore(dtype, hidden, batch, args.repeats)
-        (out / "mma_plan_explore.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, default=str))
+        save_rows(out, "mma_plan_explore", meta, rows)   # after every configuration
     table = markdown(rows)
-    (out / "mma_plan_explore.md").write_text(f"Device: {meta['device'].get('name')}\n\n" + table)
+    save_rows(out, "mma_plan_explore", meta, rows, table)
     print(table)
 
 

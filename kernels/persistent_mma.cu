@@ -191,9 +191,19 @@ __device__ __forceinline__ void store_relaxed4(unsigned int* p, const uint4& v) 
                  :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 }
 
-// One exchange word: the 16-bit value of x (round to nearest even, as pack_pair) under the tag.
+// The 16-bit bits of x (round to nearest even, as pack_pair).
+__device__ __forceinline__ unsigned short half_bits(float x) {
+    return static_cast<unsigned short>(pack_pair<kBf16>(x, 0.0f) & 0xffffu);
+}
+
+// One exchange word: the 16-bit value of x under the tag.
 __device__ __forceinline__ unsigned int tagged_word(float x, unsigned int tag) {
-    return (pack_pair<kBf16>(x, 0.0f) & 0xffffu) | (tag << 16);
+    return half_bits(x) | (tag << 16);
+}
+
+// Offset of slot step & 1 of direction d in an exchange buffer [D][2][B][ld] (both exchanges).
+__device__ __forceinline__ size_t slot_offset(int d, int step, int ld) {
+    return ((size_t)d * 2 + (step & 1)) * kBatch * ld;
 }
 
 // Exchange words per row: k_len rounded up to 4, so every row starts 16-byte aligned.
@@ -261,7 +271,7 @@ __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned
 __device__ __forceinline__ int packed_ld(int k_len) { return (k_len + 7) & ~7; }
 
 __device__ __forceinline__ size_t packed_rows(int d, int step, int k_len) {
-    return ((size_t)d * 2 + (step & 1)) * kBatch * packed_ld(k_len);
+    return slot_offset(d, step, packed_ld(k_len));
 }
 
 // The warp's K-slice of the packed rows src[n * ld + k] (written by every block before the grid
@@ -288,10 +298,6 @@ __device__ __forceinline__ void stage_packed(unsigned int* vec_s, const unsigned
         }
     }
     __syncwarp();
-}
-
-__device__ __forceinline__ unsigned short half_bits(float x) {
-    return static_cast<unsigned short>(pack_pair<kBf16>(x, 0.0f) & 0xffffu);
 }
 
 // mma of k-tile kt of the warp's slice (b0, b1 per the fragment map: n = g, k = 2c (+8); zero
@@ -477,7 +483,7 @@ __device__ __forceinline__ Carve carve(uint4* smem) {
 // Offset of the exchange rows [B][exchange_ld(k_len)] that step `step` (processing order) of
 // direction d publishes: slot step & 1 of xch [D][2][B][exchange_ld(k_len)].
 __device__ __forceinline__ size_t xch_rows(int d, int step, int k_len) {
-    return ((size_t)d * 2 + (step & 1)) * kBatch * exchange_ld(k_len);
+    return slot_offset(d, step, exchange_ld(k_len));
 }
 
 #if PASS == 0

@@ -23,15 +23,7 @@ if [ "$PARTS" != "${PARTS/tests/}" ]; then
   [ -n "${SKIP_SUITE:-}" ] || run_tests gpu_suite ${SUITE_TIMEOUT:-240} "$REPO/tests" --deselect "$REPO/tests/test_persistent_v5_gpu.py" ${SUITE_K:+-k "$SUITE_K"}
 fi
 if [ "$PARTS" != "${PARTS/sanitizer/}" ]; then
-  {
-    for tool in memcheck racecheck; do
-      echo "== compute-sanitizer --tool $tool"
-      timeout ${SAN_TIMEOUT:-40} compute-sanitizer --tool $tool --error-exitcode 9 \
-        python3 benchmarks/persistent_mma_small_run.py 2>&1 | tail -8
-      echo "exit: ${PIPESTATUS[0]}"
-    done
-  } > "$LOG/sanitizer.log" 2>&1
-  cat "$LOG/sanitizer.log"
+  run_sanitizers benchmarks/persistent_mma_small_run.py "$LOG/sanitizer.log"
 fi
 if [ "$PARTS" != "${PARTS/bench/}" ]; then
   timeout ${BENCH_TIMEOUT:-150} python3 benchmarks/bench_persistent_v5.py "$LOG" --repeats ${REPEATS:-10} ${BENCH_ROWS:+--rows $BENCH_ROWS} \

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..arrays import is_gpu_array
 from ..errors import NotSupported
 from ..layouts import gate_deinterleave, gate_interleave
 from ..layouts.persistent import pack_block_rows, pack_mma_fragments
@@ -327,7 +328,6 @@ def _max_active_clusters(kern, plan):
 def _cluster_kernel(plan, device_id: int):
     """(plan, RawKernel) with 0 spill bytes and every direction's cluster resident at once, or
     NotSupported. An ordinary launch: the cluster size is compiled in (__cluster_dims__)."""
-    props = _props()
     plan, kern = _compile_without_spills(plan, "persistent_cluster_fwd", cooperative=False)
     if plan.cluster > 8:
         _allow_non_portable_cluster(kern)
@@ -413,7 +413,7 @@ def _matmul(a, b, out=None, *, accumulate=False, tf32=False):
     cp = _cp()
     if out is None:
         out = cp.empty((a.shape[0], b.shape[1]), cp.float32)
-    if tf32 or type(a).__module__.startswith("cupy"):   # ecornn's cuBLAS binding: graph-capturable
+    if tf32 or is_gpu_array(a):   # ecornn's cuBLAS binding: graph-capturable (CuPy's is not)
         from ..gpu_blas import matmul
         return matmul(a, b, out, beta=1.0 if accumulate else 0.0, tf32=tf32)
     if accumulate:

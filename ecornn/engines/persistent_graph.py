@@ -20,8 +20,10 @@ capture cooperative launches), the configuration stays eager, and the reason is 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict  # noqa: F401 - the type of PersistentWeights.graphs
+from collections import OrderedDict
 from dataclasses import dataclass
+
+from ..arrays import is_gpu_array
 
 ENABLED = True       # benchmarks and tests switch it off to time or test the eager path
 MAX_GRAPHS = 4       # per prepared weights: each graph holds its own buffers
@@ -54,7 +56,7 @@ def _graphs(prepared) -> OrderedDict:
 
 def _wanted(prepared, x) -> bool:
     """Graphs need prepared weights and CuPy arrays (the CPU emulation tests run NumPy)."""
-    return ENABLED and prepared is not None and type(x).__module__.startswith("cupy")
+    return ENABLED and prepared is not None and is_gpu_array(x)
 
 
 def _graph_stream():
