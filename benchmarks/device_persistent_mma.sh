@@ -7,11 +7,7 @@ OUT=${OUT:-/tmp/persistent_mma_out}
 LOG="$OUT/mma"
 mkdir -p "$LOG"
 source benchmarks/device_setup.sh
-{
-  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv
-  python3 -c "import cupy, torch; print('cupy', cupy.__version__, 'torch', torch.__version__, 'cudnn', torch.backends.cudnn.version())"
-} > "$LOG/device.txt" 2>&1
-cat "$LOG/device.txt"
+record_device "$LOG/device.txt"
 
 (cd /tmp && timeout ${TEST_TIMEOUT:-150} python3 -m pytest -q -m gpu -rfEs --durations=8 --import-mode=append \
   -p no:cacheprovider --rootdir "$REPO" "$REPO/tests/test_persistent_mma_gpu.py" "$REPO/tests/test_persistent_gpu.py" \

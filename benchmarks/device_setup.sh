@@ -5,6 +5,15 @@ pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
 REPO=$PWD
 export PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH}
 
+# The GPU, its driver and clock, and the CuPy / torch / cuDNN versions, into a file (and printed).
+record_device() {  # file
+  {
+    nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv
+    python3 -c "import cupy, torch; print('cupy', cupy.__version__, 'torch', torch.__version__, 'cudnn', torch.backends.cudnn.version())"
+  } > "$1" 2>&1
+  cat "$1"
+}
+
 # compute-sanitizer (memcheck and racecheck, or $SAN_TOOLS) over one small-run script, each tool
 # under a timeout ($SAN_TIMEOUT, else the third argument); the log is written and printed.
 run_sanitizers() {  # script log [timeout_s] [tail_lines]

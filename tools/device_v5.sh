@@ -7,11 +7,7 @@ LOG="$OUT/v5"
 PARTS=${PARTS:-tests sanitizer bench}   # also: explore (alternative mma plans)
 mkdir -p "$LOG"
 source benchmarks/device_setup.sh
-{
-  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv
-  python3 -c "import cupy, torch; print('cupy', cupy.__version__, 'torch', torch.__version__, 'cudnn', torch.backends.cudnn.version())"
-} > "$LOG/device.txt" 2>&1
-cat "$LOG/device.txt"
+record_device "$LOG/device.txt"
 run_tests() {  # name timeout pytest-args...
   local name=$1 limit=$2; shift 2
   (cd /tmp && timeout "$limit" python3 -m pytest -q -m gpu -rfEs --durations=10 --import-mode=append \
