@@ -1,20 +1,19 @@
-"""Benchmark of `persistent` v5 against v4 and torch.nn.LSTM (cuDNN) in the same process.
+"""Benchmark of `persistent` v5/v6 against torch.nn.LSTM (cuDNN) in the same process.
 
 v5 = the tagged exchange of the tensor-core kernels (no grid barrier) + CUDA-graph replay of
-inference forwards. Per row (T=256, 1 layer, input=hidden, random non-zero inputs, CUDA events,
+inference forwards; v6 = the fp32 grid kernel's staged exchange, tagged or grid.sync(). Per row (T=256, 1 layer, input=hidden, random non-zero inputs, CUDA events,
 median): forward µs/step of the whole call (graph replay, and eager), the kernel alone with the
 default exchange (capacity.tagged_exchange_pays) and forced either way (tagged, grid.sync());
 fwd+bwd ms likewise; cuDNN (PyTorch defaults) forward µs/step and fwd+bwd ms; the issue's target.
 
-    python benchmarks/bench_persistent_v5.py OUT_DIR [--repeats N]
-Writes OUT_DIR/persistent_v5_bench.{json,md}.
+    python benchmarks/bench_persistent_v5.py OUT_DIR [--repeats N] [--rows N] [--dtype D] [--name NAME]
+Writes OUT_DIR/NAME.{json,md} (NAME: persistent_v5_bench).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +24,8 @@ from bench_persistent import (STEPS, TARGETS, _median_ms, _problem, _recurrence_
 
 ROWS = [("bfloat16", 1024, 4), ("float16", 1024, 8), ("float16", 1024, 16), ("bfloat16", 2048, 4),
         ("float16", 1024, 1), ("bfloat16", 512, 4), ("float16", 1024, 2), ("bfloat16", 256, 8),
-        ("float32", 256, 1), ("float32", 512, 4), ("float32", 1024, 4), ("float32", 1024, 8)]
+        ("float32", 256, 1), ("float32", 512, 4), ("float32", 1024, 4), ("float32", 1024, 8),
+        ("float32", 512, 1), ("float32", 512, 8), ("float32", 1024, 1), ("float32", 1536, 4)]
 
 
 def _train_ms(config, weights, x, h0, c0, prepared, repeats):
@@ -52,17 +52,15 @@ def measure(dtype, hidden, batch, repeats):
     persistent_graph.ENABLED = True
     plan = persistent.plans_for(config, False)["forward"]
     out["kernel_us"] = _recurrence_ms(config, prepared, x, h0, c0, plan) * 1e3 / STEPS
-    if plan.kind == "mma":
-        out["tagged_default"] = {name: p.tagged for name, p in persistent.plans_for(config, True).items()}
-        for tagged, key in ((True, "tagged"), (False, "grid_sync")):
-            out[f"kernel_{key}_us"] = _recurrence_ms(config, prepared, x, h0, c0,
-                                                      replace(plan, tagged=tagged)) * 1e3 / STEPS
+    out["tagged_default"] = {name: p.tagged for name, p in persistent.plans_for(config, True).items()}
+    for tagged, key in ((True, "tagged"), (False, "grid_sync")):
+        out[f"kernel_{key}_us"] = _recurrence_ms(config, prepared, x, h0, c0,
+                                                  plan.with_exchange(tagged)) * 1e3 / STEPS
     try:
         out["train_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
-        if plan.kind == "mma":
-            for tagged, key in ((True, "tagged"), (False, "grid_sync")):
-                persistent.TAGGED_EXCHANGE = tagged
-                out[f"train_{key}_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
+        for tagged, key in ((True, "tagged"), (False, "grid_sync")):
+            persistent.TAGGED_EXCHANGE = tagged
+            out[f"train_{key}_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
     except Exception as exc:  # NotSupported or a failure: recorded, never hidden
         out["train_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
     finally:
@@ -103,17 +101,19 @@ def main(argv=None):
     parser.add_argument("out")
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--rows", type=int, help="only the first N rows (the 16-bit target rows first)")
+    parser.add_argument("--dtype", help="only the rows of this dtype")
+    parser.add_argument("--name", default="persistent_v5_bench", help="output file stem")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = bench_meta()
     rows = []
-    for dtype, hidden, batch in ROWS[:args.rows]:
+    for dtype, hidden, batch in [r for r in ROWS if args.dtype in (None, r[0])][:args.rows]:
         rows.append(row(dtype, hidden, batch, args.repeats))
         print(json.dumps(rows[-1], default=str), flush=True)
-        save_rows(out, "persistent_v5_bench", meta, rows)   # after every row: a timeout keeps them
+        save_rows(out, args.name, meta, rows)   # after every row: a timeout keeps them
     table = markdown(rows)
-    save_rows(out, "persistent_v5_bench", meta, rows, table)
+    save_rows(out, args.name, meta, rows, table)
     print(table)
 
 

@@ -128,4 +128,33 @@ __device__ __forceinline__ BwdInputs load_bwd_inputs(const float* gates, const f
     return in;
 }
 
+// ---- the tagged exchange between blocks (persistent_mma.cu v5, persistent_lstm.cu v6) ----
+// Relaxed gpu-scope accesses: coherent at L2 (no stale L1 line), and asm volatile, so a polling
+// loop really reloads.
+__device__ __forceinline__ uint4 load_relaxed(const unsigned int* p) {
+    uint4 v;
+    asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ unsigned int load_relaxed_word(const unsigned int* p) {
+    unsigned int v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void store_relaxed(unsigned int* p, unsigned int v) {
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ void store_relaxed4(unsigned int* p, const uint4& v) {
+    asm volatile("st.relaxed.gpu.global.v4.u32 [%0], {%1, %2, %3, %4};"
+                 :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+
+// Polls beyond this mean a producer never published (a bug, not a slow block: ~seconds of
+// polling): trap, so the launch fails with an error instead of hanging.
+constexpr long long kMaxPolls = 1ll << 26;
+
 #endif  // ECORNN_PERSISTENT_COMMON_CUH

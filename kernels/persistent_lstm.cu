@@ -2,7 +2,7 @@
 // directions). Each block owns whole hidden units and keeps its slice of the recurrent matrix on
 // chip for the whole sequence: the first REG_COLS columns of each lane in registers (fully
 // unrolled, compile-time indices), the rest in shared memory. h (forward) or dz (backward) travels
-// through L2 between steps; one grid.sync() per step.
+// through L2 between steps.
 //
 // PASS=0 forward:  z[4U x B] = W_hh[own gate rows] . h_{t-1} + xw_t, pointwise, write h_t.
 // PASS=1 backward: dh_{t-1}[U x B] = W_hh[:, own units]^T . dz_t; the pointwise step of the own
@@ -13,18 +13,51 @@
 // layout is [block][warp][i][rl][lane] (layouts/persistent.py: pack_block_rows); the matvec and
 // tile-loading helpers shared with persistent_cluster.cu are in persistent_common.cuh.
 //
+// v6: the step's vector goes through an exchange buffer xch [D][2][COLS][B] (fp32 bits, slot =
+// step parity) laid out [k][b] like the shared-memory vector, so a warp copies its own K-slice
+// (the only columns it multiplies) with 16-byte loads, all in flight at once, straight into shared
+// memory: one L2 round trip, no transposition, and no __syncthreads before the product (v2 loaded
+// the vector scalar by scalar, 4 loads in flight, then synchronised the block). The pointwise
+// threads sum the warps' partials themselves (v2 had one more pass and __syncthreads for that).
+// Exchanges: TAGGED=0, one grid.sync() per step (h0 is published before the loop, then one more
+// grid.sync()); TAGGED=1, no grid barrier: the lowest mantissa bit of every published word is a
+// tag that alternates per use of a slot, and a warp polls its slice (relaxed gpu-scope loads)
+// until every word carries the awaited tag. One bit suffices: while a block waits for slot s, no
+// producer can be more than one publication ahead (it would need this block's next vector), so a
+// word holds either the awaited value or the slot's previous one. The vector the product sees is
+// then rounded to 22 mantissa bits (relative error <= 2^-22; y, hT and dz keep the exact values).
+// Per-step partials alternate between two buffers, so without a grid barrier a fast warp's next
+// product cannot overwrite partials a pointwise thread still reads. The host zeroes xch before
+// each launch (zero padding words, never awaited; tags start at 1). Polling re-reads the slice
+// until it is complete, so the tagged exchange only pays for small slices
+// (persistent_capacity.tagged_exchange_pays).
+//
 // ecornn-persistent
-// ecornn-check: -DPASS=0 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=2 -DCOLS_PER_LANE=32 -DREG_COLS=32
-// ecornn-check: -DPASS=0 -DBATCH=16 -DNWARPS=8 -DLANE_ROWS=8 -DROWS_PER_LANE=5 -DCOLS_PER_LANE=40 -DREG_COLS=24
-// ecornn-check: -DPASS=1 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=8 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=64 -DREG_COLS=64
-// ecornn-check: -DPASS=0 -DBATCH=3 -DNWARPS=8 -DLANE_ROWS=16 -DROWS_PER_LANE=3 -DCOLS_PER_LANE=96 -DREG_COLS=24
-// ecornn-check: -DPASS=1 -DBATCH=1 -DNWARPS=16 -DLANE_ROWS=4 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=32 -DREG_COLS=16
+// Check lines: the capacity model's H100 plans fwd H=1024 B=4 and B=8, H=1536 B=4 (shared-memory
+// columns), H=1280 B=16 (5 rows per lane), H=397 B=3 (odd slices: the word-by-word staging), bwd
+// H=1024 B=4, H=256 B=1, B=1 with shared-memory columns; then the other exchange of three of them.
+// ecornn-check: -DPASS=0 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=2 -DCOLS_PER_LANE=32 -DREG_COLS=32 -DTAGGED=1
+// ecornn-check: -DPASS=0 -DBATCH=8 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=2 -DCOLS_PER_LANE=32 -DREG_COLS=32 -DTAGGED=1
+// ecornn-check: -DPASS=0 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=3 -DCOLS_PER_LANE=48 -DREG_COLS=22 -DTAGGED=1
+// ecornn-check: -DPASS=0 -DBATCH=16 -DNWARPS=8 -DLANE_ROWS=8 -DROWS_PER_LANE=5 -DCOLS_PER_LANE=40 -DREG_COLS=24 -DTAGGED=0
+// ecornn-check: -DPASS=0 -DBATCH=3 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=13 -DREG_COLS=13 -DTAGGED=1
+// ecornn-check: -DPASS=1 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=8 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=64 -DREG_COLS=64 -DTAGGED=0
+// ecornn-check: -DPASS=1 -DBATCH=1 -DNWARPS=16 -DLANE_ROWS=2 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=4 -DREG_COLS=4 -DTAGGED=1
+// ecornn-check: -DPASS=1 -DBATCH=1 -DNWARPS=16 -DLANE_ROWS=4 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=32 -DREG_COLS=16 -DTAGGED=0
+// ecornn-check: -DPASS=0 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=2 -DCOLS_PER_LANE=32 -DREG_COLS=32 -DTAGGED=0
+// ecornn-check: -DPASS=0 -DBATCH=8 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=2 -DCOLS_PER_LANE=32 -DREG_COLS=32 -DTAGGED=0
+// ecornn-check: -DPASS=1 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=8 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=64 -DREG_COLS=64 -DTAGGED=1
 #include <cooperative_groups.h>
 
 #include "persistent_common.cuh"
 
 namespace cg = cooperative_groups;
 
+#ifndef TAGGED
+#define TAGGED 0
+#endif
+
+constexpr bool kTagged = TAGGED != 0;
 constexpr int kBatch = BATCH;
 constexpr int kWarps = NWARPS;
 constexpr int kThreads = 32 * NWARPS;
@@ -39,18 +72,98 @@ constexpr int kCols = kWarpCols * NWARPS;               // padded reduction leng
 
 static_assert(32 % LANE_ROWS == 0, "LANE_ROWS must divide 32");
 static_assert(REG_COLS <= COLS_PER_LANE, "REG_COLS must not exceed COLS_PER_LANE");
+static_assert(PASS == 1 || kRows % 4 == 0, "forward rows come in whole units of 4 gates");
 
-// Shared memory carve-up (floats): vector | smem weights | warp partials | sums.
+// Shared memory carve-up (floats): vector [k][b] | smem weights | warp partials (tagged: two
+// buffers by step parity; grid.sync() orders one buffer's reuse, and a computed buffer offset
+// spilled the B=16 plan).
 constexpr int kVecFloats = kCols * kBatch;
 constexpr int kWsFloats = kWarps * kSmemCols * kRowsPerLane * 32;
 constexpr int kRedFloats = kWarps * kBatch * kRows;
-constexpr int kSumFloats = kBatch * kRows;
+constexpr int kRedBuffers = kTagged ? 2 : 1;
+constexpr int kSliceWords = kWarpCols * kBatch;         // one warp's K-slice of the vector
+constexpr int kStageChunk = 4;                          // 16-byte loads per lane in flight
+static_assert(kVecFloats % 4 == 0 && kWsFloats % 4 == 0 && kRedFloats % 4 == 0, "16-byte aligned carve-up");
 
-// Block-wide matrix-vector product of the on-chip rows with vec_s; sums_s[b][m] gets the result.
-// Fixed summation order (lanes, then warps 0..n-1): bitwise reproducible.
-__device__ __forceinline__ void block_matvec(const float (&w)[kRowsPerLane][kRegCols > 0 ? kRegCols : 1],
-                                             const float* w_s, const float* vec_s, float* red_s,
-                                             float* sums_s) {
+// ---- the exchange (see the header) ----
+// Slot n & 1 of direction d (n: publications so far in processing order; h0 is n = 0).
+__device__ __forceinline__ size_t xch_slot(int d, int n) { return ((size_t)d * 2 + (n & 1)) * kVecFloats; }
+
+// The tag of publication n: 1 at each slot's first use (the host zeroed xch), then alternating.
+__device__ __forceinline__ unsigned int xch_tag(int n) { return 1u ^ ((unsigned int)(n >> 1) & 1u); }
+
+// Publish value v as word k*B + b of slot n (tagged: its lowest bit replaced by the tag).
+__device__ __forceinline__ void publish(unsigned int* xch, int d, int n, int k, int b, float v) {
+    unsigned int* p = xch + xch_slot(d, n) + (size_t)k * kBatch + b;
+    if constexpr (kTagged) store_relaxed(p, (__float_as_uint(v) & ~1u) | xch_tag(n));
+    else *p = __float_as_uint(v);
+}
+
+// Whether the words of quad q (words 4q..4q+3 of the warp's slice) that hold real columns
+// (k < k_len; the rest is zero padding, never published) carry the tag.
+__device__ __forceinline__ bool quad_ready(const uint4& v, int first_word, int k_len, unsigned int tag) {
+    const unsigned int w[4] = {v.x, v.y, v.z, v.w};
+    bool ready = true;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+        if ((first_word + j) / kBatch < k_len) ready &= ((w[j] ^ tag) & 1u) == 0;
+    return ready;
+}
+
+// Copy this warp's K-slice of the exchange slot src into vec_s (same [k][b] layout). Tagged:
+// reload a chunk until every real word of it carries `tag`. The loads of a chunk are all issued
+// before any is used: one L2 round trip per chunk.
+__device__ __forceinline__ void stage_slice(float* vec_s, const unsigned int* src, int k_len, unsigned int tag) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int first = warp * kSliceWords;
+    if constexpr (kSliceWords % 4 == 0) {
+        constexpr int quads = kSliceWords / 4, iters = (quads + 31) / 32;
+        constexpr int chunk = iters < kStageChunk ? iters : kStageChunk;
+#pragma unroll 1
+        for (int base = 0; base < iters; base += chunk) {
+            uint4 v[chunk];
+            for (long long polls = 0;; ++polls) {
+                bool ready = true;
+#pragma unroll
+                for (int j = 0; j < chunk; ++j) {
+                    const int q = (base + j) * 32 + lane;
+                    if (q >= quads) continue;
+                    const unsigned int* p = src + first + 4 * q;
+                    v[j] = kTagged ? load_relaxed(p) : __ldcg(reinterpret_cast<const uint4*>(p));
+                }
+#pragma unroll
+                for (int j = 0; j < chunk; ++j) {
+                    const int q = (base + j) * 32 + lane;
+                    if (kTagged && q < quads) ready &= quad_ready(v[j], first + 4 * q, k_len, tag);
+                }
+                if (ready) break;
+                if (polls > kMaxPolls) __trap();
+            }
+#pragma unroll
+            for (int j = 0; j < chunk; ++j) {
+                const int q = (base + j) * 32 + lane;
+                if (q < quads) *reinterpret_cast<uint4*>(vec_s + first + 4 * q) = v[j];
+            }
+        }
+    } else {   // slices of an odd length (B odd and an odd number of columns per warp): word by word
+        for (int i = lane; i < kSliceWords; i += 32) {
+            const unsigned int* p = src + first + i;
+            unsigned int word;
+            for (long long polls = 0;; ++polls) {
+                word = kTagged ? load_relaxed_word(p) : __ldcg(p);
+                if (!kTagged || (first + i) / kBatch >= k_len || ((word ^ tag) & 1u) == 0) break;
+                if (polls > kMaxPolls) __trap();
+            }
+            vec_s[first + i] = __uint_as_float(word);
+        }
+    }
+    __syncwarp();
+}
+
+// This warp's partial products of the on-chip rows with its K-slice of vec_s, into red_s
+// [warp][b][row] (the warp's lanes summed; the warps are summed by the pointwise threads).
+__device__ __forceinline__ void warp_product(const float (&w)[kRowsPerLane][kRegCols > 0 ? kRegCols : 1],
+                                             const float* w_s, const float* vec_s, float* red_s) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     float acc[kRowsPerLane][kBatch];
     lane_partials<kLaneK, kRegCols, kSmemCols>(w, w_s, vec_s, acc, warp, lane);
@@ -63,35 +176,29 @@ __device__ __forceinline__ void block_matvec(const float (&w)[kRowsPerLane][kReg
             for (int b = 0; b < kBatch; ++b)
                 red_s[(warp * kBatch + b) * kRows + r * kLaneRows + row] = acc[r][b];
     }
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < kBatch * kRows; idx += kThreads) {
-        float s = 0.0f;
-#pragma unroll
-        for (int w2 = 0; w2 < kWarps; ++w2) s += red_s[w2 * kBatch * kRows + idx];
-        sums_s[idx] = s;
-    }
-    __syncthreads();
 }
 
-// Registers and shared memory get tile number `tile`; the vector's padding is zeroed.
-__device__ __forceinline__ void load_tile(float (&w)[kRowsPerLane][kRegCols > 0 ? kRegCols : 1],
-                                          float* w_s, float* vec_s, const float* tiles, size_t tile) {
-    load_weights<kWarps, kRegCols, kSmemCols>(w, w_s, tiles, tile);
-    for (int idx = threadIdx.x; idx < kVecFloats; idx += kThreads) vec_s[idx] = 0.0f;
-}
-
-// vec_s[k][b] = src[b * ld + k] for k < n (L2 loads: other blocks wrote src during this kernel).
-__device__ __forceinline__ void load_vector(float* vec_s, const float* src, int ld, int n) {
+// The step's product for the pointwise thread of (unit u, batch b): the warps' partials of row
+// `row` (forward: the unit's 4 gate rows from row 4u, as one float4), summed in warp order.
+__device__ __forceinline__ float4 gate_sums(const float* red_s, int u, int b) {
+    float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll 4
-    for (int idx = threadIdx.x; idx < kBatch * n; idx += kThreads) {
-        const int b = idx / n, k = idx % n;
-        vec_s[k * kBatch + b] = __ldcg(src + (size_t)b * ld + k);
+    for (int w = 0; w < kWarps; ++w) {
+        const float4 p = *reinterpret_cast<const float4*>(red_s + (w * kBatch + b) * kRows + 4 * u);
+        z.x += p.x; z.y += p.y; z.z += p.z; z.w += p.w;
     }
-    __syncthreads();
+    return z;
+}
+
+__device__ __forceinline__ float row_sum(const float* red_s, int u, int b) {
+    float s = 0.0f;
+#pragma unroll 4
+    for (int w = 0; w < kWarps; ++w) s += red_s[(w * kBatch + b) * kRows + u];
+    return s;
 }
 
 struct Carve {
-    float *vec, *ws, *red, *sums;
+    float *vec, *ws, *red;   // red: kRedBuffers buffers of kRedFloats
 };
 
 __device__ __forceinline__ Carve carve(float* smem) {
@@ -99,7 +206,6 @@ __device__ __forceinline__ Carve carve(float* smem) {
     c.vec = smem;
     c.ws = c.vec + kVecFloats;
     c.red = c.ws + kWsFloats;
-    c.sums = c.red + kRedFloats;
     return c;
 }
 
@@ -136,7 +242,7 @@ __device__ __forceinline__ Start start_block(float (&w)[kRowsPerLane][kRegCols >
     const int blk = blockIdx.x % blocks_per_dir;
     st.d = dir0 + blockIdx.x / blocks_per_dir;
     st.reverse = st.d == 1;
-    load_tile(w, st.s.ws, st.s.vec, tiles, (size_t)st.d * blocks_per_dir + blk);
+    load_weights<kWarps, kRegCols, kSmemCols>(w, st.s.ws, tiles, (size_t)st.d * blocks_per_dir + blk);
     st.pw = pointwise_slot(blk * units, units, H);
     st.state_at = ((size_t)st.d * kBatch + st.pw.b) * H + st.pw.j;
     return st;
@@ -145,39 +251,43 @@ __device__ __forceinline__ Start start_block(float (&w)[kRowsPerLane][kRegCols >
 #if PASS == 0
 // tiles [D][blocks][NWARPS][COLS_PER_LANE][ROWS_PER_LANE][32]; xw [D][T][B][4H] (gate-interleaved,
 // biases included); h0, c0, hT, cT [D][B][H]; y [T][B][ldy] (direction d at columns d*H);
-// gates_out [D][T][B][4H] activated, cells_out [D][T][B][H] (both null at inference).
+// gates_out [D][T][B][4H] activated, cells_out [D][T][B][H] (both null at inference);
+// xch zeroed [D][2][COLS][B] words.
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ xw,
                     const float* __restrict__ h0, const float* __restrict__ c0, float* y, float* hT,
                     float* cT, float* gates_out, float* cells_out, int T, int H, int units,
-                    int blocks_per_dir, int ldy, int dir0) {
+                    int blocks_per_dir, int ldy, int dir0, unsigned int* xch) {
     extern __shared__ __align__(16) float smem[];
     float w[kRowsPerLane][kRegCols > 0 ? kRegCols : 1];
     const auto [s, d, reverse, pw, state_at] = start_block(w, smem, tiles, H, units, blocks_per_dir, dir0);
-    float c = pw.active ? c0[state_at] : 0.0f;   // cell state stays in this thread's register
+    float c = 0.0f;   // cell state stays in this thread's register
+    if (pw.active) {
+        c = c0[state_at];
+        publish(xch, d, 0, pw.j, pw.b, h0[state_at]);   // h0 is publication 0
+    }
     __syncthreads();
     cg::grid_group grid = cg::this_grid();
+    if constexpr (!kTagged) grid.sync();
     const size_t G = 4 * (size_t)H;
     for (int step = 0; step < T; ++step) {
         const int t = reverse ? T - 1 - step : step;
         const size_t row = ((size_t)d * T + t) * kBatch + pw.b;
-        // Issued now, used after the matvec: the load's latency hides behind it.
+        // Issued now, used after the product: the load's latency hides behind it.
         float4 xz = make_float4(0.f, 0.f, 0.f, 0.f);
         if (pw.active) xz = __ldg(reinterpret_cast<const float4*>(xw + row * G + 4 * (size_t)pw.j));
-        if (step == 0) {
-            load_vector(s.vec, h0 + (size_t)d * kBatch * H, H, H);
-        } else {
-            const int tp = reverse ? t + 1 : t - 1;
-            load_vector(s.vec, y + (size_t)tp * kBatch * ldy + (size_t)d * H, ldy, H);
-        }
-        block_matvec(w, s.ws, s.vec, s.red, s.sums);
+        float* red = s.red + (kTagged ? (step & 1) * kRedFloats : 0);
+        stage_slice(s.vec, xch + xch_slot(d, step), H, xch_tag(step));   // h_{step-1}: publication step
+        warp_product(w, s.ws, s.vec, red);
+        __syncthreads();
         if (pw.active) {
-            const float* zs = s.sums + pw.b * kRows + 4 * pw.u;
-            const float gi = sigmoidf_(zs[0] + xz.x), gf = sigmoidf_(zs[1] + xz.y);
-            const float gg = tanhf(zs[2] + xz.z), go = sigmoidf_(zs[3] + xz.w);
+            const float4 z = gate_sums(red, pw.u, pw.b);
+            const float gi = sigmoidf_(z.x + xz.x), gf = sigmoidf_(z.y + xz.y);
+            const float gg = tanhf(z.z + xz.z), go = sigmoidf_(z.w + xz.w);
             c = gf * c + gi * gg;
             const float h = go * tanhf(c);
             y[((size_t)t * kBatch + pw.b) * ldy + (size_t)d * H + pw.j] = h;
+            if (step + 1 < T) publish(xch, d, step + 1, pw.j, pw.b, h);
             if (gates_out != nullptr) {
                 *reinterpret_cast<float4*>(gates_out + row * G + 4 * (size_t)pw.j) = make_float4(gi, gf, gg, go);
                 cells_out[row * H + pw.j] = c;
@@ -187,27 +297,28 @@ persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ x
                 cT[state_at] = c;
             }
         }
-        grid.sync();
+        if constexpr (!kTagged) grid.sync();
     }
 }
 #else
 // tiles: packed W_hh^T rows (unit j's column of the gate-interleaved W_hh, K = 4H);
 // dy [T][B][ldy] (direction d at columns d*H); gates [D][T][B][4H] activated, cells [D][T][B][H];
-// c0, dhT, dcT, dh0, dc0 [D][B][H]; dz [D][T][B][4H] gate-interleaved output.
+// c0, dhT, dcT, dh0, dc0 [D][B][H]; dz [D][T][B][4H] gate-interleaved output; xch zeroed
+// [D][2][COLS][B] words.
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 persistent_lstm_bwd(const float* __restrict__ tiles, const float* __restrict__ dy,
                     const float* __restrict__ gates, const float* __restrict__ cells,
                     const float* __restrict__ c0, const float* __restrict__ dhT,
                     const float* __restrict__ dcT, float* dz, float* dh0, float* dc0, int T, int H,
-                    int units, int blocks_per_dir, int ldy, int dir0) {
+                    int units, int blocks_per_dir, int ldy, int dir0, unsigned int* xch) {
     extern __shared__ __align__(16) float smem[];
     float w[kRowsPerLane][kRegCols > 0 ? kRegCols : 1];
     const auto [s, d, reverse, pw, state_at] = start_block(w, smem, tiles, H, units, blocks_per_dir, dir0);
-    float dc_next = 0.0f;
+    float dc_next = 0.0f, dh_rec = 0.0f;   // dh_rec: W_hh^T . dz of the step after (dhT first)
     BwdInputs in{};
     if (pw.active) {
         dc_next = dcT[state_at];
-        s.sums[pw.b * kRows + pw.u] = dhT[state_at];
+        dh_rec = dhT[state_at];
         in = load_bwd_inputs<kBatch>(gates, cells, c0, dy, d, T, H, ldy, T - 1, reverse, pw.b, pw.j);
     }
     __syncthreads();
@@ -215,23 +326,31 @@ persistent_lstm_bwd(const float* __restrict__ tiles, const float* __restrict__ d
     const size_t G = 4 * (size_t)H;
     for (int step = T - 1; step >= 0; --step) {
         const int t = reverse ? T - 1 - step : step;
+        const int n = T - 1 - step;   // publications so far (processing order)
         if (pw.active) {
             const float gi = in.g.x, gf = in.g.y, gg = in.g.z, go = in.g.w;
             const float tc = tanhf(in.c);
-            const float dh = in.dy + s.sums[pw.b * kRows + pw.u];
+            const float dh = in.dy + dh_rec;
             const float dc = dh * go * (1.0f - tc * tc) + dc_next;
             const float4 out = make_float4(dc * gg * gi * (1.0f - gi), dc * in.c_prev * gf * (1.0f - gf),
                                            dc * gi * (1.0f - gg * gg), dh * tc * go * (1.0f - go));
             *reinterpret_cast<float4*>(dz + (((size_t)d * T + t) * kBatch + pw.b) * G + 4 * (size_t)pw.j) = out;
+            publish(xch, d, n, 4 * pw.j, pw.b, out.x);
+            publish(xch, d, n, 4 * pw.j + 1, pw.b, out.y);
+            publish(xch, d, n, 4 * pw.j + 2, pw.b, out.z);
+            publish(xch, d, n, 4 * pw.j + 3, pw.b, out.w);
             dc_next = dc * gf;
             if (step > 0) in = load_bwd_inputs<kBatch>(gates, cells, c0, dy, d, T, H, ldy, step - 1, reverse, pw.b, pw.j);
         }
-        grid.sync();
-        load_vector(s.vec, dz + ((size_t)d * T + t) * kBatch * G, (int)G, (int)G);
-        block_matvec(w, s.ws, s.vec, s.red, s.sums);
+        if constexpr (!kTagged) grid.sync();
+        float* red = s.red + (kTagged ? (n & 1) * kRedFloats : 0);
+        stage_slice(s.vec, xch + xch_slot(d, n), (int)G, xch_tag(n));
+        warp_product(w, s.ws, s.vec, red);
+        __syncthreads();
+        if (pw.active) dh_rec = row_sum(red, pw.u, pw.b);
     }
     if (pw.active) {
-        dh0[state_at] = s.sums[pw.b * kRows + pw.u];
+        dh0[state_at] = dh_rec;
         dc0[state_at] = dc_next;
     }
 }

@@ -173,24 +173,6 @@ __device__ __forceinline__ void stage_vector(unsigned int* vec_s, const float* s
 }
 
 // ---- v5: tagged exchange (see the header) ----
-// Relaxed gpu-scope accesses: coherent at L2 (no stale L1 line), and asm volatile, so a polling
-// loop really reloads.
-__device__ __forceinline__ uint4 load_relaxed(const unsigned int* p) {
-    uint4 v;
-    asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
-    return v;
-}
-
-__device__ __forceinline__ void store_relaxed(unsigned int* p, unsigned int v) {
-    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
-}
-
-__device__ __forceinline__ void store_relaxed4(unsigned int* p, const uint4& v) {
-    asm volatile("st.relaxed.gpu.global.v4.u32 [%0], {%1, %2, %3, %4};"
-                 :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
-}
-
 // The 16-bit bits of x (round to nearest even, as pack_pair).
 __device__ __forceinline__ unsigned short half_bits(float x) {
     return static_cast<unsigned short>(pack_pair<kBf16>(x, 0.0f) & 0xffffu);
@@ -219,10 +201,6 @@ __device__ __forceinline__ bool tagged_ready(const uint4& q, unsigned int tag, i
     if (valid > 3) diff |= q.w ^ t;
     return (diff >> 16) == 0;
 }
-
-// Polls beyond this mean a producer never published (a bug, not a slow block: ~seconds of
-// polling): trap, so the launch fails with an error instead of hanging.
-constexpr long long kMaxPolls = 1ll << 26;
 
 // The warp's K-slice of the tagged exchange rows src[n * ld + k] (n < BATCH, k < k_len): waits until
 // every word of the warp's K-slice carries `tag`, then keeps the 16-bit halves (no conversion).

@@ -37,6 +37,16 @@ def _vector(src, padded):
     return vec
 
 
+def _exchanged(plan, values, n):
+    """What the blocks multiply after publication n (kernels/persistent_lstm.cu, v6): under the
+    tagged exchange each float's lowest mantissa bit is replaced by the tag 1 ^ ((n >> 1) & 1)."""
+    if not plan.tagged:
+        return values
+    tag = np.uint32(1 ^ ((n >> 1) & 1))
+    bits = np.ascontiguousarray(values, np.float32).view(np.uint32)
+    return ((bits & np.uint32(0xFFFFFFFE)) | tag).view(np.float32)
+
+
 def _sig(z):
     return 1.0 / (1.0 + np.exp(-z))
 
@@ -52,7 +62,7 @@ def emulate_forward(plan, args, dir0, bias=None):
             t = steps - 1 - step if d == 1 else step
             tp = t + 1 if d == 1 else t - 1
             h_prev = h0[d] if step == 0 else y[tp, :, d * hidden:(d + 1) * hidden]
-            sums = _block_sums(plan, tiles[d], _vector(h_prev, plan.tile_shape().padded_cols))
+            sums = _block_sums(plan, tiles[d], _vector(_exchanged(plan, h_prev, step), plan.tile_shape().padded_cols))
             z = _own_rows(plan, sums, 4 * hidden).T.reshape(-1, hidden, 4) + xw[d, t].reshape(-1, hidden, 4)
             gi, gf, gg, go = _sig(z[..., 0]), _sig(z[..., 1]), np.tanh(z[..., 2]), _sig(z[..., 3])
             c = gf * c.T + gi * gg
@@ -84,7 +94,8 @@ def emulate_backward(plan, args, dir0):
                      dh * tc * go * (1 - go)]
             dz[d, t] = np.stack(parts, axis=-1).reshape(dz.shape[2:])
             dc_next = dc * gf
-            sums = _block_sums(plan, tiles[d], _vector(dz[d, t], plan.tile_shape().padded_cols))
+            exchanged = _exchanged(plan, dz[d, t], steps - 1 - step)
+            sums = _block_sums(plan, tiles[d], _vector(exchanged, plan.tile_shape().padded_cols))
             dh_next = _own_rows(plan, sums, hidden).T
         dh0[d], dc0[d] = dh_next, dc_next
 

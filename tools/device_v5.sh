@@ -1,6 +1,7 @@
 #!/bin/bash
-# One device visit for persistent v5 (tagged exchange + graph replay): the v5 GPU tests, the whole
-# GPU suite, compute-sanitizer on a small tagged config, then the v5 benchmark. Logs under $OUT/v5/.
+# One device visit for persistent v5/v6 (tagged exchanges + graph replay): the first GPU tests
+# (FIRST_TESTS, default the v5 file; the rest is skipped if they fail), compute-sanitizer over
+# SAN_SCRIPTS, the benchmark (BENCH_ARGS), then the whole GPU suite. Logs under $OUT/v5/.
 set -u
 OUT=${OUT:-/tmp/v5_out}
 LOG="$OUT/v5"
@@ -14,17 +15,27 @@ run_tests() {  # name timeout pytest-args...
     -p no:cacheprovider --rootdir "$REPO" "$@" 2>&1 | tail -60) > "$LOG/$name.log"
   tail -${TAIL:-25} "$LOG/$name.log"
 }
+FIRST_TESTS=${FIRST_TESTS:-tests/test_persistent_v5_gpu.py}
 if [ "$PARTS" != "${PARTS/tests/}" ]; then
-  run_tests v5_tests ${V5_TIMEOUT:-150} -x "$REPO/tests/test_persistent_v5_gpu.py"
-  [ -n "${SKIP_SUITE:-}" ] || run_tests gpu_suite ${SUITE_TIMEOUT:-240} "$REPO/tests" --deselect "$REPO/tests/test_persistent_v5_gpu.py" ${SUITE_K:+-k "$SUITE_K"}
+  first=(); for f in $FIRST_TESTS; do first+=("$REPO/$f"); done
+  run_tests first_tests ${V5_TIMEOUT:-150} -x "${first[@]}"
+  summary=$(grep -E "[0-9]+ (passed|failed|error)" "$LOG/first_tests.log" | tail -1)
+  [[ "$summary" == *passed* && "$summary" != *failed* && "$summary" != *error* ]] \
+    || { echo "first tests not green: stopping"; exit 1; }
 fi
 if [ "$PARTS" != "${PARTS/sanitizer/}" ]; then
-  run_sanitizers benchmarks/persistent_mma_small_run.py "$LOG/sanitizer.log"
+  for script in ${SAN_SCRIPTS:-benchmarks/persistent_mma_small_run.py}; do
+    run_sanitizers "$script" "$LOG/sanitizer_$(basename "$script" .py).log"
+  done
 fi
 if [ "$PARTS" != "${PARTS/bench/}" ]; then
   timeout ${BENCH_TIMEOUT:-150} python3 benchmarks/bench_persistent_v5.py "$LOG" --repeats ${REPEATS:-10} ${BENCH_ROWS:+--rows $BENCH_ROWS} \
-    2>&1 | tail -30 > "$LOG/bench.log"
+    ${BENCH_ARGS:-} 2>&1 | tail -30 > "$LOG/bench.log"
   cat "$LOG/bench.log"
+fi
+if [ "$PARTS" != "${PARTS/tests/}" ] && [ -z "${SKIP_SUITE:-}" ]; then
+  deselect=(); for f in $FIRST_TESTS; do deselect+=(--deselect "$REPO/$f"); done
+  run_tests gpu_suite ${SUITE_TIMEOUT:-240} "$REPO/tests" "${deselect[@]}" ${SUITE_K:+-k "$SUITE_K"}
 fi
 if [ "$PARTS" != "${PARTS/explore/}" ]; then
   timeout ${EXPLORE_TIMEOUT:-200} python3 benchmarks/explore_mma_plans.py "$LOG" 2>&1 | tail -25 > "$LOG/explore.log"

@@ -31,7 +31,7 @@ from __future__ import annotations
 import ctypes
 import functools
 from collections import OrderedDict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -54,8 +54,8 @@ VARIANTS = ("auto", "grid", "cluster", "mma")
 MAX_CLUSTER = 16         # 16 needs CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (set below)
 AUTO_MAX_CLUSTER = 8     # "auto" skips 16-block plans: H=512 B=4 measured slower than the grid (H200)
 _NON_PORTABLE_CLUSTER_ATTR = 14  # CUfunction_attribute value in cuda.h (CUDA 12/13)
-TAGGED_EXCHANGE = "auto"  # tensor-core kernels: tagged h/dz exchange (v5) or grid.sync() per
-                          # capacity.tagged_exchange_pays; True / False force one (tests, ablation)
+TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
+                          # per the capacity model's rule; True / False force one (tests, ablation)
 last_kinds: dict = {}    # pass -> kernel kind ("grid", "cluster", "mma") of the latest call (tests, benchmarks)
 
 
@@ -105,12 +105,12 @@ def _plans_for(props_items: tuple, config, training: bool, variant: str) -> dict
 def _plans(config, training: bool, variant: str = "auto") -> dict:
     """Capacity plans of a call, cached per (device, config, training, variant): planning is
     Python work. "auto": tensor-core plans for 16-bit dtypes where they fit, else grid plans.
-    TAGGED_EXCHANGE True/False forces the tensor-core plans' exchange (tests, the ablation)."""
+    TAGGED_EXCHANGE True/False forces the grid and tensor-core plans' exchange (tests, the ablation)."""
     props = _props()
     plans = _plans_for(tuple(sorted(props.items())), config, training, variant)
     if TAGGED_EXCHANGE == "auto":
         return plans
-    return {k: replace(p, tagged=bool(TAGGED_EXCHANGE)) if p.kind == "mma" else p for k, p in plans.items()}
+    return {k: p.with_exchange(bool(TAGGED_EXCHANGE)) for k, p in plans.items()}
 
 
 def plans_for(config, training: bool = False, variant: str = "auto") -> dict:
@@ -255,15 +255,13 @@ def _built_plans(config, training: bool, variant: str) -> dict:
 
 def _launch(plan, args_before_dir: tuple, directions: int, bias=None):
     """Launch ``plan``'s kernel once per direction group (dir0 follows ``args_before_dir``). The
-    mma kernels take their zeroed exchange buffer next, and the forward the biases [D, 4H] last
+    kernels take their zeroed exchange buffer next, and the mma forward the biases [D, 4H] last
     (its xw comes without them)."""
     cp = _cp()
     final, kern = _kernel(plan, cp.cuda.Device().id)
-    tail = ()
-    if final.kind == "mma":
-        tail = (cp.zeros(final.exchange_shape(directions), cp.uint32),)
-        if final.pass_name == "forward":
-            tail += (bias,)
+    tail = (cp.zeros(final.exchange_shape(directions), cp.uint32),)
+    if final.kind == "mma" and final.pass_name == "forward":
+        tail += (bias,)
     for launch in range(final.launches):
         kern((final.grid,), (final.threads,), args_before_dir + (np.int32(launch),) + tail,
              shared_mem=final.smem_bytes)

@@ -28,6 +28,7 @@ MAX_ROWS_PER_LANE = 8
 MAX_REGS_PER_THREAD = 255
 REG_ALLOC_GRANULE = 8
 SMEM_RESERVED_PER_BLOCK = 1024  # the driver keeps 1 KB of each block's shared memory
+TAGGED_MAX_LOADS_PER_LANE = 4   # the tagged exchange pays up to this many 16-byte polls per lane (v5)
 
 
 class _TiledPlan:
@@ -92,13 +93,24 @@ class KernelPlan(_PassGeometry, _TiledPlan):
     reg_cols: int
     regs_per_thread: int    # estimate; the compiled kernel reports the real count
     smem_bytes: int
+    tagged: bool = False    # v6 tagged exchange between steps (False: grid.sync; grid_tagged_pays)
 
     def defines(self) -> dict:
         """Compile-time constants of kernels/persistent_lstm.cu."""
         return {"PASS": 0 if self.pass_name == "forward" else 1, "BATCH": self.batch,
                 "NWARPS": self.warps, "LANE_ROWS": self.lane_rows,
                 "ROWS_PER_LANE": self.rows_per_lane, "COLS_PER_LANE": self.cols_per_lane,
-                "REG_COLS": self.reg_cols}
+                "REG_COLS": self.reg_cols, "TAGGED": int(self.tagged)}
+
+    def exchange_shape(self, directions: int) -> tuple:
+        """uint32 words of the exchange buffer [D][2][padded K * B] (zeroed before each launch):
+        the step's vector laid out [k][b] as the blocks' shared memory holds it."""
+        return (directions, 2, self.tile_shape().padded_cols * self.batch)
+
+    def with_exchange(self, tagged: bool) -> "KernelPlan":
+        """The same tiling with the other exchange (tagged plans keep two partial buffers)."""
+        red = 4 * self.warps * self.batch * self.rows_per_lane * self.lane_rows
+        return replace(self, tagged=tagged, smem_bytes=self.smem_bytes + red * (int(tagged) - int(self.tagged)))
 
     def describe(self) -> str:
         return (f"{self.pass_name}: {self.grid} blocks x {self.threads} threads, {self.units} units/block, "
@@ -130,10 +142,21 @@ def register_cap(props: dict, threads: int) -> int:
 GRID_REG_OVERHEAD = 44           # + rows_per_lane * (B + 2): calibrated on sm_90 (module docstring)
 
 
+def grid_tagged_pays(reduction_length_padded: int, batch: int, warps: int) -> bool:
+    """Whether the fp32 grid kernel's plan takes the tagged exchange (v6): the rule measured for the
+    tensor-core kernels (tagged_exchange_pays), at most TAGGED_MAX_LOADS_PER_LANE 16-byte loads per
+    lane for a warp's slice (its K columns x B words)."""
+    slice_words = reduction_length_padded // warps * batch
+    return -(-slice_words // 128) <= TAGGED_MAX_LOADS_PER_LANE
+
+
 def smem_bytes(reduction_length_padded: int, batch: int, warps: int, rows_per_lane: int,
                tile_rows: int, smem_cols: int) -> int:
+    """Shared memory of kernels/persistent_lstm.cu: the vector, the weight columns that are not in
+    registers, and the warp partials (two buffers under the tagged exchange)."""
+    red_buffers = 2 if grid_tagged_pays(reduction_length_padded, batch, warps) else 1
     floats = (reduction_length_padded * batch + warps * smem_cols * rows_per_lane * 32
-              + warps * batch * tile_rows + batch * tile_rows)
+              + red_buffers * warps * batch * tile_rows)
     return 4 * floats
 
 
@@ -166,7 +189,9 @@ def _candidate(props, pass_name, hidden, batch, directions, warps, units):
     tile = _fit_tile(props, rows_per_unit * units, k, units, batch, warps, GRID_REG_OVERHEAD, smem_bytes)
     if tile is None:
         return None
-    return KernelPlan(pass_name, hidden, batch, directions, 1, units, -(-hidden // units), warps, *tile)
+    lane_rows, cols_per_lane = tile[0], tile[2]
+    tagged = grid_tagged_pays(warps * (32 // lane_rows) * cols_per_lane, batch, warps)
+    return KernelPlan(pass_name, hidden, batch, directions, 1, units, -(-hidden // units), warps, *tile, tagged)
 
 
 def _plan_for_directions(props, pass_name, hidden, batch, directions):
@@ -458,6 +483,10 @@ class MmaPlan(_PassGeometry):
                 f"{self.units} units/block, {self.reg_k_tiles}/{self.k_tiles} k-tiles in registers, "
                 f"{self.smem_bytes // 1024} KB smem, {self.launches} launch(es)")
 
+    def with_exchange(self, tagged: bool) -> "MmaPlan":
+        """The same plan with the other exchange (same shared memory)."""
+        return replace(self, tagged=tagged)
+
     def with_reg_tiles(self, reg_k_tiles: int) -> "MmaPlan":
         """The same tiling with fewer register k-tiles (after a spill): more shared memory."""
         moved = self.reg_k_tiles - reg_k_tiles
@@ -483,9 +512,6 @@ def mma_smem_bytes(pass_name: str, batch: int, warps: int, m_tiles: int, k_tiles
         partials = warps * 16 * m_tiles * (n_pad + 4)
     vectors = warps * batch * (8 * k_tiles + 4)
     return tiles + 4 * partials + 4 * vectors
-
-
-TAGGED_MAX_LOADS_PER_LANE = 4
 
 
 def tagged_exchange_pays(batch: int, k_tiles: int) -> bool:

@@ -1,0 +1,71 @@
+"""`persistent` v6 on the GPU: the fp32 grid kernel's exchange buffer (per-warp 16-byte staging)
+and its tagged exchange (no grid barrier; the tag is the lowest mantissa bit).
+
+- both exchanges, forced, match the float64 reference (fp32 <= 1e-5) for the forward, the final
+  states and every gradient, on odd sizes (H=397 B=3 takes the word-by-word staging) and on
+  multi-layer bidirectional runs;
+- the two exchanges differ at most by what the 22-bit vector of the tagged one explains;
+- the tagged kernel is bitwise reproducible run to run, over enough steps to reuse every tag;
+- the default exchange follows the capacity model's rule.
+"""
+import numpy as np
+import pytest
+
+from ecornn import LSTMConfig
+from ecornn.engines import persistent
+from ecornn.engines import persistent_capacity as cap
+from tests.test_persistent_gpu import FP32_TOL, _compare, _gradient_seeds, _run
+from tests.helpers import random_problem
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("inp, hidden, layers, bidir, batch, steps", [
+    (40, 397, 1, False, 3, 9),
+    (37, 100, 3, True, 3, 1),
+    (64, 1024, 1, False, 4, 40),
+    (48, 256, 1, False, 1, 300),
+    (128, 512, 2, True, 8, 20),
+    (16, 1000, 1, False, 5, 7),
+])
+@pytest.mark.parametrize("tagged", [True, False])
+def test_fp32_both_exchanges_match_float64(rng, monkeypatch, inp, hidden, layers, bidir, batch, steps, tagged):
+    monkeypatch.setattr(persistent, "TAGGED_EXCHANGE", tagged)
+    config = LSTMConfig(inp, hidden, layers, bidir, "float32", batch, steps)
+    plans = persistent._plans(config, True)
+    assert {p.kind for p in plans.values()} == {"grid"} and all(p.tagged == tagged for p in plans.values())
+    _compare(rng, config, FP32_TOL)
+    assert persistent.last_kinds["backward"] == "grid"
+
+
+def _both_exchanges(rng, monkeypatch, config):
+    weights, x, h0, c0 = random_problem(rng, config)
+    dy, dh, dc = _gradient_seeds(rng, config, config.dtype)
+    runs = {}
+    for tagged in (True, False, True):
+        monkeypatch.setattr(persistent, "TAGGED_EXCHANGE", tagged)
+        run = [np.asarray(a) for a in _run("persistent", x, weights, h0, c0, dy, dh, dc, config.bidirectional)]
+        runs.setdefault(tagged, []).append(run)
+    return runs
+
+
+def test_tagged_is_bitwise_reproducible_and_close_to_grid_sync(rng, monkeypatch):
+    """Two tagged runs are bitwise equal; tagged vs grid.sync differ (the tag bit) but only by
+    ~2^-22 relative per step's vector, far below the fp32 tolerance."""
+    config = LSTMConfig(64, 512, 1, False, "float32", 4, 257)
+    runs = _both_exchanges(rng, monkeypatch, config)
+    (a, b), (g,) = runs[True], runs[False]
+    for x, y in zip(a, b):
+        assert np.array_equal(x.view(np.uint32), y.view(np.uint32))
+    assert any(not np.array_equal(x, y) for x, y in zip(a, g)), "the tag bit should show somewhere"
+    for x, y in zip(a, g):
+        assert np.linalg.norm(x - y) <= 2e-6 * np.linalg.norm(y)
+
+
+def test_default_exchange_follows_the_rule():
+    for batch, hidden in ((1, 256), (4, 1024), (8, 1024), (16, 1024), (3, 397)):
+        config = LSTMConfig(hidden, hidden, 1, False, "float32", batch, 8)
+        for plan in persistent.plans_for(config, training=batch < 16).values():
+            assert plan.kind == "grid"
+            padded = plan.tile_shape().padded_cols
+            assert plan.tagged == cap.grid_tagged_pays(padded, batch, plan.warps)
