@@ -57,6 +57,11 @@ def measure(dtype, hidden, batch, repeats):
         out[f"kernel_{key}_us"] = _recurrence_ms(config, prepared, x, h0, c0,
                                                   plan.with_exchange(tagged)) * 1e3 / STEPS
     try:
+        if dtype == "float32":   # v6 ablation: the strict SGEMMs instead of the 3xTF32 GEMMs
+            persistent.FP32_GEMMS = "strict"
+            out["graph_fwd_strict_gemm_us"] = _median_ms(fwd, repeats) * 1e3 / STEPS
+            out["train_strict_gemm_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
+            persistent.FP32_GEMMS = "3xtf32"
         out["train_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
         for tagged, key in ((True, "tagged"), (False, "grid_sync")):
             persistent.TAGGED_EXCHANGE = tagged
@@ -65,6 +70,7 @@ def measure(dtype, hidden, batch, repeats):
         out["train_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
     finally:
         persistent.TAGGED_EXCHANGE = "auto"
+        persistent.FP32_GEMMS = "3xtf32"
     return out
 
 
@@ -79,20 +85,21 @@ def row(dtype, hidden, batch, repeats):
 
 
 def markdown(rows):
-    head = ("| dtype | H | B | fwd µs/step (graph) | eager | kernel | kernel tagged | kernel grid.sync | target | "
-            "cuDNN fwd | fwd+bwd ms | tagged | grid.sync | cuDNN fwd+bwd | fwd vs cuDNN | fwd+bwd vs cuDNN |")
-    lines = [head, "|" + "---|" * 16]
+    head = ("| dtype | H | B | fwd µs/step (graph) | eager | strict GEMM | kernel | kernel tagged | kernel grid.sync | "
+            "target | cuDNN fwd | fwd+bwd ms | tagged | grid.sync | strict GEMM | cuDNN fwd+bwd | fwd vs cuDNN | "
+            "fwd+bwd vs cuDNN |")
+    lines = [head, "|" + "---|" * 18]
     for r in rows:
         g, c, t, ct = r.get("graph_fwd_us"), r.get("cudnn_us"), r.get("train_ms"), r.get("cudnn_train_ms")
         lines.append("| " + " | ".join([
             r["dtype"], str(r["hidden"]), str(r["batch"]), fmt(g), fmt(r.get("eager_fwd_us")),
-            fmt(r.get("kernel_us")), fmt(r.get("kernel_tagged_us")), fmt(r.get("kernel_grid_sync_us")),
+            fmt(r.get("graph_fwd_strict_gemm_us")), fmt(r.get("kernel_us")), fmt(r.get("kernel_tagged_us")), fmt(r.get("kernel_grid_sync_us")),
             fmt(r.get("target_us"), ".1f"), fmt(c), fmt(t), fmt(r.get("train_tagged_ms")),
-            fmt(r.get("train_grid_sync_ms")), fmt(ct),
+            fmt(r.get("train_grid_sync_ms")), fmt(r.get("train_strict_gemm_ms")), fmt(ct),
             fmt(c / g if g and c else None) + "x", fmt(ct / t if t and ct else None) + "x"]) + " |")
         for key in ("error", "train_error", "cudnn_error"):
             if key in r:
-                lines.append(f"|  | {key}: {r[key]} |" + " |" * 14)
+                lines.append(f"|  | {key}: {r[key]} |" + " |" * 16)
     return "\n".join(lines) + "\n"
 
 

@@ -6,7 +6,8 @@ is the column-major matrix ``R^T`` (c x r, leading dimension ``ld``); engines us
 
 Precision: fp32 inputs run with CUBLAS_COMPUTE_32F and the default math mode, so no TF32 unless
 ``tf32=True`` asks for it (strict by default); fp16/bf16 inputs run cublasGemmEx with fp32 compute
-and an fp32 or 16-bit output. Operands are CuPy arrays (views are fine) or raw device pointers
+and an fp32 or 16-bit output. ``matmul_3xtf32`` gets fp32 accuracy out of TF32 tensor cores by
+splitting each operand into a TF32 part and a remainder (three TF32 GEMMs). Operands are CuPy arrays (views are fine) or raw device pointers
 (int); the element types come from ``a_type`` / ``c_type`` ("float32", "float16", "bfloat16").
 
 The calls go straight to the libcublas that CuPy loaded, through ctypes: CuPy's own wrappers rebind
@@ -166,3 +167,34 @@ def matmul(a, b, out, *, beta=0.0, tf32=False, stream=None):
     gemm(op_b, op_a, b.shape[1], a.shape[0], a.shape[1], b_c, ld_b, a_c, ld_a, out, out.shape[1],
          beta=beta, tf32=tf32, stream=stream)
     return out
+
+
+# ---- fp32-accurate GEMMs on TF32 tensor cores ("3xTF32") ----------------------------------------
+_TF32_KEEP = np.uint32(0xFFFFE000)   # sign, exponent and the 10 mantissa bits TF32 holds
+_TF32_HALF = np.uint32(0x00001000)   # half a TF32 unit in the last place: rounds to nearest
+
+
+def tf32_parts(a):
+    """(hi, lo) with ``a == hi + lo`` exactly: hi is ``a`` rounded to TF32 (10 mantissa bits, so a
+    TF32 GEMM reads it without loss), lo the remainder (|lo| <= 2^-11 |a|). NumPy or CuPy; a
+    transposed view of a contiguous array is split through its base, so the GEMM keeps its op."""
+    from .arrays import module_of
+    xp = module_of(a)
+    if not a.flags.c_contiguous and a.T.flags.c_contiguous:
+        hi, lo = tf32_parts(a.T)
+        return hi.T, lo.T
+    a = xp.ascontiguousarray(a, dtype=xp.float32)
+    hi = ((a.view(xp.uint32) + _TF32_HALF) & _TF32_KEEP).view(xp.float32)
+    return hi, a - hi
+
+
+def matmul_3xtf32(a, b, out, *, beta=0.0, a_parts=None, b_parts=None, stream=None):
+    """Row-major fp32 ``out = a @ b + beta * out`` to fp32 accuracy on TF32 tensor cores:
+    a_lo b_hi + a_hi b_lo + a_hi b_hi, the small terms first. What is lost: a_lo b_lo and TF32's
+    rounding of the lo parts, each <= 2^-21 of a product (strict fp32 rounds at 2^-24 per
+    operation). ``a_parts`` / ``b_parts``: tf32_parts computed before (prepared weights)."""
+    a_hi, a_lo = a_parts or tf32_parts(a)
+    b_hi, b_lo = b_parts or tf32_parts(b)
+    matmul(a_lo, b_hi, out, beta=beta, tf32=True, stream=stream)
+    matmul(a_hi, b_lo, out, beta=1.0, tf32=True, stream=stream)
+    return matmul(a_hi, b_hi, out, beta=1.0, tf32=True, stream=stream)

@@ -6,7 +6,8 @@ and its tagged exchange (no grid barrier; the tag is the lowest mantissa bit).
   multi-layer bidirectional runs;
 - the two exchanges differ at most by what the 22-bit vector of the tagged one explains;
 - the tagged kernel is bitwise reproducible run to run, over enough steps to reuse every tag;
-- the default exchange follows the capacity model's rule.
+- the default exchange follows the capacity model's rule;
+- the fp32 GEMMs on TF32 tensor cores (3xTF32) are fp32-accurate, and the strict SGEMM path still works.
 """
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from ecornn import LSTMConfig
 from ecornn.engines import persistent
 from ecornn.engines import persistent_capacity as cap
 from tests.test_persistent_gpu import FP32_TOL, _compare, _gradient_seeds, _run
-from tests.helpers import random_problem
+from tests.helpers import random_problem, rel_err
 
 pytestmark = pytest.mark.gpu
 
@@ -69,3 +70,27 @@ def test_default_exchange_follows_the_rule():
             assert plan.kind == "grid"
             padded = plan.tile_shape().padded_cols
             assert plan.tagged == cap.grid_tagged_pays(padded, batch, plan.warps)
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_3xtf32_gemm_is_fp32_accurate_on_the_device(rng, transposed):
+    """gpu_blas.matmul_3xtf32 (the fp32 configurations' projection, dX and dW GEMMs) vs float64,
+    with beta accumulation and a transposed operand, as the engine calls it."""
+    import cupy as cp
+    from ecornn.gpu_blas import matmul, matmul_3xtf32
+    a = rng.standard_normal((1024, 512)).astype(np.float32)
+    w = (rng.standard_normal((2048, 512)) * 0.05).astype(np.float32)
+    c0 = rng.standard_normal((1024, 2048)).astype(np.float32)
+    b = cp.asarray(w).T if transposed else cp.asarray(np.ascontiguousarray(w.T))
+    out = cp.asarray(c0)
+    matmul_3xtf32(cp.asarray(a), b, out, beta=1.0)
+    want = a.astype(np.float64) @ w.T.astype(np.float64) + c0
+    assert rel_err(cp.asnumpy(out), want) <= 2e-6
+    one = cp.asarray(c0)
+    matmul(cp.asarray(a), b, one, beta=1.0, tf32=True)
+    assert rel_err(cp.asnumpy(one), want) >= 1e-5   # one TF32 GEMM would not do
+
+
+def test_strict_sgemm_path_still_matches_float64(rng, monkeypatch):
+    monkeypatch.setattr(persistent, "FP32_GEMMS", "strict")
+    _compare(rng, LSTMConfig(64, 256, 2, True, "float32", 3, 12), FP32_TOL)
