@@ -7,7 +7,8 @@ and its tagged exchange (no grid barrier; the tag is the lowest mantissa bit).
 - the two exchanges differ at most by what the 22-bit vector of the tagged one explains;
 - the tagged kernel is bitwise reproducible run to run, over enough steps to reuse every tag;
 - the default exchange follows the capacity model's rule;
-- the fp32 GEMMs on TF32 tensor cores (3xTF32) are fp32-accurate, and the strict SGEMM path still works.
+- the large fp32 input projections on TF32 tensor cores (3xTF32) are fp32-accurate, and the strict
+  SGEMM path still works.
 """
 import numpy as np
 import pytest
@@ -74,8 +75,8 @@ def test_default_exchange_follows_the_rule():
 
 @pytest.mark.parametrize("transposed", [False, True])
 def test_3xtf32_gemm_is_fp32_accurate_on_the_device(rng, transposed):
-    """gpu_blas.matmul_3xtf32 (the fp32 configurations' projection, dX and dW GEMMs) vs float64,
-    with beta accumulation and a transposed operand, as the engine calls it."""
+    """gpu_blas.matmul_3xtf32 (large fp32 input projections) vs float64, with beta accumulation and a
+    transposed operand, as the engine calls it."""
     import cupy as cp
     from ecornn.gpu_blas import matmul, matmul_3xtf32
     a = rng.standard_normal((1024, 512)).astype(np.float32)
@@ -91,6 +92,22 @@ def test_3xtf32_gemm_is_fp32_accurate_on_the_device(rng, transposed):
     assert rel_err(cp.asnumpy(one), want) >= 1e-5   # one TF32 GEMM would not do
 
 
+def _counted_3xtf32(monkeypatch):
+    from ecornn import gpu_blas
+    calls, real = [], gpu_blas.matmul_3xtf32
+    monkeypatch.setattr(gpu_blas, "matmul_3xtf32", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(persistent, "MIN_3XTF32_FLOPS", 0)   # every fp32 projection qualifies
+    return calls
+
+
+def test_3xtf32_projections_match_float64(rng, monkeypatch):
+    calls = _counted_3xtf32(monkeypatch)
+    _compare(rng, LSTMConfig(100, 512, 2, True, "float32", 4, 30), FP32_TOL)
+    assert len(calls) == 4   # one projection per (layer, direction); the backward's GEMMs stay strict
+
+
 def test_strict_sgemm_path_still_matches_float64(rng, monkeypatch):
+    calls = _counted_3xtf32(monkeypatch)
     monkeypatch.setattr(persistent, "FP32_GEMMS", "strict")
     _compare(rng, LSTMConfig(64, 256, 2, True, "float32", 3, 12), FP32_TOL)
+    assert not calls

@@ -54,8 +54,10 @@ VARIANTS = ("auto", "grid", "cluster", "mma")
 MAX_CLUSTER = 16         # 16 needs CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (set below)
 AUTO_MAX_CLUSTER = 8     # "auto" skips 16-block plans: H=512 B=4 measured slower than the grid (H200)
 _NON_PORTABLE_CLUSTER_ATTR = 14  # CUfunction_attribute value in cuda.h (CUDA 12/13)
-FP32_GEMMS = "3xtf32"     # fp32 configurations' GEMMs: "3xtf32" (fp32-accurate on TF32 tensor cores,
-                          # gpu_blas.matmul_3xtf32) or "strict" (cuBLAS SGEMM)
+FP32_GEMMS = "3xtf32"     # fp32 input projections of >= MIN_3XTF32_FLOPS: "3xtf32" (fp32-accurate on TF32
+                          # tensor cores, gpu_blas.matmul_3xtf32) or "strict" (cuBLAS SGEMM, all other GEMMs)
+MIN_3XTF32_FLOPS = 4e9    # H100 (v6): 2.1 GFLOP (H=512 B=4) gained nothing, 4.3 GFLOP 0.08 us/step,
+                          # 17 GFLOP 0.46; the backward's GEMMs were not faster (splits, 3 launches)
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
                           # per the capacity model's rule; True / False force one (tests, ablation)
 last_kinds: dict = {}    # pass -> kernel kind ("grid", "cluster", "mma") of the latest call (tests, benchmarks)
@@ -128,7 +130,7 @@ class PreparedLayer:
     w_ih: object   # [4H, K] gate-interleaved fp32
     w_hh: object   # [4H, H] gate-interleaved fp32
     bias: object   # [4H] b_ih + b_hh, gate-interleaved fp32
-    w_ih_parts: tuple = None   # gpu_blas.tf32_parts(w_ih), made at the first 3xTF32 GEMM
+    w_ih_parts: tuple = None   # gpu_blas.tf32_parts(w_ih), made at the first 3xTF32 projection
 
     def input_weight_parts(self) -> tuple:
         if self.w_ih_parts is None:
@@ -411,20 +413,21 @@ def _f32(a):
 def _tf32_for(config) -> bool:
     """16-bit dtypes run their GEMMs (input projection, dX, dW) on TF32 tensor cores: fp16 and bf16
     values are exact in TF32 (10-bit mantissa, 8-bit exponent), and fp32 GEMMs cost ~1.3 us/step of
-    a 16-bit forward at H=1024 (notes_persistent.md, v2). fp32 keeps fp32 accuracy (FP32_GEMMS)."""
+    a 16-bit forward at H=1024 (notes_persistent.md, v2). fp32 keeps fp32 accuracy (strict, or 3xTF32
+    for large input projections: FP32_GEMMS)."""
     return config.dtype in capacity.MMA_DTYPES
 
 
 def _matmul(a, b, out=None, *, accumulate=False, tf32=False, b_parts=None):
     """``a @ b`` into ``out`` (new if None; added to it with accumulate=True): TF32 with tf32=True,
-    else fp32-accurate (3xTF32 or strict SGEMM, FP32_GEMMS). ``b_parts``: tf32_parts(b) if known."""
+    3xTF32 when ``b_parts`` (tf32_parts(b)) are given, else strict fp32."""
     cp = _cp()
     if out is None:
         out = cp.empty((a.shape[0], b.shape[1]), cp.float32)
     beta = 1.0 if accumulate else 0.0
     if tf32 or is_gpu_array(a):   # ecornn's cuBLAS binding: graph-capturable (CuPy's is not)
         from ..gpu_blas import matmul, matmul_3xtf32
-        if not tf32 and FP32_GEMMS == "3xtf32":
+        if b_parts is not None:
             return matmul_3xtf32(a, b, out, beta=beta, b_parts=b_parts)
         return matmul(a, b, out, beta=beta, tf32=tf32)
     if accumulate:
@@ -433,13 +436,13 @@ def _matmul(a, b, out=None, *, accumulate=False, tf32=False, b_parts=None):
     return cp.matmul(a, b, out=out)
 
 
-def _input_weight_parts(prep, tf32: bool, transposed: bool = False):
-    """tf32_parts of prep.w_ih (or of its transpose) for a 3xTF32 GEMM, cached with the prepared
-    weights; None where the GEMM is not a 3xTF32 one."""
-    if tf32 or FP32_GEMMS != "3xtf32" or not is_gpu_array(prep.w_ih):
+def _projection_parts(prep, rows: int, tf32: bool):
+    """tf32_parts of prep.w_ih.T (cached with the prepared weights) when an fp32 projection of
+    ``rows`` rows runs as 3xTF32 (FP32_GEMMS, MIN_3XTF32_FLOPS), else None (strict or TF32)."""
+    flops = 2.0 * rows * prep.w_ih.shape[0] * prep.w_ih.shape[1]
+    if tf32 or FP32_GEMMS != "3xtf32" or flops < MIN_3XTF32_FLOPS or not is_gpu_array(prep.w_ih):
         return None
-    parts = prep.input_weight_parts()
-    return tuple(p.T for p in parts) if transposed else parts
+    return tuple(p.T for p in prep.input_weight_parts())
 
 
 def _input_projections(layer_input, preps, tf32=False, with_bias=True):
@@ -449,7 +452,7 @@ def _input_projections(layer_input, preps, tf32=False, with_bias=True):
     flat = layer_input.reshape(steps * batch, k)
     out = cp.empty((len(preps), steps * batch, preps[0].w_ih.shape[0]), cp.float32)
     for d, prep in enumerate(preps):
-        _matmul(flat, prep.w_ih.T, out[d], tf32=tf32, b_parts=_input_weight_parts(prep, tf32, transposed=True))
+        _matmul(flat, prep.w_ih.T, out[d], tf32=tf32, b_parts=_projection_parts(prep, flat.shape[0], tf32))
         if with_bias:
             out[d] += prep.bias
     return out.reshape(len(preps), steps, batch, -1)
@@ -596,8 +599,7 @@ def backward(reserve: PersistentReserve, dy, dhT, dcT):
             flat_dz = dz[d].reshape(steps * batch, 4 * hidden)
             h_prev = _previous_hidden(save.output, reserve.h0[s], d, hidden)
             grads[s] = _weight_grads(flat_dz, save.layer_input, h_prev, hidden, tf32)
-            prep = reserve.weights.slots[s]
-            _matmul(flat_dz, prep.w_ih, d_in, accumulate=True, tf32=tf32, b_parts=_input_weight_parts(prep, tf32))
+            _matmul(flat_dz, reserve.weights.slots[s].w_ih, d_in, accumulate=True, tf32=tf32)
         d_out = d_in.reshape(steps, batch, -1)
     dtype = dy.dtype
     cast = lambda a: a.astype(dtype, copy=False)  # noqa: E731
