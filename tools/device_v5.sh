@@ -12,8 +12,9 @@ record_device "$LOG/device.txt"
 run_tests() {  # name timeout pytest-args...
   local name=$1 limit=$2; shift 2
   (cd /tmp && timeout "$limit" python3 -m pytest -q -m gpu -rfEs --durations=10 --import-mode=append \
-    -p no:cacheprovider --rootdir "$REPO" ${PYTEST_ARGS:-} "$@" 2>&1 | tee "$LOG/$name.full.log" | tail -60) > "$LOG/$name.log"
-  echo "pytest exit (timeout 124): ${PIPESTATUS[0]}" >> "$LOG/$name.log"
+    -p no:cacheprovider --rootdir "$REPO" ${PYTEST_ARGS:-} "$@" > "$LOG/$name.full.log" 2>&1
+   echo "pytest exit: $? (124: timeout)" >> "$LOG/$name.full.log")
+  tail -60 "$LOG/$name.full.log" > "$LOG/$name.log"
   tail -${TAIL:-25} "$LOG/$name.log"
 }
 FIRST_TESTS=${FIRST_TESTS:-tests/test_persistent_v5_gpu.py}
