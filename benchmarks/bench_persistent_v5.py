@@ -25,7 +25,8 @@ from bench_persistent import (STEPS, TARGETS, _median_ms, _problem, _recurrence_
 ROWS = [("bfloat16", 1024, 4), ("float16", 1024, 8), ("float16", 1024, 16), ("bfloat16", 2048, 4),
         ("float16", 1024, 1), ("bfloat16", 512, 4), ("float16", 1024, 2), ("bfloat16", 256, 8),
         ("float32", 256, 1), ("float32", 512, 4), ("float32", 1024, 4), ("float32", 1024, 8),
-        ("float32", 512, 1), ("float32", 512, 8), ("float32", 1024, 1), ("float32", 1536, 4)]
+        ("float32", 512, 1), ("float32", 512, 8), ("float32", 1024, 1), ("float32", 1536, 4),
+        ("float32", 1024, 16)]
 
 
 def _train_ms(config, weights, x, h0, c0, prepared, repeats):
@@ -62,6 +63,10 @@ def measure(dtype, hidden, batch, repeats):
             out["graph_fwd_strict_gemm_us"] = _median_ms(fwd, repeats) * 1e3 / STEPS
             out["train_strict_gemm_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
             persistent.FP32_GEMMS = "3xtf32"
+            persistent.BACKWARD_BY_ROWS = False   # v7 ablation: the grid backward
+            out["train_grid_backward_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
+            persistent.BACKWARD_BY_ROWS = "auto"
+            out["backward_kind"] = persistent.plans_for(config, True)["backward"].kind
         out["train_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
         for tagged, key in ((True, "tagged"), (False, "grid_sync")):
             persistent.TAGGED_EXCHANGE = tagged
@@ -71,6 +76,7 @@ def measure(dtype, hidden, batch, repeats):
     finally:
         persistent.TAGGED_EXCHANGE = "auto"
         persistent.FP32_GEMMS = "3xtf32"
+        persistent.BACKWARD_BY_ROWS = "auto"
     return out
 
 
@@ -86,20 +92,21 @@ def row(dtype, hidden, batch, repeats):
 
 def markdown(rows):
     head = ("| dtype | H | B | fwd µs/step (graph) | eager | strict GEMM | kernel | kernel tagged | kernel grid.sync | "
-            "target | cuDNN fwd | fwd+bwd ms | tagged | grid.sync | strict GEMM | cuDNN fwd+bwd | fwd vs cuDNN | "
-            "fwd+bwd vs cuDNN |")
-    lines = [head, "|" + "---|" * 18]
+            "target | cuDNN fwd | fwd+bwd ms | backward | tagged | grid.sync | strict GEMM | grid bwd | cuDNN fwd+bwd | "
+            "fwd vs cuDNN | fwd+bwd vs cuDNN |")
+    lines = [head, "|" + "---|" * 20]
     for r in rows:
         g, c, t, ct = r.get("graph_fwd_us"), r.get("cudnn_us"), r.get("train_ms"), r.get("cudnn_train_ms")
         lines.append("| " + " | ".join([
             r["dtype"], str(r["hidden"]), str(r["batch"]), fmt(g), fmt(r.get("eager_fwd_us")),
             fmt(r.get("graph_fwd_strict_gemm_us")), fmt(r.get("kernel_us")), fmt(r.get("kernel_tagged_us")), fmt(r.get("kernel_grid_sync_us")),
-            fmt(r.get("target_us"), ".1f"), fmt(c), fmt(t), fmt(r.get("train_tagged_ms")),
-            fmt(r.get("train_grid_sync_ms")), fmt(r.get("train_strict_gemm_ms")), fmt(ct),
+            fmt(r.get("target_us"), ".1f"), fmt(c), fmt(t), str(r.get("backward_kind", "-")),
+            fmt(r.get("train_tagged_ms")), fmt(r.get("train_grid_sync_ms")), fmt(r.get("train_strict_gemm_ms")),
+            fmt(r.get("train_grid_backward_ms")), fmt(ct),
             fmt(c / g if g and c else None) + "x", fmt(ct / t if t and ct else None) + "x"]) + " |")
         for key in ("error", "train_error", "cudnn_error"):
             if key in r:
-                lines.append(f"|  | {key}: {r[key]} |" + " |" * 16)
+                lines.append(f"|  | {key}: {r[key]} |" + " |" * 18)
     return "\n".join(lines) + "\n"
 
 

@@ -147,3 +147,32 @@ def pack_mma_fragments(matrix, shape: MmaTileShape, bf16: bool):
     ordered = split.transpose(0, 4, 5, 1, 3, 7, 6, 2, 8)  # block, warp, k-tile, m-tile, g, c, ch, rh, pair
     words = ordered[..., 0] | (ordered[..., 1] << xp.uint32(16))
     return xp.ascontiguousarray(words.reshape(s.blocks, s.warps, s.k_tiles, s.m_tiles, 32, 4))
+
+
+# ---- v7: the backward by gate rows (kernels/persistent_bwd_rows.cu) -----------------------------
+@dataclass(frozen=True)
+class ColumnTileShape:
+    """A block's ``rows_per_block`` matrix rows with their columns dealt to ``threads`` threads:
+    thread t holds columns t + c * threads for c < cols_per_thread, every row in registers."""
+
+    blocks: int
+    rows_per_block: int   # the 4U gate rows of the block's units
+    threads: int
+    cols_per_thread: int
+
+    @property
+    def padded_cols(self) -> int:
+        return self.threads * self.cols_per_thread
+
+
+def pack_column_tiles(matrix, shape: ColumnTileShape):
+    """[R, K] -> [blocks, cols_per_thread, rows_per_block, threads]: element [b, c, g, t] is row
+    b * rows_per_block + g, column t + c * threads (zero padded)."""
+    xp = _xp(matrix)
+    rows, cols = matrix.shape
+    s = shape
+    if s.blocks * s.rows_per_block < rows or s.padded_cols < cols:
+        raise ValueError(f"column tiles {s} do not cover a [{rows}, {cols}] matrix")
+    padded = xp.pad(matrix, ((0, s.blocks * s.rows_per_block - rows), (0, s.padded_cols - cols)))
+    split = padded.reshape(s.blocks, s.rows_per_block, s.cols_per_thread, s.threads)
+    return xp.ascontiguousarray(split.transpose(0, 2, 1, 3))

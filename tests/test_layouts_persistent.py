@@ -44,3 +44,18 @@ def test_rejects_too_small_tiles():
         pack_block_rows(np.zeros((16, 5)), shape)
     with pytest.raises(ValueError, match="rows"):
         pack_block_rows(np.zeros((17, 4)), shape)
+
+
+def test_column_tiles_deal_columns_to_threads():
+    """v7 (kernels/persistent_bwd_rows.cu): element [block, c, g, t] is row block*R + g, column
+    t + c*threads; padding rows and columns are zero."""
+    from ecornn.layouts.persistent import ColumnTileShape, pack_column_tiles
+    m = np.arange(10 * 7, dtype=np.float32).reshape(10, 7) + 1
+    shape = ColumnTileShape(blocks=3, rows_per_block=4, threads=3, cols_per_thread=3)
+    tiles = pack_column_tiles(m, shape)
+    assert tiles.shape == (3, 3, 4, 3)
+    for b, c, g, t in np.ndindex(*tiles.shape):
+        row, col = b * 4 + g, t + c * 3
+        assert tiles[b, c, g, t] == (m[row, col] if row < 10 and col < 7 else 0)
+    with pytest.raises(ValueError, match="do not cover"):
+        pack_column_tiles(m, ColumnTileShape(blocks=2, rows_per_block=4, threads=3, cols_per_thread=3))

@@ -89,3 +89,23 @@ def test_backward_vector_limit_is_named():
     with pytest.raises(NotSupported, match="dz vector alone needs 256 KB"):
         cap.plan_pass(H100, "backward", 1024, 16)
     cap.plan_pass(H100, "forward", 1024, 16)  # inference still fits
+
+
+def test_rows_backward_plans_match_the_kernel_check_lines():
+    """v7: the H100 plans of kernels/persistent_bwd_rows.cu that the check lines compile."""
+    from ecornn.kernels import source
+    text = source("persistent_bwd_rows.cu")
+    for hidden, batch in ((1024, 8), (1024, 4), (512, 8), (1000, 3), (1024, 16)):
+        plan = cap.plan_backward_rows(H100, hidden, batch)
+        line = " ".join(f"-D{k}={v}" for k, v in plan.defines().items())
+        assert line in text
+
+
+def test_rows_backward_is_chosen_by_the_rule_and_falls_back_where_it_does_not_fit():
+    config = LSTMConfig(1024, 1024, 1, False, "float32", 8, 4)
+    assert cap.plan_grid_config(H100, config, True)["backward"].kind == "rows"
+    assert cap.plan_grid_config(H100, config, True, backward_by_rows=False)["backward"].kind == "grid"
+    assert cap.plan_grid_config(H100, config.replace(batch=1), True)["backward"].kind == "grid"
+    big = config.replace(input_size=1536, hidden_size=1536, batch=4)   # rows do not fit the registers
+    assert cap.plan_backward_rows(H100, 1536, 4) is None
+    assert cap.plan_grid_config(H100, big, True)["backward"].kind == "grid"

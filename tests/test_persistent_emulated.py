@@ -76,6 +76,16 @@ def emulate_forward(plan, args, dir0, bias=None):
                 hT[d], cT[d] = h, c.T
 
 
+def _pointwise_backward(gates, cells, c_prev, dh, dc_next, hidden):
+    """(dz [B, 4H] gate-interleaved, dc for the step before) of one step, as both backward kernels."""
+    g = gates.reshape(-1, hidden, 4)
+    gi, gf, gg, go = g[..., 0], g[..., 1], g[..., 2], g[..., 3]
+    tc = np.tanh(cells)
+    dc = dh * go * (1 - tc * tc) + dc_next
+    parts = [dc * gg * gi * (1 - gi), dc * c_prev * gf * (1 - gf), dc * gi * (1 - gg * gg), dh * tc * go * (1 - go)]
+    return np.stack(parts, axis=-1).reshape(g.shape[0], -1), dc * gf
+
+
 def emulate_backward(plan, args, dir0):
     tiles, dy, gates, cells, c0, dhT, dcT, dz, dh0, dc0, steps, hidden = args[:12]
     steps, hidden = int(steps), int(hidden)
@@ -84,25 +94,41 @@ def emulate_backward(plan, args, dir0):
         for step in range(steps - 1, -1, -1):
             t = steps - 1 - step if d == 1 else step
             tp = t + 1 if d == 1 else t - 1
-            g = gates[d, t].reshape(-1, hidden, 4)
-            gi, gf, gg, go = g[..., 0], g[..., 1], g[..., 2], g[..., 3]
-            tc = np.tanh(cells[d, t])
             c_prev = c0[d] if step == 0 else cells[d, tp]
-            dh = dy[t, :, d * hidden:(d + 1) * hidden] + dh_next
-            dc = dh * go * (1 - tc * tc) + dc_next
-            parts = [dc * gg * gi * (1 - gi), dc * c_prev * gf * (1 - gf), dc * gi * (1 - gg * gg),
-                     dh * tc * go * (1 - go)]
-            dz[d, t] = np.stack(parts, axis=-1).reshape(dz.shape[2:])
-            dc_next = dc * gf
+            dz[d, t], dc_next = _pointwise_backward(gates[d, t], cells[d, t], c_prev,
+                                                    dy[t, :, d * hidden:(d + 1) * hidden] + dh_next, dc_next, hidden)
             exchanged = _exchanged(plan, dz[d, t], steps - 1 - step)
             sums = _block_sums(plan, tiles[d], _vector(exchanged, plan.tile_shape().padded_cols))
             dh_next = _own_rows(plan, sums, hidden).T
         dh0[d], dc0[d] = dh_next, dc_next
 
 
+def emulate_backward_rows(plan, args, dir0):
+    """kernels/persistent_bwd_rows.cu: each block's rows (from the packed column tiles) times its
+    own units' dz, the blocks' partials summed by the owners."""
+    tiles, dy, gates, cells, c0, dhT, dcT, dz, dh0, dc0, steps, hidden = args[:12]
+    steps, hidden = int(steps), int(hidden)
+    s = plan.tile_shape()
+    for d in range(dir0, dir0 + plan.directions_per_launch):
+        rows = tiles[d].transpose(0, 2, 1, 3).reshape(s.blocks, s.rows_per_block, s.padded_cols)
+        dh_next, dc_next = dhT[d].copy(), dcT[d].copy()
+        for step in range(steps - 1, -1, -1):
+            t = steps - 1 - step if d == 1 else step
+            c_prev = c0[d] if step == 0 else cells[d, t + 1 if d == 1 else t - 1]
+            dz[d, t], dc_next = _pointwise_backward(gates[d, t], cells[d, t], c_prev,
+                                                    dy[t, :, d * hidden:(d + 1) * hidden] + dh_next, dc_next, hidden)
+            own = np.zeros((s.blocks * s.rows_per_block, dz.shape[2]), np.float32)
+            own[: 4 * hidden] = dz[d, t].T                                       # [4H, B] gate rows
+            partials = np.einsum("bgk,bgn->bkn", rows, own.reshape(s.blocks, s.rows_per_block, -1))
+            dh_next = partials.sum(axis=0)[:hidden].T
+        dh0[d], dc0[d] = dh_next, dc_next
+
+
 def _emulated_launch(plan, args, directions=1, bias=None):
     for launch in range(plan.launches):
-        if plan.pass_name == "forward":
+        if plan.kind == "rows":
+            emulate_backward_rows(plan, args, launch)
+        elif plan.pass_name == "forward":
             emulate_forward(plan, args, launch, bias)
         else:
             emulate_backward(plan, args, launch)
@@ -123,6 +149,8 @@ CONFIGS = [  # (input, hidden, layers, bidirectional, batch, steps)
     (20, 1000, 1, False, 2, 3),
     (30, 64, 3, True, 3, 7),
     (16, 1536, 1, True, 1, 2),
+    (24, 200, 2, True, 4, 5),      # B >= 4: the rows backward (v7), both directions in one grid
+    (10, 1000, 1, False, 8, 3),
 ]
 
 
@@ -147,11 +175,12 @@ def test_engine_with_emulated_kernels_matches_reference(cpu_engine, rng, inp, hi
     for gw, ww in zip(got_grads[3], want_grads[3]):
         for g, w in zip(gw, ww):
             assert rel_err(g, w) <= 1e-5
+    assert cpu_engine.last_kinds["backward"] == ("rows" if batch >= 4 else "grid")
 
 
 def test_check_covers_backward_only_when_training(cpu_engine):
     from ecornn import NotSupported
-    config = LSTMConfig(1024, 1024, 1, False, "float32", 16, 8)
+    config = LSTMConfig(1600, 1600, 1, False, "float32", 4, 8)   # forward fits; no backward kernel does
     cpu_engine.check(config)
     with pytest.raises(NotSupported, match="backward"):
         cpu_engine.check(config, training=True)

@@ -38,7 +38,7 @@ import numpy as np
 from ..arrays import is_gpu_array
 from ..errors import NotSupported
 from ..layouts import gate_deinterleave, gate_interleave
-from ..layouts.persistent import pack_block_rows, pack_mma_fragments
+from ..layouts.persistent import pack_block_rows, pack_column_tiles, pack_mma_fragments
 from ..weights import LayerWeights, slot
 from . import persistent_capacity as capacity
 from . import persistent_graph
@@ -58,6 +58,8 @@ FP32_GEMMS = "3xtf32"     # fp32 input projections of >= MIN_3XTF32_FLOPS: "3xtf
                           # tensor cores, gpu_blas.matmul_3xtf32) or "strict" (cuBLAS SGEMM, all other GEMMs)
 MIN_3XTF32_FLOPS = 4e9    # H100 (v6): 2.1 GFLOP (H=512 B=4) gained nothing, 4.3 GFLOP 0.08 us/step,
                           # 17 GFLOP 0.46; the backward's GEMMs were not faster (splits, 3 launches)
+BACKWARD_BY_ROWS = "auto"  # fp32 backward: the rows kernel (v7) per capacity.rows_backward_pays, or
+                           # True / False forced (tests, ablation); the grid backward where it does not fit
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
                           # per the capacity model's rule; True / False force one (tests, ablation)
 last_kinds: dict = {}    # pass -> kernel kind ("grid", "cluster", "mma") of the latest call (tests, benchmarks)
@@ -97,21 +99,25 @@ def _check_dtype(config) -> None:
 
 
 @functools.lru_cache(maxsize=256)
-def _plans_for(props_items: tuple, config, training: bool, variant: str) -> dict:
+def _plans_for(props_items: tuple, config, training: bool, variant: str, by_rows) -> dict:
     props = dict(props_items)
     if variant == "mma":
         return capacity.plan_mma_config(props, config, training)
-    if variant == "auto":
-        return capacity.plan_config(props, config, training)
-    return capacity.plan_grid_config(props, config, training)
+    if variant == "auto" and config.dtype in capacity.MMA_DTYPES:
+        try:
+            return capacity.plan_mma_config(props, config, training)
+        except NotSupported:
+            pass
+    return capacity.plan_grid_config(props, config, training, by_rows)
 
 
-def _plans(config, training: bool, variant: str = "auto") -> dict:
+def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
     """Capacity plans of a call, cached per (device, config, training, variant): planning is
     Python work. "auto": tensor-core plans for 16-bit dtypes where they fit, else grid plans.
     TAGGED_EXCHANGE True/False forces the grid and tensor-core plans' exchange (tests, the ablation)."""
     props = _props()
-    plans = _plans_for(tuple(sorted(props.items())), config, training, variant)
+    by_rows = BACKWARD_BY_ROWS if by_rows is None else by_rows
+    plans = _plans_for(tuple(sorted(props.items())), config, training, variant, by_rows)
     if TAGGED_EXCHANGE == "auto":
         return plans
     return {k: p.with_exchange(bool(TAGGED_EXCHANGE)) for k, p in plans.items()}
@@ -167,7 +173,10 @@ def _tiles(prepared: PersistentWeights, layer: int, directions: int, plan):
         mats = [prepared.slots[slot(layer, d, directions)].w_hh for d in range(directions)]
         if plan.pass_name == "backward":
             mats = [m.T for m in mats]
-        if plan.kind == "mma":   # the fp32 copies hold the 16-bit values exactly: packing re-rounds nothing
+        if plan.kind == "rows":   # the forward's rows of W_hh, untransposed, dealt by columns
+            mats = [prepared.slots[slot(layer, d, directions)].w_hh for d in range(directions)]
+            packed = [pack_column_tiles(cp.ascontiguousarray(m), shape) for m in mats]
+        elif plan.kind == "mma":   # the fp32 copies hold the 16-bit values exactly: packing re-rounds nothing
             bf16 = plan.dtype == "bfloat16"
             packed = [pack_mma_fragments(cp.ascontiguousarray(m), shape, bf16) for m in mats]
         else:
@@ -178,7 +187,10 @@ def _tiles(prepared: PersistentWeights, layer: int, directions: int, plan):
 
 # ---- kernels ----------------------------------------------------------------------------------
 def _register_tiles(plan) -> int:
-    """How much of ``plan``'s tile lives in registers (columns, or k-tiles for the mma kernel)."""
+    """How much of ``plan``'s tile lives in registers (columns, k-tiles for the mma kernel, weights
+    per thread for the rows kernel)."""
+    if plan.kind == "rows":
+        return plan.cols_per_thread * 4 * plan.units
     return plan.reg_k_tiles if plan.kind == "mma" else plan.reg_cols
 
 
@@ -186,6 +198,8 @@ def _fewer_register_tiles(plan, props: dict):
     """``plan`` after its build spilled: part of its register tile moved to shared memory, or
     NotSupported when nothing is left to move or the remainder does not fit shared memory."""
     what = f"{plan.kind} {plan.pass_name} kernel"
+    if plan.kind == "rows":   # all its weights must be registers: the grid backward takes over
+        raise NotSupported(name, f"{what} spills registers ({plan.describe()})")
     if _register_tiles(plan) == 0:
         raise NotSupported(name, f"{what} uses local memory even without register tiles")
     if plan.kind == "mma":
@@ -236,7 +250,7 @@ def _occupancy(kern, plan) -> int:
 def kernel_report(plan) -> dict:
     """What the compiled kernel of ``plan`` uses (for benchmarks and notes)."""
     final, kern = _kernel(plan, _cp().cuda.Device().id)
-    tiles = "reg_k_tiles" if final.kind == "mma" else "reg_cols"
+    tiles = {"mma": "reg_k_tiles", "rows": "register_weights"}.get(final.kind, "reg_cols")
     return {"kind": final.kind, "registers": kern.num_regs, "local_bytes": kern.local_size_bytes,
             "smem_bytes": final.smem_bytes, tiles: _register_tiles(final), "grid": final.grid,
             "threads": final.threads, "occupancy_per_sm": _occupancy(kern, final),
@@ -251,17 +265,24 @@ def _build(plans: dict) -> None:
 
 
 def _built_plans(config, training: bool, variant: str) -> dict:
-    """Plans of the call, compiled and checked (NotSupported before any launch). "auto" falls back
-    from tensor-core plans to the grid kernel when the former do not build or co-reside."""
-    plans = _plans(config, training, variant)
-    try:
-        _build(plans)
-    except NotSupported:
-        if variant != "auto" or not any(p.kind == "mma" for p in plans.values()):
-            raise
-        plans = _plans(config, training, "grid")
-        _build(plans)
-    return plans
+    """Plans of the call, compiled and checked (NotSupported before any launch). Fallbacks, in
+    order: the grid backward instead of the rows backward (v7) where the latter does not build;
+    under "auto", the fp32 grid kernel instead of tensor-core plans that do not build or co-reside."""
+    attempts = [(variant, None), (variant, False)]
+    if variant == "auto":
+        attempts += [("grid", None), ("grid", False)]
+    first_error, tried = None, []
+    for plan_variant, by_rows in attempts:
+        try:
+            plans = _plans(config, training, plan_variant, by_rows)
+            if plans in tried:
+                continue
+            tried.append(plans)
+            _build(plans)
+            return plans
+        except NotSupported as exc:
+            first_error = first_error or exc
+    raise first_error
 
 
 def _launch(plan, args_before_dir: tuple, directions: int, bias=None):

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 
 from ..errors import NotSupported
-from ..layouts.persistent import MmaTileShape, TileShape
+from ..layouts.persistent import ColumnTileShape, MmaTileShape, TileShape
 
 STRATEGY = "persistent"
 WARP_CHOICES = (16, 8)
@@ -263,13 +263,16 @@ def plan_config(props: dict, config, training: bool) -> dict:
     return plan_grid_config(props, config, training)
 
 
-def plan_grid_config(props: dict, config, training: bool) -> dict:
-    """Plans of the fp32 grid kernel (kernels/persistent_lstm.cu) for every pass, or NotSupported."""
-    plans = {"forward": plan_pass(props, "forward", config.hidden_size, config.batch,
-                                  config.num_directions)}
+def plan_grid_config(props: dict, config, training: bool, backward_by_rows="auto") -> dict:
+    """Plans of the fp32 kernels for every pass, or NotSupported: the grid kernel
+    (kernels/persistent_lstm.cu) forward; backward the rows kernel (v7) where ``backward_by_rows``
+    ("auto": rows_backward_pays; True; False) asks for it and it fits, else the grid kernel."""
+    hidden, batch, dirs = config.hidden_size, config.batch, config.num_directions
+    plans = {"forward": plan_pass(props, "forward", hidden, batch, dirs)}
     if training:
-        plans["backward"] = plan_pass(props, "backward", config.hidden_size, config.batch,
-                                      config.num_directions)
+        wanted = rows_backward_pays(hidden, batch) if backward_by_rows == "auto" else bool(backward_by_rows)
+        rows = plan_backward_rows(props, hidden, batch, dirs) if wanted else None
+        plans["backward"] = rows or plan_pass(props, "backward", hidden, batch, dirs)
     return plans
 
 
@@ -292,6 +295,96 @@ def predicted_us_per_step(plan: KernelPlan, clock_ghz: float = 1.75, sync_us: fl
     fmas_per_lane = plan.cols_per_lane * plan.rows_per_lane * plan.batch * plan.directions_per_launch
     clocks = fmas_per_lane * plan.warps / 4 / 0.5  # 4 schedulers, ~50% issue efficiency
     return plan.launches * (sync_us + 1.0 + clocks / (clock_ghz * 1e3))
+
+
+# ---- v7: the backward by gate rows (kernels/persistent_bwd_rows.cu, fp32) ----
+ROWS_REG_OVERHEAD = 40     # + weights (cols x 4U) + accumulators (cols x B) + B: ptxas 13.0 on sm_90
+ROWS_WARP_CHOICES = (16, 8)
+
+
+@dataclass(frozen=True)
+class RowsPlan:
+    """The backward of one layer split by gate rows: a block owns ``units`` units, keeps their
+    4 x units rows of W_hh (all H columns, ``cols_per_thread`` per thread) in registers and
+    publishes partial dh for every unit; the owners sum them (kernels/persistent_bwd_rows.cu)."""
+
+    kind = "rows"
+    kernel_file = "persistent_bwd_rows.cu"
+    pass_name = "backward"
+    tagged = False
+
+    hidden: int
+    batch: int
+    directions_per_launch: int
+    launches: int
+    units: int
+    blocks_per_dir: int
+    warps: int
+    cols_per_thread: int
+    regs_per_thread: int    # estimate; the compiled kernel reports the real count
+    smem_bytes: int = 0     # the kernel's shared memory is static
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+    @property
+    def grid(self) -> int:
+        return self.blocks_per_dir * self.directions_per_launch
+
+    def defines(self) -> dict:
+        """Compile-time constants of kernels/persistent_bwd_rows.cu."""
+        return {"BATCH": self.batch, "NWARPS": self.warps, "G_ROWS": 4 * self.units,
+                "COLS_PER_THREAD": self.cols_per_thread}
+
+    def tile_shape(self) -> ColumnTileShape:
+        return ColumnTileShape(blocks=self.blocks_per_dir, rows_per_block=4 * self.units,
+                               threads=self.threads, cols_per_thread=self.cols_per_thread)
+
+    def exchange_shape(self, directions: int) -> tuple:
+        """fp32 partials [D][2][blocks][threads * cols_per_thread][B] (step parity slots)."""
+        return (directions, 2, self.blocks_per_dir * self.threads * self.cols_per_thread * self.batch)
+
+    def with_exchange(self, tagged: bool) -> "RowsPlan":
+        """The rows kernel exchanges its partials under grid.sync() only."""
+        return self
+
+    def describe(self) -> str:
+        return (f"backward by gate rows: {self.grid} blocks x {self.threads} threads, {self.units} units/block, "
+                f"{self.cols_per_thread} columns x {4 * self.units} rows in registers, {self.launches} launch(es)")
+
+
+def rows_backward_pays(hidden: int, batch: int) -> bool:
+    """Whether the rows backward (v7) replaces the grid backward: where the grid kernel's dz
+    staging (4H x B per block per step) dominates. Written before measuring: B >= 4."""
+    return batch >= 4
+
+
+def _rows_plan_for(props, hidden, batch, directions):
+    blocks_available = props["sm_count"] // directions
+    if blocks_available < 1:
+        return None
+    units = -(-hidden // blocks_available)
+    for warps in ROWS_WARP_CHOICES:
+        threads = 32 * warps
+        cols = -(-hidden // threads)
+        regs = ROWS_REG_OVERHEAD + cols * 4 * units + cols * batch + batch
+        if units * batch <= threads and regs <= register_cap(props, threads):
+            return RowsPlan(hidden, batch, directions, 1, units, -(-hidden // units), warps, cols, regs)
+    return None
+
+
+def plan_backward_rows(props: dict, hidden: int, batch: int, num_directions: int = 1):
+    """The rows backward plan (both directions in one grid when they fit, else one after the
+    other), or None where its weights do not fit the registers (the grid backward then runs)."""
+    if num_directions == 2:
+        both = _rows_plan_for(props, hidden, batch, 2)
+        if both is not None:
+            return both
+    one = _rows_plan_for(props, hidden, batch, 1)
+    if one is not None and num_directions == 2:
+        return replace(one, launches=2)
+    return one
 
 
 # ---- v3: one thread-block cluster per sequence (kernels/persistent_cluster.cu, forward only) ----
