@@ -101,11 +101,14 @@ def test_rows_backward_plans_match_the_kernel_check_lines():
         assert line in text
 
 
-def test_rows_backward_is_chosen_by_the_rule_and_falls_back_where_it_does_not_fit():
+def test_rows_backward_takes_over_where_the_grid_backward_does_not_fit():
     config = LSTMConfig(1024, 1024, 1, False, "float32", 8, 4)
-    assert cap.plan_grid_config(H100, config, True)["backward"].kind == "rows"
-    assert cap.plan_grid_config(H100, config, True, backward_by_rows=False)["backward"].kind == "grid"
-    assert cap.plan_grid_config(H100, config.replace(batch=1), True)["backward"].kind == "grid"
+    assert cap.plan_grid_config(H100, config, True)["backward"].kind == "grid"   # measured faster
+    assert cap.plan_grid_config(H100, config, True, backward_by_rows=True)["backward"].kind == "rows"
+    b16 = config.replace(batch=16)   # the grid backward's 4H x B vector does not fit: rows
+    assert cap.plan_grid_config(H100, b16, True)["backward"].kind == "rows"
+    with pytest.raises(NotSupported, match="backward"):
+        cap.plan_grid_config(H100, b16, True, backward_by_rows=False)
     big = config.replace(input_size=1536, hidden_size=1536, batch=4)   # rows do not fit the registers
     assert cap.plan_backward_rows(H100, 1536, 4) is None
     assert cap.plan_grid_config(H100, big, True)["backward"].kind == "grid"

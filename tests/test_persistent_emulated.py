@@ -149,13 +149,15 @@ CONFIGS = [  # (input, hidden, layers, bidirectional, batch, steps)
     (20, 1000, 1, False, 2, 3),
     (30, 64, 3, True, 3, 7),
     (16, 1536, 1, True, 1, 2),
-    (24, 200, 2, True, 4, 5),      # B >= 4: the rows backward (v7), both directions in one grid
+    (24, 200, 2, True, 4, 5),
     (10, 1000, 1, False, 8, 3),
+    (12, 1024, 1, False, 16, 2),   # the grid backward does not fit: the rows backward (v7)
 ]
 
 
 @pytest.mark.parametrize("inp, hidden, layers, bidir, batch, steps", CONFIGS)
 def test_engine_with_emulated_kernels_matches_reference(cpu_engine, rng, inp, hidden, layers, bidir, batch, steps):
+    """Every CONFIG, and under BACKWARD_BY_ROWS=True the rows backward for all of them (test below)."""
     config = LSTMConfig(inp, hidden, layers, bidir, "float32", batch, steps)
     weights, x, h0, c0 = random_problem(rng, config)
     dy = rng.standard_normal(config.output_shape).astype(np.float32)
@@ -175,7 +177,28 @@ def test_engine_with_emulated_kernels_matches_reference(cpu_engine, rng, inp, hi
     for gw, ww in zip(got_grads[3], want_grads[3]):
         for g, w in zip(gw, ww):
             assert rel_err(g, w) <= 1e-5
-    assert cpu_engine.last_kinds["backward"] == ("rows" if batch >= 4 else "grid")
+    assert cpu_engine.last_kinds["backward"] == ("rows" if batch >= 16 else "grid")
+
+
+@pytest.mark.parametrize("inp, hidden, layers, bidir, batch, steps", CONFIGS[:4] + CONFIGS[5:6])
+def test_rows_backward_emulated_matches_reference(cpu_engine, monkeypatch, rng, inp, hidden, layers, bidir, batch, steps):
+    monkeypatch.setattr(cpu_engine, "BACKWARD_BY_ROWS", True)
+    config = LSTMConfig(inp, hidden, layers, bidir, "float32", batch, steps)
+    weights, x, h0, c0 = random_problem(rng, config)
+    dy = rng.standard_normal(config.output_shape).astype(np.float32)
+    got = cpu_engine.forward(config, x, weights, h0, c0, training=True)
+    grads = cpu_engine.backward(got[3], dy, np.zeros(config.state_shape, np.float32), np.zeros(config.state_shape, np.float32))
+    assert cpu_engine.last_kinds["backward"] == "rows"
+    want = reference.forward(config.replace(dtype="float64"), x.astype(np.float64),
+                             [LayerWeights(*(a.astype(np.float64) for a in w)) for w in weights],
+                             h0.astype(np.float64), c0.astype(np.float64), training=True)
+    zeros = np.zeros(config.state_shape)
+    want_grads = reference.backward(want[3], dy.astype(np.float64), zeros, zeros)
+    for g, w in zip(grads[:3], want_grads[:3]):
+        assert rel_err(g, w) <= 1e-5
+    for gw, ww in zip(grads[3], want_grads[3]):
+        for g, w in zip(gw, ww):
+            assert rel_err(g, w) <= 1e-5
 
 
 def test_check_covers_backward_only_when_training(cpu_engine):

@@ -90,8 +90,7 @@ def test_mma_engine_with_emulated_kernels_matches_reference(cpu_engine, rng, dty
 def test_auto_takes_mma_for_16bit_and_grid_for_fp32(cpu_engine):
     half = LSTMConfig(64, 64, 1, False, "float16", 4, 3)
     assert {p.kind for p in cpu_engine.plans_for(half, training=True).values()} == {"mma"}
-    fp32 = cpu_engine.plans_for(half.replace(dtype="float32"), training=True)
-    assert fp32["forward"].kind == "grid" and fp32["backward"].kind == "rows"   # B=4: the v7 backward
+    assert {p.kind for p in cpu_engine.plans_for(half.replace(dtype="float32"), training=True).values()} == {"grid"}
     assert cpu_engine.plans_for(half, variant="grid")["forward"].kind == "grid"
 
 

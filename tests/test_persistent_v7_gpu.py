@@ -3,7 +3,7 @@
 - forced on, it matches the float64 reference (fp32 <= 1e-5) for every gradient, on odd sizes
   (H=1000 B=3, H=100 B=5), 3-layer bidirectional (both directions in one grid) and long sequences;
 - it is bitwise reproducible run to run and agrees with the grid backward to fp32 rounding;
-- the default takes it where the rule says so, and training at H=1024 B=16 (which the grid
+- by default it runs only where the grid backward does not fit: training at H=1024 B=16 (which the grid
   backward's 4H x B vector could not hold) runs.
 """
 import numpy as np

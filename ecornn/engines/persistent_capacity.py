@@ -266,13 +266,20 @@ def plan_config(props: dict, config, training: bool) -> dict:
 def plan_grid_config(props: dict, config, training: bool, backward_by_rows="auto") -> dict:
     """Plans of the fp32 kernels for every pass, or NotSupported: the grid kernel
     (kernels/persistent_lstm.cu) forward; backward the rows kernel (v7) where ``backward_by_rows``
-    ("auto": rows_backward_pays; True; False) asks for it and it fits, else the grid kernel."""
+    ("auto": rows_backward_pays; True; False) asks for it and it fits, else the grid kernel, and
+    the rows kernel again (unless False) where the grid backward does not fit."""
     hidden, batch, dirs = config.hidden_size, config.batch, config.num_directions
     plans = {"forward": plan_pass(props, "forward", hidden, batch, dirs)}
     if training:
         wanted = rows_backward_pays(hidden, batch) if backward_by_rows == "auto" else bool(backward_by_rows)
         rows = plan_backward_rows(props, hidden, batch, dirs) if wanted else None
-        plans["backward"] = rows or plan_pass(props, "backward", hidden, batch, dirs)
+        try:
+            plans["backward"] = rows or plan_pass(props, "backward", hidden, batch, dirs)
+        except NotSupported:
+            rows = plan_backward_rows(props, hidden, batch, dirs) if backward_by_rows is not False else None
+            if rows is None:
+                raise
+            plans["backward"] = rows
     return plans
 
 
@@ -355,9 +362,10 @@ class RowsPlan:
 
 
 def rows_backward_pays(hidden: int, batch: int) -> bool:
-    """Whether the rows backward (v7) replaces the grid backward: where the grid kernel's dz
-    staging (4H x B per block per step) dominates. Written before measuring: B >= 4."""
-    return batch >= 4
+    """Whether the rows backward (v7) replaces a grid backward that fits. v7's first version
+    measured slower at every size tried (H100, results/persistent_v7_h100/1_rows_backward: fwd+bwd
+    H=1024 B=8 5.77 vs 4.64 ms), so it runs only where the grid backward does not fit (H=1024 B=16)."""
+    return False
 
 
 def _rows_plan_for(props, hidden, batch, directions):
