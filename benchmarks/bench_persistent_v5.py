@@ -63,8 +63,9 @@ def measure(dtype, hidden, batch, repeats):
             out["graph_fwd_strict_gemm_us"] = _median_ms(fwd, repeats) * 1e3 / STEPS
             out["train_strict_gemm_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
             persistent.FP32_GEMMS = "3xtf32"
-            persistent.BACKWARD_BY_ROWS = False   # v7 ablation: the grid backward
-            out["train_grid_backward_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
+            for by_rows, key in ((False, "grid"), (True, "rows")):   # v7 ablation: either backward
+                persistent.BACKWARD_BY_ROWS = by_rows
+                out[f"train_{key}_backward_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
             persistent.BACKWARD_BY_ROWS = "auto"
             out["backward_kind"] = persistent.plans_for(config, True)["backward"].kind
         out["train_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
@@ -92,9 +93,9 @@ def row(dtype, hidden, batch, repeats):
 
 def markdown(rows):
     head = ("| dtype | H | B | fwd µs/step (graph) | eager | strict GEMM | kernel | kernel tagged | kernel grid.sync | "
-            "target | cuDNN fwd | fwd+bwd ms | backward | tagged | grid.sync | strict GEMM | grid bwd | cuDNN fwd+bwd | "
-            "fwd vs cuDNN | fwd+bwd vs cuDNN |")
-    lines = [head, "|" + "---|" * 20]
+            "target | cuDNN fwd | fwd+bwd ms | backward | tagged | grid.sync | strict GEMM | grid bwd | rows bwd | "
+            "cuDNN fwd+bwd | fwd vs cuDNN | fwd+bwd vs cuDNN |")
+    lines = [head, "|" + "---|" * 21]
     for r in rows:
         g, c, t, ct = r.get("graph_fwd_us"), r.get("cudnn_us"), r.get("train_ms"), r.get("cudnn_train_ms")
         lines.append("| " + " | ".join([
@@ -102,11 +103,11 @@ def markdown(rows):
             fmt(r.get("graph_fwd_strict_gemm_us")), fmt(r.get("kernel_us")), fmt(r.get("kernel_tagged_us")), fmt(r.get("kernel_grid_sync_us")),
             fmt(r.get("target_us"), ".1f"), fmt(c), fmt(t), str(r.get("backward_kind", "-")),
             fmt(r.get("train_tagged_ms")), fmt(r.get("train_grid_sync_ms")), fmt(r.get("train_strict_gemm_ms")),
-            fmt(r.get("train_grid_backward_ms")), fmt(ct),
+            fmt(r.get("train_grid_backward_ms")), fmt(r.get("train_rows_backward_ms")), fmt(ct),
             fmt(c / g if g and c else None) + "x", fmt(ct / t if t and ct else None) + "x"]) + " |")
         for key in ("error", "train_error", "cudnn_error"):
             if key in r:
-                lines.append(f"|  | {key}: {r[key]} |" + " |" * 18)
+                lines.append(f"|  | {key}: {r[key]} |" + " |" * 19)
     return "\n".join(lines) + "\n"
 
 

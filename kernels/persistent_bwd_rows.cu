@@ -9,19 +9,20 @@
 // (layouts/persistent.py: pack_column_tiles). Per step: the owners' pointwise threads write dz_t to
 // global (for the weight gradients) and to shared memory; __syncthreads; every thread forms
 // acc[c][b] = sum_g W[g][k] dz[g][b] (dz read as shared-memory broadcasts) and publishes it to
-// xch [D][2][blocks][THREADS * COLS_PER_THREAD][B] (slot = step parity); grid.sync(); then
-// SPLIT consecutive lanes per (unit, batch) pair sum the blocks' partials (lane s takes blocks
-// s, s + SPLIT, ...; then an xor butterfly: a fixed order, bitwise reproducible) and lane 0 of the
-// pair runs the pointwise step of the next iteration.
+// xch [D][2][blocks][THREADS * COLS_PER_THREAD][B] (slot = step parity); grid.sync(); then the
+// owners sum the blocks' partials: thread t takes pair t % PAIRS ((unit, batch), consecutive in
+// the partials, so a warp's loads are contiguous) of blocks s, s + SPLIT, ... (s = t / PAIRS), all
+// its loads in flight at once; the SPLIT sums meet in shared memory and thread `pair` adds them in
+// order (bitwise reproducible) and runs the pair's pointwise step of the next iteration.
 //
 // ecornn-persistent
 // Check lines: H100 plans for H=1024 B=8 and B=4, H=512 B=8, H=1000 B=3 (odd units and batch),
 // H=1024 B=16 (8 warps, 4 columns per thread).
-// ecornn-check: -DBATCH=8 -DNWARPS=16 -DG_ROWS=32 -DCOLS_PER_THREAD=2
-// ecornn-check: -DBATCH=4 -DNWARPS=16 -DG_ROWS=32 -DCOLS_PER_THREAD=2
-// ecornn-check: -DBATCH=8 -DNWARPS=16 -DG_ROWS=16 -DCOLS_PER_THREAD=1
-// ecornn-check: -DBATCH=3 -DNWARPS=16 -DG_ROWS=32 -DCOLS_PER_THREAD=2
-// ecornn-check: -DBATCH=16 -DNWARPS=8 -DG_ROWS=32 -DCOLS_PER_THREAD=4
+// ecornn-check: -DBATCH=8 -DNWARPS=16 -DG_ROWS=32 -DCOLS_PER_THREAD=2 -DBLOCKS=128
+// ecornn-check: -DBATCH=4 -DNWARPS=16 -DG_ROWS=32 -DCOLS_PER_THREAD=2 -DBLOCKS=128
+// ecornn-check: -DBATCH=8 -DNWARPS=16 -DG_ROWS=16 -DCOLS_PER_THREAD=1 -DBLOCKS=128
+// ecornn-check: -DBATCH=3 -DNWARPS=16 -DG_ROWS=32 -DCOLS_PER_THREAD=2 -DBLOCKS=125
+// ecornn-check: -DBATCH=16 -DNWARPS=8 -DG_ROWS=32 -DCOLS_PER_THREAD=4 -DBLOCKS=128
 #include <cooperative_groups.h>
 
 #include "persistent_common.cuh"
@@ -34,12 +35,12 @@ constexpr int kRows = G_ROWS;                  // the block's 4U gate rows
 constexpr int kUnits = G_ROWS / 4;
 constexpr int kCols = COLS_PER_THREAD;
 constexpr int kPaddedH = kThreads * kCols;     // partial columns per block
+constexpr int kBlocks = BLOCKS;               // blocks per direction
 constexpr int kPairs = kUnits * kBatch;
-constexpr int kSplitWanted = kThreads / kPairs;
-constexpr int kSplit = kSplitWanted >= 32 ? 32 : kSplitWanted >= 16 ? 16 : kSplitWanted >= 8 ? 8
-                     : kSplitWanted >= 4 ? 4 : kSplitWanted >= 2 ? 2 : 1;
+constexpr int kSplit = kThreads / kPairs < kBlocks ? kThreads / kPairs : kBlocks;
+constexpr int kLoads = (kBlocks + kSplit - 1) / kSplit;   // partials each reducing thread loads
 static_assert(G_ROWS % 4 == 0, "whole units of 4 gate rows");
-static_assert(kPairs <= kThreads, "one (unit, batch) pair per SPLIT threads");
+static_assert(kPairs <= kThreads, "one thread per (unit, batch) pair at least");
 
 __device__ __forceinline__ void load_columns(float (&w)[kCols][kRows], const float* tiles, size_t tile) {
     const float* src = tiles + tile * ((size_t)kCols * kRows * kThreads);
@@ -68,25 +69,40 @@ __device__ __forceinline__ void publish_partials(const float (&w)[kCols][kRows],
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
         float* p = part + ((size_t)threadIdx.x + (size_t)c * kThreads) * kBatch;
+        if constexpr (kBatch % 4 == 0) {
 #pragma unroll
-        for (int b = 0; b < kBatch; ++b) p[b] = acc[c][b];
+            for (int b = 0; b < kBatch; b += 4)
+                *reinterpret_cast<float4*>(p + b) = make_float4(acc[c][b], acc[c][b + 1], acc[c][b + 2], acc[c][b + 3]);
+        } else {
+#pragma unroll
+            for (int b = 0; b < kBatch; ++b) p[b] = acc[c][b];
+        }
     }
 }
 
-// dh of unit j, batch b: the blocks' partials [blocks][kPaddedH][B] summed by the SPLIT lanes of
-// the pair (lane s: blocks s, s + SPLIT, ... in order), then an xor butterfly over those lanes.
-// Every thread of the warp calls it (the shuffles need them all); `active` gates the loads.
-__device__ __forceinline__ float reduce_partials(const float* part, int blocks, int j, int b, bool active) {
-    const int s = threadIdx.x % kSplit;
-    float sum = 0.0f;
-    if (active) {
-#pragma unroll 4
-        for (int blk = s; blk < blocks; blk += kSplit)
-            sum += __ldcg(part + ((size_t)blk * kPaddedH + j) * kBatch + b);
-    }
+// The owners' sums of the blocks' partials `part` [blocks][kPaddedH][B] for this block's pairs
+// (first pair at `first`): thread t sums pair t % kPairs over blocks s, s + kSplit, ... (s = t /
+// kPairs) in order, the kSplit sums meet in red_s; thread `pair` returns their sum in s order.
+__device__ __forceinline__ float reduce_partials(const float* part, size_t first, float* red_s) {
+    const int pair = threadIdx.x % kPairs, s = threadIdx.x / kPairs;
+    if (s < kSplit) {
+        float v[kLoads];
 #pragma unroll
-    for (int off = 1; off < kSplit; off *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-    return sum;
+        for (int i = 0; i < kLoads; ++i) {
+            const int blk = s + i * kSplit;
+            v[i] = blk < kBlocks ? __ldcg(part + (size_t)blk * kPaddedH * kBatch + first + pair) : 0.0f;
+        }
+        float sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kLoads; ++i) sum += v[i];
+        red_s[s * kPairs + pair] = sum;
+    }
+    __syncthreads();
+    float dh = 0.0f;
+    if (threadIdx.x < kPairs)
+#pragma unroll 4
+        for (int k = 0; k < kSplit; ++k) dh += red_s[k * kPairs + threadIdx.x];
+    return dh;
 }
 
 // tiles [D][blocks][COLS_PER_THREAD][G_ROWS][THREADS] (pack_column_tiles of the gate-interleaved
@@ -100,14 +116,14 @@ persistent_lstm_bwd(const float* __restrict__ tiles, const float* __restrict__ d
                     const float* __restrict__ dcT, float* dz, float* dh0, float* dc0, int T, int H,
                     int units, int blocks_per_dir, int ldy, int dir0, float* xch) {
     __shared__ __align__(16) float dz_s[kRows * kBatch];
+    __shared__ float red_s[kSplit * kPairs];
     const int blk = blockIdx.x % blocks_per_dir;
     const int d = dir0 + blockIdx.x / blocks_per_dir;
     const bool reverse = d == 1;
     float w[kCols][kRows];
     load_columns(w, tiles, (size_t)d * blocks_per_dir + blk);
-    const int pair = threadIdx.x / kSplit, u = pair / kBatch, b = pair % kBatch, j = blk * units + u;
-    const bool active = pair < kPairs && u < units && j < H;
-    const bool lead = active && threadIdx.x % kSplit == 0;   // runs the pair's pointwise step
+    const int u = threadIdx.x / kBatch, b = threadIdx.x % kBatch, j = blk * units + u;
+    const bool lead = (int)threadIdx.x < kPairs && u < units && j < H;   // runs pair (u, b)'s pointwise step
     const size_t state_at = ((size_t)d * kBatch + b) * H + j;
     const size_t slot_floats = (size_t)blocks_per_dir * kPaddedH * kBatch;
     float dc_next = 0.0f, dh_rec = 0.0f;   // dh_rec: W_hh^T . dz of the step after (dhT first)
@@ -143,7 +159,7 @@ persistent_lstm_bwd(const float* __restrict__ tiles, const float* __restrict__ d
         __syncthreads();
         publish_partials(w, dz_s, part + (size_t)blk * kPaddedH * kBatch);
         grid.sync();   // every block's partials are written; also orders dz_s reads before the next writes
-        const float dh = reduce_partials(part, blocks_per_dir, j, b, active);
+        const float dh = reduce_partials(part, (size_t)blk * units * kBatch, red_s);
         if (lead) dh_rec = dh;
     }
     if (lead) {

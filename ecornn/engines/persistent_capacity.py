@@ -342,7 +342,7 @@ class RowsPlan:
     def defines(self) -> dict:
         """Compile-time constants of kernels/persistent_bwd_rows.cu."""
         return {"BATCH": self.batch, "NWARPS": self.warps, "G_ROWS": 4 * self.units,
-                "COLS_PER_THREAD": self.cols_per_thread}
+                "COLS_PER_THREAD": self.cols_per_thread, "BLOCKS": self.blocks_per_dir}
 
     def tile_shape(self) -> ColumnTileShape:
         return ColumnTileShape(blocks=self.blocks_per_dir, rows_per_block=4 * self.units,
