@@ -103,8 +103,11 @@ def test_rows_backward_plans_match_the_kernel_check_lines():
 
 def test_rows_backward_takes_over_where_the_grid_backward_does_not_fit():
     config = LSTMConfig(1024, 1024, 1, False, "float32", 8, 4)
-    assert cap.plan_grid_config(H100, config, True)["backward"].kind == "grid"   # measured faster
-    assert cap.plan_grid_config(H100, config, True, backward_by_rows=True)["backward"].kind == "rows"
+    assert cap.plan_grid_config(H100, config, True)["backward"].kind == "rows"   # measured faster
+    assert cap.plan_grid_config(H100, config, True, backward_by_rows=False)["backward"].kind == "grid"
+    small = config.replace(input_size=512, hidden_size=512, batch=4)             # the grid backward
+    assert cap.plan_grid_config(H100, small, True)["backward"].kind == "grid"
+    assert cap.plan_grid_config(H100, small, True, backward_by_rows=True)["backward"].kind == "rows"
     b16 = config.replace(batch=16)   # the grid backward's 4H x B vector does not fit: rows
     assert cap.plan_grid_config(H100, b16, True)["backward"].kind == "rows"
     with pytest.raises(NotSupported, match="backward"):

@@ -3,8 +3,8 @@
 - forced on, it matches the float64 reference (fp32 <= 1e-5) for every gradient, on odd sizes
   (H=1000 B=3, H=100 B=5), 3-layer bidirectional (both directions in one grid) and long sequences;
 - it is bitwise reproducible run to run and agrees with the grid backward to fp32 rounding;
-- by default it runs only where the grid backward does not fit: training at H=1024 B=16 (which the grid
-  backward's 4H x B vector could not hold) runs.
+- by default it runs at H >= 1024, B >= 4 (measured faster there) and where the grid backward does
+  not fit: training at H=1024 B=16 (which the grid backward's 4H x B vector could not hold) runs.
 """
 import numpy as np
 import pytest
@@ -52,5 +52,7 @@ def test_default_takes_the_rule_and_trains_h1024_b16(rng):
     registers with nvcc 13.0, 0 spills) can."""
     config = LSTMConfig(1024, 1024, 1, False, "float32", 16, 5)
     assert persistent.plans_for(config, training=True)["backward"].kind == "rows"
+    assert persistent.plans_for(config.replace(batch=4), training=True)["backward"].kind == "rows"
+    assert persistent.plans_for(config.replace(batch=1), training=True)["backward"].kind == "grid"
     _compare(rng, config, FP32_TOL)
     assert persistent.last_kinds["backward"] == "rows"

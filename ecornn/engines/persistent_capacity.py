@@ -362,10 +362,11 @@ class RowsPlan:
 
 
 def rows_backward_pays(hidden: int, batch: int) -> bool:
-    """Whether the rows backward (v7) replaces a grid backward that fits. v7's first version
-    measured slower at every size tried (H100, results/persistent_v7_h100/1_rows_backward: fwd+bwd
-    H=1024 B=8 5.77 vs 4.64 ms), so it runs only where the grid backward does not fit (H=1024 B=16)."""
-    return False
+    """Whether the rows backward (v7) replaces a grid backward that fits. H100, fwd+bwd ms, rows vs
+    grid backward (results/persistent_v7_h100/2_coalesced_reduce): H=1024 B=4 2.52 vs 2.76, B=8 4.21
+    vs 4.51; H=512 B=4 1.54 vs 1.48, H=256 B=1 1.52 vs 1.14. Elsewhere it runs only where the grid
+    backward does not fit (H=1024 B=16)."""
+    return hidden >= 1024 and batch >= 4
 
 
 def _rows_plan_for(props, hidden, batch, directions):
