@@ -25,6 +25,12 @@ product on tensor cores (fp32 accumulation, fp32 cell state, everything in globa
 Same kernel arguments and launch as the grid kernel. "auto" takes it for 16-bit dtypes where it
 fits, forward and backward (else the widened grid kernel; the cluster kernel stays fp32-only under
 "auto"). ``last_kinds`` records which kernel kind ran each pass of the latest call.
+
+v5/v6: the tensor-core and grid kernels exchange the step's vector through a zeroed buffer, tagged
+(no grid barrier) where capacity's rule says it pays, else under grid.sync() (TAGGED_EXCHANGE).
+v6.1: fp32 input projections of >= MIN_3XTF32_FLOPS run as 3xTF32 (FP32_GEMMS). v7: the fp32
+backward at H >= 1024, B >= 4, and wherever the grid backward does not fit, runs
+kernels/persistent_bwd_rows.cu (split by gate rows; BACKWARD_BY_ROWS; kind "rows").
 """
 from __future__ import annotations
 

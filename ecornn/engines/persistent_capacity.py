@@ -11,8 +11,9 @@ on top) was calibrated against ``nvcc -Xptxas -v`` for sm_90 (0 spills at 128 an
 thread); the engine checks the compiled kernel's real usage and the occupancy API before launch.
 
 v3 adds the cluster plans (``ClusterPlan``), v4 the tensor-core plans for fp16/bf16 (``MmaPlan``:
-16 x 16 mma tiles, k-tiles in registers then shared memory); ``plan_config`` returns the plans the
-engine's "auto" variant runs (tensor-core plans for 16-bit dtypes where they fit, else grid plans).
+16 x 16 mma tiles, k-tiles in registers then shared memory), v7 the fp32 backward by gate rows
+(``RowsPlan``); ``plan_config`` returns the plans the engine's "auto" variant runs (tensor-core
+plans for 16-bit dtypes where they fit, else grid plans, with the rows backward per its rule).
 """
 from __future__ import annotations
 
