@@ -142,18 +142,15 @@ persistent_lstm_bwd(const float* __restrict__ tiles, const float* __restrict__ d
         const int n = T - 1 - step;
         float* part = xch + ((size_t)d * 2 + (n & 1)) * slot_floats;
         if (lead) {
-            const float gi = in.g.x, gf = in.g.y, gg = in.g.z, go = in.g.w;
             const float tc = tanhf(in.c);
-            const float dh = in.dy + dh_rec;
-            const float dc = dh * go * (1.0f - tc * tc) + dc_next;
-            const float4 out = make_float4(dc * gg * gi * (1.0f - gi), dc * in.c_prev * gf * (1.0f - gf),
-                                           dc * gi * (1.0f - gg * gg), dh * tc * go * (1.0f - go));
+            float dc;
+            const float4 out = pointwise_backward(in, in.dy + dh_rec, tc, dc_next, dc);
             *reinterpret_cast<float4*>(dz + (((size_t)d * T + t) * kBatch + b) * G + 4 * (size_t)j) = out;
             dz_s[(4 * u) * kBatch + b] = out.x;
             dz_s[(4 * u + 1) * kBatch + b] = out.y;
             dz_s[(4 * u + 2) * kBatch + b] = out.z;
             dz_s[(4 * u + 3) * kBatch + b] = out.w;
-            dc_next = dc * gf;
+            dc_next = dc * in.g.y;
             if (step > 0) in = load_bwd_inputs<kBatch>(gates, cells, c0, dy, d, T, H, ldy, step - 1, reverse, b, j);
         }
         __syncthreads();

@@ -128,6 +128,17 @@ __device__ __forceinline__ BwdInputs load_bwd_inputs(const float* gates, const f
     return in;
 }
 
+// The backward pointwise step of one (unit, batch): dz_t (gates i, f, g, o) from dh (dy plus the
+// recurrence), the saved activations and the cell gradient dc_next of the step after; dc gets the
+// cell gradient of this step (the caller passes dc * f to the step before). tc = tanh(c_t),
+// computed by the caller (accurate or fast).
+__device__ __forceinline__ float4 pointwise_backward(const BwdInputs& in, float dh, float tc, float dc_next, float& dc) {
+    const float gi = in.g.x, gf = in.g.y, gg = in.g.z, go = in.g.w;
+    dc = dh * go * (1.0f - tc * tc) + dc_next;
+    return make_float4(dc * gg * gi * (1.0f - gi), dc * in.c_prev * gf * (1.0f - gf),
+                       dc * gi * (1.0f - gg * gg), dh * tc * go * (1.0f - go));
+}
+
 // ---- the tagged exchange between blocks (persistent_mma.cu v5, persistent_lstm.cu v6) ----
 // Relaxed gpu-scope accesses: coherent at L2 (no stale L1 line), and asm volatile, so a polling
 // loop really reloads.

@@ -80,7 +80,6 @@ static_assert(PASS == 1 || kRows % 4 == 0, "forward rows come in whole units of 
 constexpr int kVecFloats = kCols * kBatch;
 constexpr int kWsFloats = kWarps * kSmemCols * kRowsPerLane * 32;
 constexpr int kRedFloats = kWarps * kBatch * kRows;
-constexpr int kRedBuffers = kTagged ? 2 : 1;
 constexpr int kSliceWords = kWarpCols * kBatch;         // one warp's K-slice of the vector
 constexpr int kStageChunk = 4;                          // 16-byte loads per lane in flight
 static_assert(kVecFloats % 4 == 0 && kWsFloats % 4 == 0 && kRedFloats % 4 == 0, "16-byte aligned carve-up");
@@ -198,7 +197,7 @@ __device__ __forceinline__ float row_sum(const float* red_s, int u, int b) {
 }
 
 struct Carve {
-    float *vec, *ws, *red;   // red: kRedBuffers buffers of kRedFloats
+    float *vec, *ws, *red;   // red: kRedFloats, twice under the tagged exchange
 };
 
 __device__ __forceinline__ Carve carve(float* smem) {
@@ -328,18 +327,15 @@ persistent_lstm_bwd(const float* __restrict__ tiles, const float* __restrict__ d
         const int t = reverse ? T - 1 - step : step;
         const int n = T - 1 - step;   // publications so far (processing order)
         if (pw.active) {
-            const float gi = in.g.x, gf = in.g.y, gg = in.g.z, go = in.g.w;
             const float tc = tanhf(in.c);
-            const float dh = in.dy + dh_rec;
-            const float dc = dh * go * (1.0f - tc * tc) + dc_next;
-            const float4 out = make_float4(dc * gg * gi * (1.0f - gi), dc * in.c_prev * gf * (1.0f - gf),
-                                           dc * gi * (1.0f - gg * gg), dh * tc * go * (1.0f - go));
+            float dc;
+            const float4 out = pointwise_backward(in, in.dy + dh_rec, tc, dc_next, dc);
             *reinterpret_cast<float4*>(dz + (((size_t)d * T + t) * kBatch + pw.b) * G + 4 * (size_t)pw.j) = out;
             publish(xch, d, n, 4 * pw.j, pw.b, out.x);
             publish(xch, d, n, 4 * pw.j + 1, pw.b, out.y);
             publish(xch, d, n, 4 * pw.j + 2, pw.b, out.z);
             publish(xch, d, n, 4 * pw.j + 3, pw.b, out.w);
-            dc_next = dc * gf;
+            dc_next = dc * in.g.y;
             if (step > 0) in = load_bwd_inputs<kBatch>(gates, cells, c0, dy, d, T, H, ldy, step - 1, reverse, pw.b, pw.j);
         }
         if constexpr (!kTagged) grid.sync();

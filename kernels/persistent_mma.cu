@@ -582,12 +582,9 @@ persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ d
     for (int step = T - 1; step >= 0; --step) {
         const int t = p.reverse ? T - 1 - step : step;
         if (p.active) {
-            const float gi = in.g.x, gf = in.g.y, gg = in.g.z, go = in.g.w;
             const float tc = tanh_fast(in.c);
-            const float dh = in.dy + dh_rec;
-            const float dc = dh * go * (1.0f - tc * tc) + dc_next;
-            const float4 out = make_float4(dc * gg * gi * (1.0f - gi), dc * in.c_prev * gf * (1.0f - gf),
-                                           dc * gi * (1.0f - gg * gg), dh * tc * go * (1.0f - go));
+            float dc;
+            const float4 out = pointwise_backward(in, in.dy + dh_rec, tc, dc_next, dc);
             *reinterpret_cast<float4*>(dz + (((size_t)p.d * T + t) * kBatch + p.b) * G + 4 * (size_t)p.j) = out;
             if constexpr (!kTagged) {   // the packed copy the blocks stage after the barrier
                 unsigned short* q = reinterpret_cast<unsigned short*>(xch) + packed_rows(p.d, T - 1 - step, (int)G)
@@ -600,7 +597,7 @@ persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ d
                                make_uint4(tagged_word(out.x, tag), tagged_word(out.y, tag),
                                           tagged_word(out.z, tag), tagged_word(out.w, tag)));
             }
-            dc_next = dc * gf;
+            dc_next = dc * in.g.y;
             if (step > 0)
                 in = load_bwd_inputs<kBatch>(gates, cells, c0, dy, p.d, T, H, ldy, step - 1, p.reverse, p.b, p.j);
         }
