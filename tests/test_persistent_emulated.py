@@ -210,3 +210,21 @@ def test_check_covers_backward_only_when_training(cpu_engine):
         cpu_engine.check(config, training=True)
     with pytest.raises(NotSupported, match="backward"):  # before anything runs
         cpu_engine.forward(config, np.zeros(config.input_shape, np.float32), None, None, None, training=True)
+
+
+def test_plans_that_do_not_build_fall_back_in_order(cpu_engine, monkeypatch):
+    """_built_plans: a rows backward that does not build (spills) gives way to the grid backward;
+    where that cannot hold the batch either, the first error is the one raised."""
+    from ecornn import NotSupported
+
+    def build(plans):
+        if any(p.kind == "rows" for p in plans.values()):
+            raise NotSupported(persistent.name, "rows kernel spills (stand-in)")
+    monkeypatch.setattr(cpu_engine, "_build", build)
+    fits = LSTMConfig(1024, 1024, 1, False, "float32", 8, 2)      # rows by the rule, grid fits too
+    assert cpu_engine._built_plans(fits, True, "auto")["backward"].kind == "grid"
+    no_grid = fits.replace(batch=16)                                # only the rows backward fits
+    with pytest.raises(NotSupported, match="rows kernel spills"):
+        cpu_engine._built_plans(no_grid, True, "auto")
+    monkeypatch.setattr(cpu_engine, "_build", lambda plans: None)
+    assert cpu_engine._built_plans(no_grid, True, "auto")["backward"].kind == "rows"
