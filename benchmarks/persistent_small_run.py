@@ -1,5 +1,5 @@
 """A small fp32 persistent forward+backward (2 layers, bidirectional) for compute-sanitizer runs:
-both exchanges of the grid kernel (v6: tagged, this size's default, and grid.sync forced), and an
+both exchanges of the grid kernel (v6: tagged and grid.sync, forced; H=397's default is tagged), and an
 odd slice size (H=397, B=3, one layer: the word-by-word staging), and the v7 backward by gate rows;
 fails unless the expected kernels ran."""
 import numpy as np
@@ -9,7 +9,7 @@ from ecornn.engines import persistent
 from ecornn.weights import init_weights
 
 # (hidden, layers, exchange, backward by rows): v6's exchanges with the grid backward, then v7's rows backward.
-for hidden, layers, exchange, by_rows in ((40, 2, "auto", False), (40, 2, False, False), (397, 1, "auto", False),
+for hidden, layers, exchange, by_rows in ((40, 2, True, False), (40, 2, False, False), (397, 1, "auto", False),
                                           (397, 1, False, False), (40, 2, "auto", True), (397, 1, "auto", True)):
     persistent.TAGGED_EXCHANGE = exchange
     persistent.BACKWARD_BY_ROWS = by_rows

@@ -115,3 +115,18 @@ def test_rows_backward_takes_over_where_the_grid_backward_does_not_fit():
     big = config.replace(input_size=1536, hidden_size=1536, batch=4)   # rows do not fit the registers
     assert cap.plan_backward_rows(H100, 1536, 4) is None
     assert cap.plan_grid_config(H100, big, True)["backward"].kind == "grid"
+
+
+@pytest.mark.parametrize("pass_name, hidden, batch, tagged", [
+    ("forward", 256, 1, False),    # 256 words: a few hot L2 lines, measured slower tagged
+    ("backward", 256, 1, True),    # 4H = 1024 words
+    ("forward", 512, 1, True),
+    ("forward", 1024, 4, True),
+    ("forward", 1024, 16, False),  # 8 loads per lane
+    ("backward", 1024, 4, False),
+])
+def test_grid_plans_take_the_tagged_exchange_where_it_measured_faster(pass_name, hidden, batch, tagged):
+    plan = cap.plan_pass(H100, pass_name, hidden, batch)
+    assert plan.tagged is tagged and plan.defines()["TAGGED"] == int(tagged)
+    red = 4 * plan.warps * plan.batch * plan.rows_per_lane * plan.lane_rows
+    assert plan.with_exchange(not tagged).smem_bytes - plan.smem_bytes == (red if not tagged else -red)

@@ -143,12 +143,19 @@ def register_cap(props: dict, threads: int) -> int:
 GRID_REG_OVERHEAD = 44           # + rows_per_lane * (B + 2): calibrated on sm_90 (module docstring)
 
 
+TAGGED_MIN_VECTOR_WORDS = 512   # below this the whole vector sits in a few L2 lines that every warp polls
+
+
 def grid_tagged_pays(reduction_length_padded: int, batch: int, warps: int) -> bool:
     """Whether the fp32 grid kernel's plan takes the tagged exchange (v6): the rule measured for the
     tensor-core kernels (tagged_exchange_pays), at most TAGGED_MAX_LOADS_PER_LANE 16-byte loads per
-    lane for a warp's slice (its K columns x B words)."""
+    lane for a warp's slice (its K columns x B words), and a vector of at least
+    TAGGED_MIN_VECTOR_WORDS words. H100 kernel alone, tagged vs grid.sync: H=256 B=1 forward (256
+    words, 8 L2 lines polled by 2048 warps) 2.51-2.62 vs 2.13-2.30 us/step; H=512 B=1 (512 words)
+    1.77 vs 2.11 (results/persistent_v6_h100, results/persistent_v7_h100)."""
     slice_words = reduction_length_padded // warps * batch
-    return -(-slice_words // 128) <= TAGGED_MAX_LOADS_PER_LANE
+    small_slice = -(-slice_words // 128) <= TAGGED_MAX_LOADS_PER_LANE
+    return small_slice and reduction_length_padded * batch >= TAGGED_MIN_VECTOR_WORDS
 
 
 def smem_bytes(reduction_length_padded: int, batch: int, warps: int, rows_per_lane: int,
