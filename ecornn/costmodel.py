@@ -32,6 +32,9 @@ class CostConstants:
     bf16 x inference and training x H 256..2048 x B 1..256, benchmarks/results/
     planner_sweep_final_h200.json; `calibrate --from-sweep`). No H100 was lent that day."""
 
+    # The grid-kernel terms below predate persistent v6/v7 (fp32 staged/tagged exchange, rows
+    # backward): on the H100 they over-predict the fp32 step by ~1.2-2 us (notes_persistent.md, v6);
+    # refit from an H100 sweep (`calibrate --from-sweep`) when one is measured.
     grid_sync_us: float = 1.2             # one grid-wide barrier (H100 132 blocks: 1.18; H200: 0.99)
     persistent_exchange_us: float = 1.13  # grid kernel: h through L2 + pointwise + loop overhead
     cluster_step_us: float = 1.33         # cluster kernel: barrier + DSMEM push + pointwise (+ casts)
