@@ -109,11 +109,8 @@ def _plans_for(props_items: tuple, config, training: bool, variant: str, by_rows
     props = dict(props_items)
     if variant == "mma":
         return capacity.plan_mma_config(props, config, training)
-    if variant == "auto" and config.dtype in capacity.MMA_DTYPES:
-        try:
-            return capacity.plan_mma_config(props, config, training)
-        except NotSupported:
-            pass
+    if variant == "auto":
+        return capacity.plan_config(props, config, training, by_rows)
     return capacity.plan_grid_config(props, config, training, by_rows)
 
 
@@ -177,10 +174,9 @@ def _tiles(prepared: PersistentWeights, layer: int, directions: int, plan):
     if key not in prepared.tiles:
         cp, shape = _cp(), plan.tile_shape()
         mats = [prepared.slots[slot(layer, d, directions)].w_hh for d in range(directions)]
-        if plan.pass_name == "backward":
+        if plan.pass_name == "backward" and plan.kind != "rows":   # rows: the forward's rows of W_hh
             mats = [m.T for m in mats]
-        if plan.kind == "rows":   # the forward's rows of W_hh, untransposed, dealt by columns
-            mats = [prepared.slots[slot(layer, d, directions)].w_hh for d in range(directions)]
+        if plan.kind == "rows":
             packed = [pack_column_tiles(cp.ascontiguousarray(m), shape) for m in mats]
         elif plan.kind == "mma":   # the fp32 copies hold the 16-bit values exactly: packing re-rounds nothing
             bf16 = plan.dtype == "bfloat16"
@@ -232,7 +228,27 @@ def _compile_without_spills(plan, function: str, cooperative: bool):
     return plan, kern
 
 
-@functools.lru_cache(maxsize=None)
+def _remembered(build):
+    """Cache a kernel build per (plan, device), its NotSupported too: a plan that does not build
+    (spills, not co-resident) is not compiled again on every call that falls back from it."""
+    outcomes = {}
+
+    @functools.wraps(build)
+    def cached(plan, device_id: int):
+        key = (plan, device_id)
+        if key not in outcomes:
+            try:
+                outcomes[key] = (build(plan, device_id), None)
+            except NotSupported as exc:
+                outcomes[key] = (None, exc)
+        result, error = outcomes[key]
+        if error is not None:
+            raise error
+        return result
+    return cached
+
+
+@_remembered
 def _kernel(plan, device_id: int):
     """(plan, RawKernel) with 0 spill bytes and a co-resident grid, or NotSupported (grid and mma
     plans: the same kernel names and arguments in persistent_lstm.cu and persistent_mma.cu)."""
@@ -360,7 +376,7 @@ def _max_active_clusters(kern, plan):
     return count.value if rc == 0 else None
 
 
-@functools.lru_cache(maxsize=None)
+@_remembered
 def _cluster_kernel(plan, device_id: int):
     """(plan, RawKernel) with 0 spill bytes and every direction's cluster resident at once, or
     NotSupported. An ordinary launch: the cluster size is compiled in (__cluster_dims__)."""
@@ -507,7 +523,7 @@ def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None
     if training:
         return _forward_eager(config, x, weights, h0, c0, training=True, dropout=dropout, rng=rng,
                               prepared=prepared, variant=variant)
-    mode = (variant, TAGGED_EXCHANGE, FP32_GEMMS)   # what a captured graph depends on besides the config
+    mode = (variant, TAGGED_EXCHANGE, FP32_GEMMS, MIN_3XTF32_FLOPS)   # what a captured graph depends on
     replayed = persistent_graph.replay(prepared, config, mode, x, h0, c0)
     if replayed is not None:
         kind, outputs = replayed

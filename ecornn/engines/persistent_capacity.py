@@ -32,9 +32,17 @@ SMEM_RESERVED_PER_BLOCK = 1024  # the driver keeps 1 KB of each block's shared m
 TAGGED_MAX_LOADS_PER_LANE = 4   # the tagged exchange pays up to this many 16-byte polls per lane (v5)
 
 
+@dataclass(frozen=True)
 class _TiledPlan:
     """What the grid and the cluster plans share: blocks of ``warps`` warps whose lanes keep
     ``reg_cols`` of their ``cols_per_lane`` columns in registers, the rest in shared memory."""
+
+    lane_rows: int
+    rows_per_lane: int
+    cols_per_lane: int
+    reg_cols: int
+    regs_per_thread: int    # estimate; the compiled kernel reports the real count
+    smem_bytes: int
 
     @property
     def threads(self) -> int:
@@ -56,13 +64,33 @@ class _TiledPlan:
                        regs_per_thread=self.regs_per_thread - moved)
 
 
-class _PassGeometry:
-    """What a grid-kernel plan and a tensor-core plan of one pass share: forward rows are the 4 gate
-    rows of each unit (K = H), backward rows one row of W_hh^T per unit (K = 4H)."""
+@dataclass(frozen=True)
+class _LayerLaunch:
+    """What every plan of one pass of one layer holds (grid, tensor-core and rows kernels): blocks of
+    ``warps`` warps own ``units`` hidden units each, ``blocks_per_dir`` blocks per direction,
+    ``directions_per_launch`` directions in one cooperative grid, ``launches`` launches (2 when the
+    two directions run one after the other)."""
+
+    hidden: int
+    batch: int
+    directions_per_launch: int
+    launches: int
+    units: int
+    blocks_per_dir: int
+    warps: int
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
 
     @property
     def grid(self) -> int:
         return self.blocks_per_dir * self.directions_per_launch
+
+
+class _PassGeometry:
+    """What a grid-kernel plan and a tensor-core plan of one pass share: forward rows are the 4 gate
+    rows of each unit (K = H), backward rows one row of W_hh^T per unit (K = 4H)."""
 
     @property
     def rows_per_unit(self) -> int:
@@ -74,26 +102,13 @@ class _PassGeometry:
 
 
 @dataclass(frozen=True)
-class KernelPlan(_PassGeometry, _TiledPlan):
+class KernelPlan(_PassGeometry, _TiledPlan, _LayerLaunch):
     """Tile and launch parameters of one persistent pass (forward or backward) of one layer."""
 
     kind = "grid"
     kernel_file = "persistent_lstm.cu"
 
     pass_name: str          # "forward" or "backward"
-    hidden: int
-    batch: int
-    directions_per_launch: int
-    launches: int           # 1, or 2 when the two directions run one after the other
-    units: int              # hidden units per block
-    blocks_per_dir: int
-    warps: int
-    lane_rows: int
-    rows_per_lane: int
-    cols_per_lane: int
-    reg_cols: int
-    regs_per_thread: int    # estimate; the compiled kernel reports the real count
-    smem_bytes: int
     tagged: bool = False    # v6 tagged exchange between steps (False: grid.sync; grid_tagged_pays)
 
     def defines(self) -> dict:
@@ -197,9 +212,12 @@ def _candidate(props, pass_name, hidden, batch, directions, warps, units):
     tile = _fit_tile(props, rows_per_unit * units, k, units, batch, warps, GRID_REG_OVERHEAD, smem_bytes)
     if tile is None:
         return None
-    lane_rows, cols_per_lane = tile[0], tile[2]
-    tagged = grid_tagged_pays(warps * (32 // lane_rows) * cols_per_lane, batch, warps)
-    return KernelPlan(pass_name, hidden, batch, directions, 1, units, -(-hidden // units), warps, *tile, tagged)
+    lane_rows, rows_per_lane, cols_per_lane, reg_cols, regs, smem = tile
+    return KernelPlan(hidden=hidden, batch=batch, directions_per_launch=directions, launches=1, units=units,
+                      blocks_per_dir=-(-hidden // units), warps=warps, lane_rows=lane_rows,
+                      rows_per_lane=rows_per_lane, cols_per_lane=cols_per_lane, reg_cols=reg_cols,
+                      regs_per_thread=regs, smem_bytes=smem, pass_name=pass_name,
+                      tagged=grid_tagged_pays(warps * (32 // lane_rows) * cols_per_lane, batch, warps))
 
 
 def _plan_for_directions(props, pass_name, hidden, batch, directions):
@@ -259,16 +277,16 @@ def _why_not(props, pass_name, hidden, batch) -> str:
     return what
 
 
-def plan_config(props: dict, config, training: bool) -> dict:
+def plan_config(props: dict, config, training: bool, backward_by_rows="auto") -> dict:
     """Plans the engine's "auto" variant runs for every pass a call needs ({'forward': plan[,
     'backward': plan]}): the tensor-core kernel for fp16/bf16 where it fits (MmaPlan), else the
-    fp32 grid kernel (KernelPlan); NotSupported when neither fits."""
+    fp32 kernels (plan_grid_config); NotSupported when neither fits."""
     if config.dtype in MMA_DTYPES:
         try:
             return plan_mma_config(props, config, training)
         except NotSupported:
             pass
-    return plan_grid_config(props, config, training)
+    return plan_grid_config(props, config, training, backward_by_rows)
 
 
 def plan_grid_config(props: dict, config, training: bool, backward_by_rows="auto") -> dict:
@@ -280,14 +298,16 @@ def plan_grid_config(props: dict, config, training: bool, backward_by_rows="auto
     plans = {"forward": plan_pass(props, "forward", hidden, batch, dirs)}
     if training:
         wanted = rows_backward_pays(hidden, batch) if backward_by_rows == "auto" else bool(backward_by_rows)
-        rows = plan_backward_rows(props, hidden, batch, dirs) if wanted else None
-        try:
-            plans["backward"] = rows or plan_pass(props, "backward", hidden, batch, dirs)
-        except NotSupported:
-            rows = plan_backward_rows(props, hidden, batch, dirs) if backward_by_rows is not False else None
-            if rows is None:
-                raise
+        rows = plan_backward_rows(props, hidden, batch, dirs) if backward_by_rows is not False else None
+        if wanted and rows is not None:
             plans["backward"] = rows
+        else:
+            try:
+                plans["backward"] = plan_pass(props, "backward", hidden, batch, dirs)
+            except NotSupported:
+                if rows is None:
+                    raise
+                plans["backward"] = rows
     return plans
 
 
@@ -318,7 +338,7 @@ ROWS_WARP_CHOICES = (16, 8)
 
 
 @dataclass(frozen=True)
-class RowsPlan:
+class RowsPlan(_LayerLaunch):
     """The backward of one layer split by gate rows: a block owns ``units`` units, keeps their
     4 x units rows of W_hh (all H columns, ``cols_per_thread`` per thread) in registers and
     publishes partial dh for every unit; the owners sum them (kernels/persistent_bwd_rows.cu)."""
@@ -328,24 +348,9 @@ class RowsPlan:
     pass_name = "backward"
     tagged = False
 
-    hidden: int
-    batch: int
-    directions_per_launch: int
-    launches: int
-    units: int
-    blocks_per_dir: int
-    warps: int
     cols_per_thread: int
     regs_per_thread: int    # estimate; the compiled kernel reports the real count
     smem_bytes: int = 0     # the kernel's shared memory is static
-
-    @property
-    def threads(self) -> int:
-        return 32 * self.warps
-
-    @property
-    def grid(self) -> int:
-        return self.blocks_per_dir * self.directions_per_launch
 
     def defines(self) -> dict:
         """Compile-time constants of kernels/persistent_bwd_rows.cu."""
@@ -387,7 +392,9 @@ def _rows_plan_for(props, hidden, batch, directions):
         cols = -(-hidden // threads)
         regs = ROWS_REG_OVERHEAD + cols * 4 * units + cols * batch + batch
         if units * batch <= threads and regs <= register_cap(props, threads):
-            return RowsPlan(hidden, batch, directions, 1, units, -(-hidden // units), warps, cols, regs)
+            return RowsPlan(hidden=hidden, batch=batch, directions_per_launch=directions, launches=1, units=units,
+                            blocks_per_dir=-(-hidden // units), warps=warps, cols_per_thread=cols,
+                            regs_per_thread=regs)
     return None
 
 
@@ -421,12 +428,6 @@ class ClusterPlan(_TiledPlan):
     cluster: int
     units: int              # hidden units per block (the last block may own fewer)
     warps: int
-    lane_rows: int
-    rows_per_lane: int
-    cols_per_lane: int
-    reg_cols: int
-    regs_per_thread: int    # estimate; the compiled kernel reports the real count
-    smem_bytes: int
 
     pass_name = "forward"
     rows_per_unit = 4
@@ -465,7 +466,10 @@ def _cluster_candidate(props, hidden, batch, directions, cluster, warps):
     tile = _fit_tile(props, 4 * units, hidden, units, batch, warps, CLUSTER_REG_OVERHEAD, cluster_smem_bytes)
     if tile is None:
         return None
-    return ClusterPlan(hidden, batch, directions, cluster, units, warps, *tile)
+    lane_rows, rows_per_lane, cols_per_lane, reg_cols, regs, smem = tile
+    return ClusterPlan(hidden=hidden, batch=batch, directions=directions, cluster=cluster, units=units,
+                       warps=warps, lane_rows=lane_rows, rows_per_lane=rows_per_lane,
+                       cols_per_lane=cols_per_lane, reg_cols=reg_cols, regs_per_thread=regs, smem_bytes=smem)
 
 
 def cluster_issue_slots(plan: ClusterPlan) -> int:
@@ -529,20 +533,13 @@ MMA_L2_ROUND_TRIP_CLOCKS = 400    # ~0.23 us at 1.75 GHz: ranks plans by their s
 
 
 @dataclass(frozen=True)
-class MmaPlan(_PassGeometry):
+class MmaPlan(_PassGeometry, _LayerLaunch):
     """Tile and launch parameters of one pass of the tensor-core kernel for one layer: a block of
     ``warps`` warps owns ``units`` hidden units (``m_tiles`` 16-row tiles), each warp ``k_tiles``
     16-column tiles of which the first ``reg_k_tiles`` live in registers, the rest in shared memory."""
 
     pass_name: str          # "forward" or "backward"
     dtype: str              # "float16" or "bfloat16"
-    hidden: int
-    batch: int
-    directions_per_launch: int
-    launches: int           # 1, or 2 when the two directions run one after the other
-    units: int              # hidden units per block
-    blocks_per_dir: int
-    warps: int
     m_tiles: int
     k_tiles: int
     reg_k_tiles: int
@@ -552,10 +549,6 @@ class MmaPlan(_PassGeometry):
 
     kind = "mma"
     kernel_file = "persistent_mma.cu"
-
-    @property
-    def threads(self) -> int:
-        return 32 * self.warps
 
     @property
     def n_tiles(self) -> int:
@@ -651,9 +644,11 @@ def _mma_candidate(props, pass_name, dtype, hidden, batch, directions, warps, un
     smem = mma_smem_bytes(pass_name, batch, warps, m_tiles, k_tiles, k_tiles - reg_k_tiles)
     if smem > props["smem_per_block_optin"] - SMEM_RESERVED_PER_BLOCK:
         return None
-    return MmaPlan(pass_name, dtype, hidden, batch, directions, 1, units, -(-hidden // units), warps,
-                   m_tiles, k_tiles, reg_k_tiles, base + 4 * m_tiles * reg_k_tiles, smem,
-                   tagged_exchange_pays(batch, k_tiles))
+    return MmaPlan(hidden=hidden, batch=batch, directions_per_launch=directions, launches=1, units=units,
+                   blocks_per_dir=-(-hidden // units), warps=warps, pass_name=pass_name, dtype=dtype,
+                   m_tiles=m_tiles, k_tiles=k_tiles, reg_k_tiles=reg_k_tiles,
+                   regs_per_thread=base + 4 * m_tiles * reg_k_tiles, smem_bytes=smem,
+                   tagged=tagged_exchange_pays(batch, k_tiles))
 
 
 def mma_step_clocks(plan: MmaPlan) -> float:
