@@ -228,3 +228,21 @@ def test_plans_that_do_not_build_fall_back_in_order(cpu_engine, monkeypatch):
         cpu_engine._built_plans(no_grid, True, "auto")
     monkeypatch.setattr(cpu_engine, "_build", lambda plans: None)
     assert cpu_engine._built_plans(no_grid, True, "auto")["backward"].kind == "rows"
+
+
+def test_kernel_builds_remember_not_supported():
+    """A plan that does not build is not compiled again on the next call (fallback configs)."""
+    from ecornn import NotSupported
+    calls = []
+
+    def build(plan, device_id):
+        calls.append(plan)
+        if plan == "spills":
+            raise NotSupported(persistent.name, "spills (stand-in)")
+        return plan, "kernel"
+    cached = persistent._remembered(build)
+    for _ in range(3):
+        with pytest.raises(NotSupported, match="spills"):
+            cached("spills", 0)
+        assert cached("fits", 0) == ("fits", "kernel")
+    assert calls == ["spills", "fits"]
