@@ -28,3 +28,15 @@ run_sanitizers() {  # script log [timeout_s] [tail_lines]
   } > "$log" 2>&1
   cat "$log"
 }
+
+# CuPy's NVRTC cache between device visits (each visit starts on a bare machine, and compiling every
+# kernel variant cold costs minutes): restored from .devcache/cupy_cache.tgz when that was carried
+# (an ignored path), saved to $OUT by save_cupy_cache for the next visit to carry.
+export CUPY_CACHE_DIR=/tmp/cupy_kernel_cache
+mkdir -p "$CUPY_CACHE_DIR"
+if [ -f .devcache/cupy_cache.tgz ]; then
+  tar xzf .devcache/cupy_cache.tgz -C "$CUPY_CACHE_DIR" && echo "cupy cache: $(ls "$CUPY_CACHE_DIR" | wc -l) files restored"
+fi
+save_cupy_cache() {  # out_dir: one tarball (the device tool returns at most 16 MiB per file)
+  tar czf "$1/cupy_cache.tgz" -C "$CUPY_CACHE_DIR" . && ls -la "$1/cupy_cache.tgz"
+}
