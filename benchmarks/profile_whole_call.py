@@ -1,0 +1,138 @@
+"""Where a persistent forward's whole call spends its time beyond the kernel (H100, T=256).
+
+Per row: the graph-replayed call's host time and GPU span (cupyx.profiler.benchmark: CPU time of
+the call; GPU time between events recorded before and after it, which includes any wait for the
+host), then the GPU time of each part issued back to back N times so that the GPU never waits for
+Python: the captured graph alone (projection GEMM + exchange memset + kernel), the kernel alone, the
+projection alone, and the replay's input copies and output casts. Same process as torch.nn.LSTM
+(cuDNN), whose call is profiled the same way.
+
+    python benchmarks/profile_whole_call.py OUT_DIR [--repeats N]
+Writes OUT_DIR/profile_whole_call.{json,md}.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_persistent import STEPS, _problem, bench_meta, fmt  # noqa: E402
+
+ROWS = [("float32", 512, 4), ("float32", 1024, 4), ("bfloat16", 1024, 4), ("float16", 1024, 16),
+        ("bfloat16", 2048, 4)]
+
+
+def _host_and_span_us(fn, repeats):
+    """(median host µs, median GPU span µs) of one call (the span includes waits for the host)."""
+    from cupyx.profiler import benchmark
+    result = benchmark(fn, n_repeat=repeats, n_warmup=3)
+    return float(np.median(result.cpu_times)) * 1e6, float(np.median(result.gpu_times[0])) * 1e6
+
+
+def _gpu_us(fn, repeats):
+    """GPU µs per call of ``fn`` issued ``repeats`` times back to back (the host runs ahead)."""
+    import cupy as cp
+    fn()
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    for _ in range(repeats):
+        fn()
+    end.record()
+    end.synchronize()
+    return cp.cuda.get_elapsed_time(start, end) * 1e3 / repeats
+
+
+def profile(dtype, hidden, batch, repeats):
+    import cupy as cp
+    from ecornn.engines import persistent
+    config, weights, x, h0, c0 = _problem(dtype, hidden, batch, seed=hidden + batch)
+    prepared = persistent.prepare(config, weights)
+    fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
+    fwd(), fwd()                                         # the second call captures the graph
+    out = {"kind": persistent.last_kinds.get("forward"), "graphs": len(prepared.graphs)}
+    out["call_host_us"], out["call_span_us"] = _host_and_span_us(fwd, repeats)
+    entry = next(iter(prepared.graphs.values()))
+    stream = persistent.persistent_graph._graph_stream()
+    with stream:
+        out["graph_gpu_us"] = _gpu_us(lambda: entry.graph.launch(stream=stream), repeats)
+        plan = persistent.plans_for(config, False)["forward"]
+        mma = plan.kind == "mma"
+        layer_in = persistent._f32(x)
+        xw = persistent._input_projections(layer_in, prepared.slots[0:1], persistent._tf32_for(config), not mma)
+        out["projection_gpu_us"] = _gpu_us(lambda: persistent._input_projections(
+            layer_in, prepared.slots[0:1], persistent._tf32_for(config), not mma), repeats)
+        y = cp.empty((STEPS, batch, hidden), cp.float32)
+        hT, cT = cp.empty((1, batch, hidden), cp.float32), cp.empty((1, batch, hidden), cp.float32)
+        args = (persistent._tiles(prepared, 0, 1, plan), xw, persistent._f32(h0), persistent._f32(c0), y, hT, cT,
+                persistent._null(), persistent._null(), np.int32(STEPS), np.int32(hidden), np.int32(plan.units),
+                np.int32(plan.blocks_per_dir), np.int32(hidden))
+        bias = persistent._biases(prepared, 0, 1) if mma else None
+        out["kernel_gpu_us"] = _gpu_us(lambda: persistent._launch(plan, args, 1, bias), repeats)
+
+        def casts():
+            for dst, src in zip(entry.inputs, (x, h0, c0)):
+                cp.copyto(dst, src, casting="unsafe")
+            return tuple(a.astype(x.dtype, copy=True) for a in entry.outputs)
+        out["casts_gpu_us"] = _gpu_us(casts, repeats)
+        out["casts_host_us"], _ = _host_and_span_us(casts, repeats)
+    return out
+
+
+def cudnn_profile(dtype, hidden, batch, repeats):
+    import torch
+    tdtype = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
+    lstm = torch.nn.LSTM(hidden, hidden, 1).cuda().to(tdtype)
+    x = torch.randn(STEPS, batch, hidden, device="cuda", dtype=tdtype)
+    h0 = torch.randn(1, batch, hidden, device="cuda", dtype=tdtype) * 0.5
+
+    def fwd():
+        with torch.no_grad():
+            lstm(x, (h0, h0))
+    host, span = _host_and_span_us(fwd, repeats)
+    return {"cudnn_host_us": host, "cudnn_span_us": span}
+
+
+def markdown(rows):
+    cols = [("call_span_us", "call span"), ("call_host_us", "call host"), ("graph_gpu_us", "graph GPU"),
+            ("kernel_gpu_us", "kernel GPU"), ("projection_gpu_us", "projection GPU"), ("casts_gpu_us", "casts GPU"),
+            ("casts_host_us", "casts host"), ("cudnn_span_us", "cuDNN span"), ("cudnn_host_us", "cuDNN host")]
+    lines = ["| dtype | H | B | kind | " + " | ".join(c[1] + " µs" for c in cols) + " | span − kernel, µs/step |",
+             "|" + "---|" * (len(cols) + 5)]
+    for r in rows:
+        extra = (r["call_span_us"] - r["kernel_gpu_us"]) / STEPS if "call_span_us" in r else None
+        lines.append(f"| {r['dtype']} | {r['hidden']} | {r['batch']} | {r.get('kind', '-')} | "
+                     + " | ".join(fmt(r.get(k), ".1f") for k, _ in cols) + f" | {fmt(extra)} |")
+        if "error" in r:
+            lines.append(f"|  | error: {r['error']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out")
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for dtype, hidden, batch in ROWS:
+        row = {"dtype": dtype, "hidden": hidden, "batch": batch, "steps": STEPS}
+        try:
+            row.update(profile(dtype, hidden, batch, args.repeats))
+            row.update(cudnn_profile(dtype, hidden, batch, args.repeats))
+        except Exception as exc:  # recorded, never hidden
+            row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    table = markdown(rows)
+    (out / "profile_whole_call.json").write_text(json.dumps({"meta": bench_meta(), "rows": rows}, indent=1))
+    (out / "profile_whole_call.md").write_text(table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
