@@ -2,10 +2,12 @@
 
 Per row: the graph-replayed call's host time and GPU span (cupyx.profiler.benchmark: CPU time of
 the call; GPU time between events recorded before and after it, which includes any wait for the
-host), then the GPU time of each part issued back to back N times so that the GPU never waits for
-Python: the captured graph alone (projection GEMM + exchange memset + kernel), the kernel alone, the
-projection alone, and the replay's input copies and output casts. Same process as torch.nn.LSTM
-(cuDNN), whose call is profiled the same way.
+host), with the replay's inputs handled both ways (persistent_graph.CAPTURE_INPUT_CASTS: memcpy into
+caller-dtype buffers, conversion captured (v8) / elementwise conversion into fp32 buffers by the
+replay (v5)); then the GPU time of parts issued back to back N times (the GPU never waits for Python
+unless the part's host time exceeds its GPU time, as for the replay's input copies and output casts):
+the captured graph alone, the kernel alone, the projection alone, the casts. Same process as
+torch.nn.LSTM (cuDNN), whose call is profiled the same way.
 
     python benchmarks/profile_whole_call.py OUT_DIR [--repeats N]
 Writes OUT_DIR/profile_whole_call.{json,md}.
@@ -52,9 +54,14 @@ def profile(dtype, hidden, batch, repeats):
     config, weights, x, h0, c0 = _problem(dtype, hidden, batch, seed=hidden + batch)
     prepared = persistent.prepare(config, weights)
     fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
-    fwd(), fwd()                                         # the second call captures the graph
-    out = {"kind": persistent.last_kinds.get("forward"), "graphs": len(prepared.graphs)}
-    out["call_host_us"], out["call_span_us"] = _host_and_span_us(fwd, repeats)
+    from ecornn.engines import persistent_graph
+    out = {}
+    for captured, suffix in ((False, "_v5"), (True, "")):
+        persistent_graph.CAPTURE_INPUT_CASTS = captured
+        prepared.graphs.clear()
+        fwd(), fwd()                                         # the second call captures the graph
+        out[f"call_host{suffix}_us"], out[f"call_span{suffix}_us"] = _host_and_span_us(fwd, repeats)
+    out.update(kind=persistent.last_kinds.get("forward"), graphs=len(prepared.graphs))
     entry = next(iter(prepared.graphs.values()))
     stream = persistent.persistent_graph._graph_stream()
     with stream:
@@ -97,7 +104,8 @@ def cudnn_profile(dtype, hidden, batch, repeats):
 
 
 def markdown(rows):
-    cols = [("call_span_us", "call span"), ("call_host_us", "call host"), ("graph_gpu_us", "graph GPU"),
+    cols = [("call_span_us", "call span"), ("call_span_v5_us", "call span v5"), ("call_host_us", "call host"),
+            ("call_host_v5_us", "call host v5"), ("graph_gpu_us", "graph GPU"),
             ("kernel_gpu_us", "kernel GPU"), ("projection_gpu_us", "projection GPU"), ("casts_gpu_us", "casts GPU"),
             ("casts_host_us", "casts host"), ("cudnn_span_us", "cuDNN span"), ("cudnn_host_us", "cuDNN host")]
     lines = ["| dtype | H | B | kind | " + " | ".join(c[1] + " µs" for c in cols) + " | span − kernel, µs/step |",

@@ -85,6 +85,7 @@ def graph_engine(cpu_engine, monkeypatch):  # noqa: F811 - the imported fixture
     monkeypatch.setattr(persistent_graph, "capture_errors", {})
     monkeypatch.setattr(persistent_graph, "_streams", {})          # no stand-in stream outlives the test
     monkeypatch.setattr(persistent_graph, "_warm_blas", lambda stream: None)
+    monkeypatch.setattr(persistent_graph, "_copy_in", lambda dst, src, stream: np.copyto(dst, src))
     return cpu_engine
 
 

@@ -532,7 +532,7 @@ def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None
         return (*outputs, None)
     result = _forward_eager(config, x, weights, h0, c0, prepared=prepared, variant=variant)
 
-    def rerun(x_, h0_, c0_):   # the captured part: fp32 in, fp32 out (casts stay outside)
+    def rerun(x_, h0_, c0_):   # the captured part: the caller's dtypes in, fp32 out (output casts outside)
         out = _forward_eager(config, x_, weights, h0_, c0_, prepared=prepared, variant=variant, cast=False)
         return (*out[:3], last_kinds["forward"])
     kinds = dict(last_kinds)

@@ -4,10 +4,14 @@ A persistent forward issues about a dozen small operations around its one long k
 input-projection GEMM, the bias, the exchange buffer's memset, the output casts). Issued from
 Python they cost ~150 us per call, during which the GPU mostly waits (0.6-1.6 us per step at
 T=256; notes_persistent.md, v4). Here the second inference call with the same prepared weights and
-configuration captures them once into a CUDA graph, and later calls convert their inputs into the
-graph's own fp32 input buffers, replay it, and return its outputs cast to the caller's dtype as new
-arrays (never the graph's buffers: the next replay overwrites those). Input and output casts sit
-outside the graph, so it holds just the projection GEMM, the exchange memset and the kernel.
+configuration captures them once into a CUDA graph, and later calls copy their inputs into the
+graph's own input buffers, replay it, and return its outputs cast to the caller's dtype as new
+arrays (never the graph's buffers: the next replay overwrites those). The input buffers have the
+caller's dtypes and the conversion to fp32 is captured, so a replay's copies are plain device
+memcpys: the GPU sits idle until the host has issued them and the graph launch, and a CuPy
+elementwise copy costs ~15-50 us of host time each where a memcpy costs a few (H100 profile,
+notes_persistent.md v8). The graph holds the input conversion, the projection GEMM, the exchange
+memset and the kernel; the output casts sit outside it.
 Captures and replays all run on one stream per device, ordered with the caller's stream by events
 and serialised by a lock: the graphs' buffers and their cuBLAS workspace are shared, so two replays
 must never overlap.
@@ -26,6 +30,8 @@ from dataclasses import dataclass
 from ..arrays import is_gpu_array
 
 ENABLED = True       # benchmarks and tests switch it off to time or test the eager path
+CAPTURE_INPUT_CASTS = True   # v8: input buffers in the caller's dtypes, their fp32 conversion captured;
+                             # False: fp32 input buffers, converted by each replay (v5; ablation)
 MAX_GRAPHS = 4       # per prepared weights: each graph holds its own buffers
 capture_errors: dict = {}   # key -> why capture failed (the call ran eagerly)
 _LOCK = threading.Lock()    # one capture or replay at a time (threads sharing prepared weights)
@@ -36,7 +42,7 @@ _streams: dict = {}         # device -> the stream of every capture and replay (
 class ForwardGraph:
     graph: object
     pool: object        # cupy MemoryPool: every buffer the graph touches
-    inputs: tuple       # (x, h0, c0), fp32: the replay converts the caller's arrays into them
+    inputs: tuple       # (x, h0, c0) in the caller's dtypes: the replay copies the caller's arrays in
     outputs: tuple      # (output, hT, cT), fp32
     kind: str           # the forward kernel kind the graph runs
 
@@ -47,7 +53,8 @@ def _cp():
 
 
 def _key(config, mode, x, h0, c0) -> tuple:
-    return (config.key(), mode, _cp().cuda.Device().id, x.dtype.str, h0.dtype.str, c0.dtype.str)
+    return (config.key(), mode, CAPTURE_INPUT_CASTS, _cp().cuda.Device().id, x.dtype.str, h0.dtype.str,
+            c0.dtype.str)
 
 
 def _graphs(prepared) -> OrderedDict:
@@ -101,8 +108,8 @@ def _launch(entry: ForwardGraph, x, h0, c0) -> tuple:
     with _LOCK:   # the graph's buffers are shared by every caller of these prepared weights
         stream.wait_event(caller.record())                 # the caller's inputs are written
         with stream:
-            for dst, src in zip(entry.inputs, (x, h0, c0)):   # converting to fp32 on the way in
-                cp.copyto(dst, src, casting="unsafe")
+            for dst, src in zip(entry.inputs, (x, h0, c0)):
+                _copy_in(dst, src, stream)
             entry.graph.launch(stream=stream)
         caller.wait_event(stream.record())
         outputs = tuple(a.astype(x.dtype, copy=True) for a in entry.outputs)   # the caller's own
@@ -110,8 +117,20 @@ def _launch(entry: ForwardGraph, x, h0, c0) -> tuple:
     return outputs
 
 
+def _copy_in(dst, src, stream) -> None:
+    """``src`` into the graph's input buffer ``dst`` on ``stream``: a device memcpy where the layout
+    and dtype match (the replay's usual case), else an elementwise copy."""
+    cp = _cp()
+    if src.dtype == dst.dtype and src.flags.c_contiguous:
+        cp.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, dst.nbytes, cp.cuda.runtime.memcpyDeviceToDevice,
+                                    stream.ptr)
+    else:
+        cp.copyto(dst, src, casting="unsafe")
+
+
 def capture(prepared, config, mode, x, h0, c0, run_eager) -> None:
-    """Capture ``run_eager(x, h0, c0) -> (output, hT, cT, kind)`` (fp32 in and out) into a graph
+    """Capture ``run_eager(x, h0, c0) -> (output, hT, cT, kind)`` (inputs in the dtypes of the
+    caller's, fp32 outputs) into a graph
     (called after an eager call of the same configuration: modules are compiled, cuBLAS warm).
     Nothing runs now; a failure leaves the configuration eager."""
     if not _wanted(prepared, x):
@@ -126,7 +145,7 @@ def capture(prepared, config, mode, x, h0, c0, run_eager) -> None:
     with _LOCK:
         _warm_blas(stream)
         with cp.cuda.using_allocator(pool.malloc):
-            inputs = tuple(cp.empty(a.shape, cp.float32) for a in (x, h0, c0))
+            inputs = tuple(cp.empty(a.shape, a.dtype if CAPTURE_INPUT_CASTS else cp.float32) for a in (x, h0, c0))
             with stream:
                 stream.begin_capture()
                 try:
