@@ -86,6 +86,25 @@ def profile(dtype, hidden, batch, repeats):
             return tuple(a.astype(x.dtype, copy=True) for a in entry.outputs)
         out["casts_gpu_us"] = _gpu_us(casts, repeats)
         out["casts_host_us"], _ = _host_and_span_us(casts, repeats)
+    out.update(_training_profile(config, weights, x, h0, c0, prepared, repeats))
+    return out
+
+
+def _training_profile(config, weights, x, h0, c0, prepared, repeats):
+    """fwd+bwd call: host time and GPU span, and the GPU time of its training forward and its
+    backward each issued back to back (GPU-bound where their GPU time exceeds their host time)."""
+    import cupy as cp
+    from ecornn.engines import persistent
+    dy = cp.asarray(np.random.default_rng(1).standard_normal(config.output_shape, dtype=np.float32)).astype(x.dtype)
+    zeros = cp.zeros(config.state_shape, x.dtype)
+    forward = lambda: persistent.forward(config, x, weights, h0, c0, training=True, prepared=prepared)  # noqa: E731
+    out = {}
+    out["train_host_us"], out["train_span_us"] = _host_and_span_us(
+        lambda: persistent.backward(forward()[3], dy, zeros, zeros), repeats)
+    out["train_fwd_gpu_us"] = _gpu_us(forward, repeats)
+    reserve = forward()[3]
+    out["backward_gpu_us"] = _gpu_us(lambda: persistent.backward(reserve, dy, zeros, zeros), repeats)
+    out["backward_host_us"], _ = _host_and_span_us(lambda: persistent.backward(reserve, dy, zeros, zeros), repeats)
     return out
 
 
@@ -100,14 +119,24 @@ def cudnn_profile(dtype, hidden, batch, repeats):
         with torch.no_grad():
             lstm(x, (h0, h0))
     host, span = _host_and_span_us(fwd, repeats)
-    return {"cudnn_host_us": host, "cudnn_span_us": span}
+    out = {"cudnn_host_us": host, "cudnn_span_us": span}
+    x.requires_grad_(True)
+
+    def train():
+        y, _ = lstm(x, (h0, h0))
+        y.sum().backward()
+    out["cudnn_train_host_us"], out["cudnn_train_span_us"] = _host_and_span_us(train, repeats)
+    return out
 
 
 def markdown(rows):
     cols = [("call_span_us", "call span"), ("call_span_v5_us", "call span v5"), ("call_host_us", "call host"),
             ("call_host_v5_us", "call host v5"), ("graph_gpu_us", "graph GPU"),
             ("kernel_gpu_us", "kernel GPU"), ("projection_gpu_us", "projection GPU"), ("casts_gpu_us", "casts GPU"),
-            ("casts_host_us", "casts host"), ("cudnn_span_us", "cuDNN span"), ("cudnn_host_us", "cuDNN host")]
+            ("casts_host_us", "casts host"), ("cudnn_span_us", "cuDNN span"), ("cudnn_host_us", "cuDNN host"),
+            ("train_span_us", "fwd+bwd span"), ("train_host_us", "fwd+bwd host"), ("train_fwd_gpu_us", "train fwd GPU"),
+            ("backward_gpu_us", "bwd GPU"), ("backward_host_us", "bwd host"), ("cudnn_train_span_us", "cuDNN fwd+bwd span"),
+            ("cudnn_train_host_us", "cuDNN fwd+bwd host")]
     lines = ["| dtype | H | B | kind | " + " | ".join(c[1] + " µs" for c in cols) + " | span − kernel, µs/step |",
              "|" + "---|" * (len(cols) + 5)]
     for r in rows:
