@@ -24,7 +24,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_persistent import STEPS, _problem, bench_meta, fmt  # noqa: E402
 
-ROWS = [("float32", 512, 4), ("float32", 1024, 4), ("bfloat16", 1024, 4), ("float16", 1024, 16),
+ROWS = [("float32", 512, 4), ("float32", 1024, 4), ("bfloat16", 1024, 4), ("float16", 1024, 8), ("float16", 1024, 16),
         ("bfloat16", 2048, 4)]
 
 
