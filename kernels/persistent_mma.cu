@@ -32,7 +32,8 @@
 // before each launch; tags run 1, 2, ... so a stale word never carries the awaited tag. The
 // cooperative launch stays: it guarantees the co-residency the polling relies on. TAGGED=0
 // keeps v4's grid.sync(), with the vector exchanged as packed 16-bit values (half of v4's fp32
-// bytes; v5.1; the forward's h0 is still staged from fp32). Polling re-reads the vector until it
+// bytes; v5.1; the forward publishes h0 packed too, then one grid.sync before the loop). Polling
+// re-reads the vector until it
 // is complete, so the tagged exchange only pays for small vectors
 // (persistent_capacity.tagged_exchange_pays, measured).
 //
@@ -128,48 +129,6 @@ __device__ __forceinline__ void load_tiles(RegTiles& a_reg, uint4* a_s, const ui
         const int wi = idx / per_warp, rest = idx % per_warp;
         a_s[idx] = src[(wi * kKTiles + kRegKTiles) * kMTiles * 32 + rest];
     }
-}
-
-// Four consecutive elements k..k+3 of one vector row (zero past k_len). `aligned`: the row
-// starts 16-byte aligned, so one 128-bit load serves all four.
-__device__ __forceinline__ float4 load_quad(const float* row, int k, int k_len, bool aligned) {
-    if (aligned && k + 3 < k_len) return __ldcg(reinterpret_cast<const float4*>(row + k));
-    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (k < k_len) v.x = __ldcg(row + k);
-    if (k + 1 < k_len) v.y = __ldcg(row + k + 1);
-    if (k + 2 < k_len) v.z = __ldcg(row + k + 2);
-    if (k + 3 < k_len) v.w = __ldcg(row + k + 3);
-    return v;
-}
-
-// The warp's K-slice of the step's vector src[n * ld + k] (n < BATCH, k < k_len; L2 loads, other
-// blocks wrote it during this kernel), packed to 16-bit pairs into the warp's vec_s region
-// [n][k] (words; every word rewritten each step, zeros past k_len). Only this warp reads it.
-__device__ __forceinline__ void stage_vector(unsigned int* vec_s, const float* src, int ld, int k_len,
-                                             bool aligned) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    unsigned int* mine = vec_s + warp * kVecWordsPerWarp;
-    constexpr int quads = kWarpK / 4, count = kBatch * quads;
-    constexpr int iters = (count + 31) / 32, chunk = iters < kStageChunk ? iters : kStageChunk;
-    // Chunks of loads in flight, then their stores: bounded registers, few L2 round trips.
-#pragma unroll 1
-    for (int base = 0; base < iters; base += chunk) {
-        float4 v[chunk];
-#pragma unroll
-        for (int j = 0; j < chunk; ++j) {
-            const int i = (base + j) * 32 + lane, n = i / quads, k = 4 * (i % quads);
-            v[j] = i < count ? load_quad(src + (size_t)n * ld, warp * kWarpK + k, k_len, aligned)
-                             : make_float4(0.f, 0.f, 0.f, 0.f);
-        }
-#pragma unroll
-        for (int j = 0; j < chunk; ++j) {
-            const int i = (base + j) * 32 + lane, n = i / quads, k = 4 * (i % quads);
-            if (i < count)
-                *reinterpret_cast<uint2*>(mine + n * kVecStride + k / 2) =
-                    make_uint2(pack_pair<kBf16>(v[j].x, v[j].y), pack_pair<kBf16>(v[j].z, v[j].w));
-        }
-    }
-    __syncwarp();
 }
 
 // ---- v5: tagged exchange (see the header) ----
@@ -386,7 +345,7 @@ __device__ __forceinline__ void store_partials(float* red_s, const Acc& acc) {
             }
 }
 
-// The block's product with the staged vector (stage_vector / stage_tagged), left in red_s. The
+// The block's product with the staged vector (stage_packed / stage_tagged), left in red_s. The
 // first barrier keeps the stores off red_s until every thread read the previous step's partials.
 __device__ __forceinline__ void staged_product(float* red_s, const unsigned int* vec_s, const RegTiles& a_reg,
                                                const uint4* a_s) {
@@ -397,15 +356,7 @@ __device__ __forceinline__ void staged_product(float* red_s, const unsigned int*
     __syncthreads();
 }
 
-// The block's product with the step's fp32 vector src (see stage_vector), left in red_s.
-__device__ __forceinline__ void block_product(float* red_s, unsigned int* vec_s, const RegTiles& a_reg,
-                                              const uint4* a_s, const float* src, int ld, int k_len,
-                                              bool aligned) {
-    stage_vector(vec_s, src, ld, k_len, aligned);
-    staged_product(red_s, vec_s, a_reg, a_s);
-}
-
-// The same with the step's vector from the packed rows src (see stage_packed).
+// The block's product with the step's vector from the packed rows src (see stage_packed).
 __device__ __forceinline__ void packed_product(float* red_s, unsigned int* vec_s, const RegTiles& a_reg,
                                                const uint4* a_s, const unsigned short* src, int k_len) {
     stage_packed(vec_s, src, k_len);
@@ -498,11 +449,17 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     // The unit's 4 gate biases, added here rather than to all of xw by a kernel of its own.
     const float4 b4 = p.active ? __ldg(reinterpret_cast<const float4*>(bias + p.d * G + 4 * (size_t)p.j))
                                : make_float4(0.f, 0.f, 0.f, 0.f);
-    if (kTagged && p.active)   // h0 is "step -1": slot 1, tag 1 (h_t of step t gets tag t + 2)
-        store_relaxed(xch + xch_rows(p.d, -1, H) + (size_t)p.b * exchange_ld(H) + p.j, tagged_word(h0[p.state_at], 1u));
-    const bool aligned = H % 4 == 0;              // then every row of h0 / y starts 16-byte aligned
+    if (p.active) {   // h0 is "step -1": slot 1 (tagged: tag 1; h_t of step t gets tag t + 2)
+        if constexpr (kTagged)
+            store_relaxed(xch + xch_rows(p.d, -1, H) + (size_t)p.b * exchange_ld(H) + p.j,
+                          tagged_word(h0[p.state_at], 1u));
+        else
+            reinterpret_cast<unsigned short*>(xch)[packed_rows(p.d, -1, H) + (size_t)p.b * packed_ld(H) + p.j] =
+                half_bits(h0[p.state_at]);
+    }
     __syncthreads();
     cg::grid_group grid = cg::this_grid();
+    if constexpr (!kTagged) grid.sync();           // every block's h0 is published
     for (int step = 0; step < T; ++step) {
         const int t = p.reverse ? T - 1 - step : step;
         const size_t row = ((size_t)p.d * T + t) * kBatch + p.b;
@@ -514,9 +471,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         }
         if constexpr (kTagged) {   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1
             tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.d, step - 1, H), H, (step + 1) & 0xffffu);
-        } else if (step == 0) {
-            block_product(s.red, s.vec, a_reg, s.a, h0 + (size_t)p.d * kBatch * H, H, H, aligned);
-        } else {   // h_{step-1}, packed by the step before
+        } else {   // h_{step-1} (h0 at step 0), packed by the step before
             packed_product(s.red, s.vec, a_reg, s.a,
                            reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.d, step - 1, H), H);
         }

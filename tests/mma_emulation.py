@@ -69,7 +69,7 @@ def c_fragments(tile):
 
 
 def staged_words(vec_slice, bf16: bool):
-    """What stage_vector leaves in one warp's region: [n][k/2] words, pair (k, k+1) in word k/2."""
+    """What the staging (stage_packed, stage_tagged) leaves in one warp's region: [n][k/2] words, pair (k, k+1) in word k/2."""
     bits = np.asarray(vec_slice, np.float32).astype(ml_dtypes.bfloat16 if bf16 else np.float16).view(np.uint16)
     bits = bits.astype(np.uint32)
     return bits[:, 0::2] | (bits[:, 1::2] << 16)
