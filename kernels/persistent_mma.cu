@@ -43,9 +43,7 @@
 // B=8 and B=16, bf16 H=2048 B=4; then the other exchange of four of them (forced: tests, ablation).
 // ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=0
-// (fwd fp16 B=16 under grid.sync at 3/4 register k-tiles: sm_80's ptxas spills 4 bytes at 4/4, sm_90's
-// none; the engine's spill back-off moves that k-tile to shared memory at run time.)
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=2 -DK_TILES=4 -DREG_K_TILES=3 -DTAGGED=0
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=2 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=0
 // ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=16 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=3 -DTAGGED=1
 // ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=3 -DNWARPS=4 -DM_TILES=1 -DK_TILES=2 -DREG_K_TILES=2 -DTAGGED=1
 // ecornn-check: -DPASS=1 -DBF16=0 -DBATCH=8 -DNWARPS=16 -DM_TILES=1 -DK_TILES=16 -DREG_K_TILES=9 -DTAGGED=0
