@@ -90,6 +90,11 @@ def fused_us(dtype, hidden, batch, repeats=20):
 
 def _recurrence_ms(config, prepared, x, h0, c0, plan):
     """The forward kernel alone (no input GEMM, casts or allocations)."""
+    return _median_ms(kernel_launcher(config, prepared, x, h0, c0, plan))
+
+
+def kernel_launcher(config, prepared, x, h0, c0, plan):
+    """A function that launches ``plan``'s forward kernel once on prepared inputs (1 layer, 1 direction)."""
     import cupy as cp
     from ecornn.engines import persistent
     hidden, batch = config.hidden_size, config.batch
@@ -101,7 +106,7 @@ def _recurrence_ms(config, prepared, x, h0, c0, plan):
             persistent._null(), persistent._null(), np.int32(STEPS), np.int32(hidden), np.int32(plan.units),
             np.int32(plan.blocks_per_dir), np.int32(hidden))
     bias = persistent._biases(prepared, 0, 1) if mma else None
-    return _median_ms(lambda: persistent._launch(plan, args, 1, bias))
+    return lambda: persistent._launch(plan, args, 1, bias)
 
 
 def cudnn_times(dtype, hidden, batch, tf32=True, repeats=20):

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_persistent import STEPS, _problem, bench_meta, fmt  # noqa: E402
+from bench_persistent import STEPS, _problem, bench_meta, fmt, kernel_launcher, save_rows  # noqa: E402
 
 ROWS = [("float32", 512, 4), ("float32", 1024, 4), ("bfloat16", 1024, 4), ("float16", 1024, 8), ("float16", 1024, 16),
         ("bfloat16", 2048, 4)]
@@ -49,12 +49,10 @@ def _gpu_us(fn, repeats):
 
 
 def profile(dtype, hidden, batch, repeats):
-    import cupy as cp
-    from ecornn.engines import persistent
+    from ecornn.engines import persistent, persistent_graph
     config, weights, x, h0, c0 = _problem(dtype, hidden, batch, seed=hidden + batch)
     prepared = persistent.prepare(config, weights)
     fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
-    from ecornn.engines import persistent_graph
     out = {}
     for captured, suffix in ((False, "_v5"), (True, "")):
         persistent_graph.CAPTURE_INPUT_CASTS = captured
@@ -67,22 +65,14 @@ def profile(dtype, hidden, batch, repeats):
     with stream:
         out["graph_gpu_us"] = _gpu_us(lambda: entry.graph.launch(stream=stream), repeats)
         plan = persistent.plans_for(config, False)["forward"]
-        mma = plan.kind == "mma"
         layer_in = persistent._f32(x)
-        xw = persistent._input_projections(layer_in, prepared.slots[0:1], persistent._tf32_for(config), not mma)
         out["projection_gpu_us"] = _gpu_us(lambda: persistent._input_projections(
-            layer_in, prepared.slots[0:1], persistent._tf32_for(config), not mma), repeats)
-        y = cp.empty((STEPS, batch, hidden), cp.float32)
-        hT, cT = cp.empty((1, batch, hidden), cp.float32), cp.empty((1, batch, hidden), cp.float32)
-        args = (persistent._tiles(prepared, 0, 1, plan), xw, persistent._f32(h0), persistent._f32(c0), y, hT, cT,
-                persistent._null(), persistent._null(), np.int32(STEPS), np.int32(hidden), np.int32(plan.units),
-                np.int32(plan.blocks_per_dir), np.int32(hidden))
-        bias = persistent._biases(prepared, 0, 1) if mma else None
-        out["kernel_gpu_us"] = _gpu_us(lambda: persistent._launch(plan, args, 1, bias), repeats)
+            layer_in, prepared.slots[0:1], persistent._tf32_for(config), plan.kind != "mma"), repeats)
+        out["kernel_gpu_us"] = _gpu_us(kernel_launcher(config, prepared, x, h0, c0, plan), repeats)
 
-        def casts():
+        def casts():   # what a replay does around the graph launch
             for dst, src in zip(entry.inputs, (x, h0, c0)):
-                cp.copyto(dst, src, casting="unsafe")
+                persistent_graph._copy_in(dst, src, stream)
             return tuple(a.astype(x.dtype, copy=True) for a in entry.outputs)
         out["casts_gpu_us"] = _gpu_us(casts, repeats)
         out["casts_host_us"], _ = _host_and_span_us(casts, repeats)
@@ -166,8 +156,7 @@ def main(argv=None):
         rows.append(row)
         print(json.dumps(row), flush=True)
     table = markdown(rows)
-    (out / "profile_whole_call.json").write_text(json.dumps({"meta": bench_meta(), "rows": rows}, indent=1))
-    (out / "profile_whole_call.md").write_text(table)
+    save_rows(out, "profile_whole_call", bench_meta(), rows, table)
     print(table)
 
 

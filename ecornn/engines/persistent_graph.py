@@ -129,8 +129,8 @@ def _copy_in(dst, src, stream) -> None:
 
 
 def capture(prepared, config, mode, x, h0, c0, run_eager) -> None:
-    """Capture ``run_eager(x, h0, c0) -> (output, hT, cT, kind)`` (inputs in the dtypes of the
-    caller's, fp32 outputs) into a graph
+    """Capture ``run_eager(x, h0, c0) -> (output, hT, cT, kind)`` (inputs in the caller's dtypes,
+    fp32 outputs) into a graph
     (called after an eager call of the same configuration: modules are compiled, cuBLAS warm).
     Nothing runs now; a failure leaves the configuration eager."""
     if not _wanted(prepared, x):
