@@ -1,7 +1,7 @@
 """Benchmark of `persistent` v5/v6 against torch.nn.LSTM (cuDNN) in the same process.
 
 v5 = the tagged exchange of the tensor-core kernels (no grid barrier) + CUDA-graph replay of
-inference forwards; v6 = the fp32 grid kernel's staged exchange, tagged or grid.sync(). Per row (T=256, 1 layer, input=hidden, random non-zero inputs, CUDA events,
+inference forwards (v9: of training calls too, `fwd+bwd eager` is the ablation); v6 = the fp32 grid kernel's staged exchange, tagged or grid.sync(). Per row (T=256, 1 layer, input=hidden, random non-zero inputs, CUDA events,
 median): forward µs/step of the whole call (graph replay, and eager), the kernel alone with the
 default exchange (capacity.tagged_exchange_pays) and forced either way (tagged, grid.sync());
 fwd+bwd ms likewise; cuDNN (PyTorch defaults) forward µs/step and fwd+bwd ms; the issue's target.
@@ -42,7 +42,7 @@ def _train_ms(config, weights, x, h0, c0, prepared, repeats):
 
 
 def measure(dtype, hidden, batch, repeats):
-    from ecornn.engines import persistent, persistent_graph
+    from ecornn.engines import persistent, persistent_graph, persistent_train_graph
     config, weights, x, h0, c0 = _problem(dtype, hidden, batch, seed=hidden + batch)
     prepared = persistent.prepare(config, weights)
     fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
@@ -69,12 +69,17 @@ def measure(dtype, hidden, batch, repeats):
             persistent.BACKWARD_BY_ROWS = "auto"
             out["backward_kind"] = persistent.plans_for(config, True)["backward"].kind
         out["train_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
+        out["train_sets"] = sum(len(v) for v in prepared.training_sets.values())
+        persistent_train_graph.ENABLED = False     # v9 ablation: training calls eager
+        out["train_eager_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
+        persistent_train_graph.ENABLED = True
         for tagged, key in ((True, "tagged"), (False, "grid_sync")):
             persistent.TAGGED_EXCHANGE = tagged
             out[f"train_{key}_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
     except Exception as exc:  # NotSupported or a failure: recorded, never hidden
         out["train_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
     finally:
+        persistent_train_graph.ENABLED = True
         persistent.TAGGED_EXCHANGE = "auto"
         persistent.FP32_GEMMS = "3xtf32"
         persistent.BACKWARD_BY_ROWS = "auto"
@@ -93,21 +98,21 @@ def row(dtype, hidden, batch, repeats):
 
 def markdown(rows):
     head = ("| dtype | H | B | fwd µs/step (graph) | eager | strict GEMM | kernel | kernel tagged | kernel grid.sync | "
-            "target | cuDNN fwd | fwd+bwd ms | backward | tagged | grid.sync | strict GEMM | grid bwd | rows bwd | "
+            "target | cuDNN fwd | fwd+bwd ms | fwd+bwd eager | backward | tagged | grid.sync | strict GEMM | grid bwd | rows bwd | "
             "cuDNN fwd+bwd | fwd vs cuDNN | fwd+bwd vs cuDNN |")
-    lines = [head, "|" + "---|" * 21]
+    lines = [head, "|" + "---|" * 22]
     for r in rows:
         g, c, t, ct = r.get("graph_fwd_us"), r.get("cudnn_us"), r.get("train_ms"), r.get("cudnn_train_ms")
         lines.append("| " + " | ".join([
             r["dtype"], str(r["hidden"]), str(r["batch"]), fmt(g), fmt(r.get("eager_fwd_us")),
             fmt(r.get("graph_fwd_strict_gemm_us")), fmt(r.get("kernel_us")), fmt(r.get("kernel_tagged_us")), fmt(r.get("kernel_grid_sync_us")),
-            fmt(r.get("target_us"), ".1f"), fmt(c), fmt(t), str(r.get("backward_kind", "-")),
+            fmt(r.get("target_us"), ".1f"), fmt(c), fmt(t), fmt(r.get("train_eager_ms")), str(r.get("backward_kind", "-")),
             fmt(r.get("train_tagged_ms")), fmt(r.get("train_grid_sync_ms")), fmt(r.get("train_strict_gemm_ms")),
             fmt(r.get("train_grid_backward_ms")), fmt(r.get("train_rows_backward_ms")), fmt(ct),
             fmt(c / g if g and c else None) + "x", fmt(ct / t if t and ct else None) + "x"]) + " |")
         for key in ("error", "train_error", "cudnn_error"):
             if key in r:
-                lines.append(f"|  | {key}: {r[key]} |" + " |" * 19)
+                lines.append(f"|  | {key}: {r[key]} |" + " |" * 20)
     return "\n".join(lines) + "\n"
 
 

@@ -47,7 +47,7 @@ from ..layouts import gate_deinterleave, gate_interleave
 from ..layouts.persistent import pack_block_rows, pack_column_tiles, pack_mma_fragments
 from ..weights import LayerWeights, slot
 from . import persistent_capacity as capacity
-from . import persistent_graph
+from . import persistent_graph, persistent_train_graph
 
 name = "persistent"
 device = "gpu"
@@ -155,6 +155,7 @@ class PersistentWeights:
     tiles: dict = field(default_factory=dict)     # (layer, pass, kind, tile shape) -> packed [D, ...]
     dtype: str = "float32"                        # storage dtype (the mma kernel's 16-bit format)
     graphs: OrderedDict = field(default_factory=OrderedDict)  # inference forwards (persistent_graph)
+    training_sets: OrderedDict = field(default_factory=OrderedDict)  # training (persistent_train_graph)
 
 
 def prepare(config, weights) -> PersistentWeights:
@@ -446,6 +447,7 @@ class PersistentReserve:
     c0: object
     layers: list = field(default_factory=list)
     dropout_masks: dict = field(default_factory=dict)
+    capture_graphs: object = None   # set by a graph-eligible forward: called by the first backward
 
 
 def _f32(a):
@@ -516,14 +518,18 @@ def _output(shape):
     return cp.full(shape, cp.nan, cp.float32) if POISON_OUTPUTS else cp.empty(shape, cp.float32)
 
 
+def _graph_mode(variant) -> tuple:
+    """What a captured graph depends on besides the configuration and dtypes."""
+    return (variant, TAGGED_EXCHANGE, FP32_GEMMS, MIN_3XTF32_FLOPS, BACKWARD_BY_ROWS)
+
+
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
             variant="auto"):
-    """Inference with prepared weights replays a CUDA graph from the second call on
-    (persistent_graph); everything else runs eagerly."""
+    """Calls with prepared weights replay CUDA graphs from the second call on (inference:
+    persistent_graph; training: persistent_train_graph); everything else runs eagerly."""
     if training:
-        return _forward_eager(config, x, weights, h0, c0, training=True, dropout=dropout, rng=rng,
-                              prepared=prepared, variant=variant)
-    mode = (variant, TAGGED_EXCHANGE, FP32_GEMMS, MIN_3XTF32_FLOPS)   # what a captured graph depends on
+        return _training_forward(config, x, weights, h0, c0, dropout, rng, prepared, variant)
+    mode = _graph_mode(variant)
     replayed = persistent_graph.replay(prepared, config, mode, x, h0, c0)
     if replayed is not None:
         kind, outputs = replayed
@@ -540,6 +546,29 @@ def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None
     last_kinds.clear()
     last_kinds.update(kinds)
     return result
+
+
+def _training_forward(config, x, weights, h0, c0, dropout, rng, prepared, variant):
+    """A replayed training set where one is free, else eager (and graph-eligible calls let their
+    backward capture the first set)."""
+    graphs = persistent_train_graph.wanted(prepared, config, dropout, x)
+    mode = _graph_mode(variant)
+
+    def run_forward(x_, h0_, c0_):   # what a set's forward graph captures
+        return _forward_eager(config, x_, weights, h0_, c0_, training=True, prepared=prepared, variant=variant)
+    runners = (run_forward, _backward_eager)
+    if graphs:
+        replayed = persistent_train_graph.replay_forward(prepared, config, mode, x, h0, c0, runners)
+        if replayed is not None:
+            last_kinds.clear()
+            last_kinds["forward"] = replayed[3].training_set.reserve.plans["forward"].kind
+            return replayed
+    out = _forward_eager(config, x, weights, h0, c0, training=True, dropout=dropout, rng=rng,
+                         prepared=prepared, variant=variant)
+    if graphs:
+        out[3].capture_graphs = functools.partial(persistent_train_graph.capture_first, prepared, config, mode,
+                                                  persistent_train_graph.like((x, h0, c0)), runners)
+    return out
 
 
 def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
@@ -610,7 +639,22 @@ def _weight_grads(dz, layer_input, h_prev, hidden: int, tf32: bool = False) -> L
     return LayerWeights(gate_deinterleave(d_w_ih, hidden), gate_deinterleave(d_w_hh, hidden), d_b, d_b.copy())
 
 
-def backward(reserve: PersistentReserve, dy, dhT, dcT):
+def backward(reserve, dy, dhT, dcT):
+    """Gradients from a forward's reserve (a graph-replayed one replays its set's backward graph);
+    the first eager backward of a graph-eligible configuration captures its training set."""
+    if isinstance(reserve, persistent_train_graph.GraphReserve):
+        last_kinds["backward"] = reserve.training_set.reserve.plans["backward"].kind
+        return persistent_train_graph.backward(reserve, dy, dhT, dcT, _backward_eager)
+    result = _backward_eager(reserve, dy, dhT, dcT)
+    if reserve.capture_graphs is not None:
+        kinds = dict(last_kinds)
+        reserve.capture_graphs(backward_inputs=(dy, dhT, dcT))
+        last_kinds.clear()
+        last_kinds.update(kinds)
+    return result
+
+
+def _backward_eager(reserve: PersistentReserve, dy, dhT, dcT):
     cp = _cp()
     config = reserve.config
     plan = reserve.plans.get("backward")
