@@ -5,6 +5,9 @@ inference forwards (v9: of training calls too, `fwd+bwd eager` is the ablation);
 median): forward µs/step of the whole call (graph replay, and eager), the kernel alone with the
 default exchange (capacity.tagged_exchange_pays) and forced either way (tagged, grid.sync());
 fwd+bwd ms likewise; cuDNN (PyTorch defaults) forward µs/step and fwd+bwd ms; the issue's target.
+Ablations: fp32 rows with strict SGEMMs instead of 3xTF32 (v6.1) and either backward (v7); 16-bit
+rows with TF32 GEMMs on fp32 copies instead of 16-bit operands (v8); one call's input projection
+alone (µs per call, the ablation's in brackets).
 
     python benchmarks/bench_persistent_v5.py OUT_DIR [--repeats N] [--rows N] [--dtype D] [--name NAME]
 Writes OUT_DIR/NAME.{json,md} (NAME: persistent_v5_bench).
@@ -41,6 +44,19 @@ def _train_ms(config, weights, x, h0, c0, prepared, repeats):
     return _median_ms(train, max(5, repeats // 2))
 
 
+def _projection_us(config, prepared, x, repeats):
+    """One call's input projection (16-bit conversion included), µs, as the forward runs it."""
+    from ecornn.engines import persistent
+    layer_in, gemm_dtype = persistent._f32(x), persistent._gemm_dtype(config)
+    with_bias = config.dtype == "float32"   # the mma kernel adds the biases itself
+
+    def project():
+        x16 = persistent._storage16(layer_in, gemm_dtype) if gemm_dtype else None
+        persistent._input_projections(layer_in, prepared.slots[0:1], persistent._tf32_for(config), with_bias,
+                                      x16, gemm_dtype)
+    return _median_ms(project, repeats) * 1e3
+
+
 def measure(dtype, hidden, batch, repeats):
     from ecornn.engines import persistent, persistent_graph, persistent_train_graph
     config, weights, x, h0, c0 = _problem(dtype, hidden, batch, seed=hidden + batch)
@@ -57,7 +73,14 @@ def measure(dtype, hidden, batch, repeats):
     for tagged, key in ((True, "tagged"), (False, "grid_sync")):
         out[f"kernel_{key}_us"] = _recurrence_ms(config, prepared, x, h0, c0,
                                                   plan.with_exchange(tagged)) * 1e3 / STEPS
+    out["projection_us"] = _projection_us(config, prepared, x, repeats)
     try:
+        if dtype != "float32":   # v8 ablation: TF32 GEMMs on fp32 copies (v5) instead of 16-bit operands
+            persistent.SIXTEEN_BIT_GEMMS = False
+            out["projection_tf32_us"] = _projection_us(config, prepared, x, repeats)
+            out["graph_fwd_tf32_gemm_us"] = _median_ms(fwd, repeats) * 1e3 / STEPS
+            out["train_tf32_gemm_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
+            persistent.SIXTEEN_BIT_GEMMS = True
         if dtype == "float32":   # v6 ablation: the strict SGEMMs instead of the 3xTF32 GEMMs
             persistent.FP32_GEMMS = "strict"
             out["graph_fwd_strict_gemm_us"] = _median_ms(fwd, repeats) * 1e3 / STEPS
@@ -83,6 +106,7 @@ def measure(dtype, hidden, batch, repeats):
         persistent.TAGGED_EXCHANGE = "auto"
         persistent.FP32_GEMMS = "3xtf32"
         persistent.BACKWARD_BY_ROWS = "auto"
+        persistent.SIXTEEN_BIT_GEMMS = True
     return out
 
 
@@ -97,22 +121,24 @@ def row(dtype, hidden, batch, repeats):
 
 
 def markdown(rows):
-    head = ("| dtype | H | B | fwd µs/step (graph) | eager | strict GEMM | kernel | kernel tagged | kernel grid.sync | "
-            "target | cuDNN fwd | fwd+bwd ms | fwd+bwd eager | backward | tagged | grid.sync | strict GEMM | grid bwd | rows bwd | "
+    head = ("| dtype | H | B | fwd µs/step (graph) | eager | strict / TF32 GEMM | projection µs | kernel | kernel tagged | kernel grid.sync | "
+            "target | cuDNN fwd | fwd+bwd ms | fwd+bwd eager | backward | tagged | grid.sync | strict / TF32 GEMM | grid bwd | rows bwd | "
             "cuDNN fwd+bwd | fwd vs cuDNN | fwd+bwd vs cuDNN |")
-    lines = [head, "|" + "---|" * 22]
+    lines = [head, "|" + "---|" * 23]
     for r in rows:
         g, c, t, ct = r.get("graph_fwd_us"), r.get("cudnn_us"), r.get("train_ms"), r.get("cudnn_train_ms")
         lines.append("| " + " | ".join([
             r["dtype"], str(r["hidden"]), str(r["batch"]), fmt(g), fmt(r.get("eager_fwd_us")),
-            fmt(r.get("graph_fwd_strict_gemm_us")), fmt(r.get("kernel_us")), fmt(r.get("kernel_tagged_us")), fmt(r.get("kernel_grid_sync_us")),
+            fmt(r.get("graph_fwd_strict_gemm_us", r.get("graph_fwd_tf32_gemm_us"))),
+            fmt(r.get("projection_us")) + (f" ({fmt(r['projection_tf32_us'])})" if "projection_tf32_us" in r else ""),
+            fmt(r.get("kernel_us")), fmt(r.get("kernel_tagged_us")), fmt(r.get("kernel_grid_sync_us")),
             fmt(r.get("target_us"), ".1f"), fmt(c), fmt(t), fmt(r.get("train_eager_ms")), str(r.get("backward_kind", "-")),
-            fmt(r.get("train_tagged_ms")), fmt(r.get("train_grid_sync_ms")), fmt(r.get("train_strict_gemm_ms")),
+            fmt(r.get("train_tagged_ms")), fmt(r.get("train_grid_sync_ms")), fmt(r.get("train_strict_gemm_ms", r.get("train_tf32_gemm_ms"))),
             fmt(r.get("train_grid_backward_ms")), fmt(r.get("train_rows_backward_ms")), fmt(ct),
             fmt(c / g if g and c else None) + "x", fmt(ct / t if t and ct else None) + "x"]) + " |")
         for key in ("error", "train_error", "cudnn_error"):
             if key in r:
-                lines.append(f"|  | {key}: {r[key]} |" + " |" * 20)
+                lines.append(f"|  | {key}: {r[key]} |" + " |" * 21)
     return "\n".join(lines) + "\n"
 
 

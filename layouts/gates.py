@@ -27,6 +27,15 @@ def gate_deinterleave(a, hidden: int):
     return a.reshape((hidden, 4) + tuple(a.shape[1:])).swapaxes(0, 1).reshape(a.shape)
 
 
+def gate_deinterleave_as(a, hidden: int, dtype):
+    """gate_deinterleave(a) as a new C-ordered array of ``dtype``: one strided copy that casts as it
+    goes (no intermediate in a's dtype)."""
+    if a.shape[0] != 4 * hidden:
+        raise ValueError(f"leading axis: expected 4*hidden = {4 * hidden} rows, got {a.shape[0]}")
+    view = a.reshape((hidden, 4) + tuple(a.shape[1:])).swapaxes(0, 1)
+    return view.astype(dtype, order="C").reshape(a.shape)
+
+
 def interleaved_permutation(hidden: int) -> np.ndarray:
     """Index array p with gate_interleave(a) == a[p]."""
     return gate_interleave(np.arange(4 * hidden), hidden)

@@ -48,3 +48,12 @@ def test_three_tf32_gemms_reach_fp32_accuracy(rng, m, k, n):
     assert rel_err(_three_tf32_gemms(a, b), want) <= 2e-6
     assert rel_err(a @ b, want) <= 2e-6               # what strict fp32 gives, for scale
     assert rel_err(_tf32_gemm(a, b), want) >= 1e-4    # one TF32 GEMM is not fp32-accurate
+
+
+def test_matmul_names_the_operand_type_it_expected():
+    from ecornn.gpu_blas import matmul
+    a, b, out = np.zeros((2, 3), np.float32), np.zeros((3, 4), np.float16), np.zeros((2, 4), np.float32)
+    with pytest.raises(ValueError, match=r"operand a should hold float16 elements \(2 bytes\), got float32"):
+        matmul(a, b, out, a_type="float16")
+    with pytest.raises(ValueError, match="out should be float32, got float16"):
+        matmul(b.T, b, np.zeros((4, 4), np.float16), a_type="float16")

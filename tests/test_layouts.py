@@ -4,8 +4,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ecornn import LSTMConfig, LayerWeights, lstm_forward
-from ecornn.layouts import (block_tiles, gate_deinterleave, gate_interleave, interleaved_permutation,
-                            unblock_tiles)
+from ecornn.layouts import (block_tiles, gate_deinterleave, gate_deinterleave_as, gate_interleave,
+                            interleaved_permutation, unblock_tiles)
 from ecornn.engines.reference import sigmoid
 from tests.helpers import random_problem, rel_err
 
@@ -24,6 +24,17 @@ def test_interleave_round_trip(hidden, cols, seed):
     if hidden > 1:  # unit j's four gates are adjacent
         j = hidden - 1
         assert np.array_equal(b[4 * j:4 * j + 4], a[[j, hidden + j, 2 * hidden + j, 3 * hidden + j]])
+
+
+@settings(max_examples=30, deadline=None)
+@given(hidden=sizes, cols=st.integers(0, 9), seed=st.integers(0, 2**31 - 1))
+def test_deinterleave_as_casts_in_one_copy(hidden, cols, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((4 * hidden,) + ((cols,) if cols else ())).astype(np.float32)
+    for dtype in (np.float32, np.float16):
+        got = gate_deinterleave_as(a, hidden, dtype)
+        assert got.dtype == dtype and got.flags.c_contiguous and not np.shares_memory(got, a)
+        assert np.array_equal(got, gate_deinterleave(a, hidden).astype(dtype))
 
 
 @settings(max_examples=60, deadline=None)

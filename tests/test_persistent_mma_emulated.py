@@ -28,12 +28,17 @@ def _dtype(name):
     return ml_dtypes.bfloat16 if name == "bfloat16" else np.dtype(name)
 
 
-def fake_gemm(transa, transb, m, n, k, a, lda, b, ldb, c, ldc, *, alpha=1.0, beta=0.0, tf32=False, **kw):
+def fake_gemm(transa, transb, m, n, k, a, lda, b, ldb, c, ldc, *, alpha=1.0, beta=0.0, tf32=False,
+              a_type="float32", **kw):
     """gpu_blas.gemm's column-major semantics in NumPy: a C-contiguous [r, c] array with leading
-    dimension c is the column-major c x r matrix (its transpose)."""
-    assert tf32 and alpha == 1.0
+    dimension c is the column-major c x r matrix (its transpose). 16-bit operands (a_type) are the
+    engine's storage words: fp16, or bf16 as uint16."""
+    assert (tf32 or a_type in ("float16", "bfloat16")) and alpha == 1.0
     for arr, ld in ((a, lda), (b, ldb), (c, ldc)):
         assert arr.flags.c_contiguous and ld == arr.shape[1]
+    if a_type != "float32":
+        assert a.dtype.itemsize == b.dtype.itemsize == 2 and c.dtype == np.float32
+        a, b = (arr.view(_dtype(a_type)) for arr in (a, b))
     op_a = a.T.T if transa else a.T
     op_b = b.T.T if transb else b.T
     assert op_a.shape == (m, k) and op_b.shape == (k, n) and c.shape == (n, m)
@@ -41,10 +46,17 @@ def fake_gemm(transa, transb, m, n, k, a, lda, b, ldb, c, ldc, *, alpha=1.0, bet
     c[...] = product if beta == 0 else c + beta * product
 
 
+def fake_storage16(a, dtype):
+    """persistent._storage16 in NumPy: round to nearest even; bf16 as raw uint16 words."""
+    out = np.ascontiguousarray(np.asarray(a, np.float32).astype(_dtype(dtype)))
+    return out.view(np.uint16) if dtype == "bfloat16" else out
+
+
 @pytest.fixture
 def cpu_engine(monkeypatch):
     from ecornn import gpu_blas
     monkeypatch.setattr(gpu_blas, "gemm", fake_gemm)
+    monkeypatch.setattr(persistent, "_storage16", fake_storage16)
     monkeypatch.setattr(persistent, "_cp", lambda: np)
     monkeypatch.setattr(persistent, "_props", cap.h100_properties)
     monkeypatch.setattr(persistent, "_build", lambda plans: None)
@@ -126,3 +138,35 @@ def test_tf32_matmul_operands_follow_cublas_column_major(cpu_engine, rng):
     np.testing.assert_allclose(persistent._matmul(dz.T, x, tf32=True), dz.T @ x, rtol=1e-5, atol=1e-5)
     acc = np.ones((12, 5), np.float32)
     np.testing.assert_allclose(persistent._matmul(dz, w, acc, accumulate=True, tf32=True), 1 + dz @ w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("sixteen_bit", [True, False])
+def test_gemm_operands_follow_sixteen_bit_gemms(cpu_engine, rng, monkeypatch, sixteen_bit):
+    """SIXTEEN_BIT_GEMMS: every GEMM of a 16-bit layer (projection, dW_ih, dW_hh, dX) gets 16-bit
+    storage words, or (False) fp32 copies on TF32; either way the result matches float64."""
+    from ecornn import gpu_blas
+    calls = []
+
+    def recording_gemm(*args, **kw):
+        calls.append((kw.get("a_type", "float32"), kw.get("tf32", False)))
+        return fake_gemm(*args, **kw)
+    monkeypatch.setattr(gpu_blas, "gemm", recording_gemm)
+    monkeypatch.setattr(persistent, "SIXTEEN_BIT_GEMMS", sixteen_bit)
+    config = LSTMConfig(24, 40, 2, True, "bfloat16", 3, 4)
+    weights, x, h0, c0 = random_problem(rng, config)
+    weights = [LayerWeights(*(np.asarray(a, np.float32).astype(_dtype("bfloat16")) for a in w)) for w in weights]
+    x, h0, c0 = (np.asarray(a, np.float32).astype(_dtype("bfloat16")) for a in (x, h0, c0))
+    dy = rng.standard_normal(config.output_shape).astype(np.float32)
+    got = cpu_engine.forward(config, x, weights, h0, c0, training=True)
+    zeros = np.zeros(config.state_shape, np.float32)
+    grads = cpu_engine.backward(got[3], dy, zeros, zeros)
+    assert calls == [("bfloat16", False) if sixteen_bit else ("float32", True)] * (4 * 4)
+    f64 = lambda a: np.asarray(a, np.float32).astype(np.float64)  # noqa: E731
+    want = reference.forward(config.replace(dtype="float64"), f64(x), [LayerWeights(*(f64(a) for a in w)) for w in weights],
+                             f64(h0), f64(c0), training=True)
+    want_grads = reference.backward(want[3], dy.astype(np.float64), f64(zeros), f64(zeros))
+    assert rel_err(f64(got[0]), want[0]) <= HALF_TOL
+    assert rel_err(f64(grads[0]), want_grads[0]) <= HALF_TOL
+    for g, w in zip(grads[3], want_grads[3]):
+        for a, b in zip(g, w):
+            assert rel_err(f64(a), b) <= HALF_TOL

@@ -43,7 +43,7 @@ import numpy as np
 
 from ..arrays import is_gpu_array
 from ..errors import NotSupported
-from ..layouts import gate_deinterleave, gate_interleave
+from ..layouts import gate_deinterleave_as, gate_interleave
 from ..layouts.persistent import pack_block_rows, pack_column_tiles, pack_mma_fragments
 from ..weights import LayerWeights, slot
 from . import persistent_capacity as capacity
@@ -66,6 +66,9 @@ MIN_3XTF32_FLOPS = 4e9    # H100 (v6): 2.1 GFLOP (H=512 B=4) gained nothing, 4.3
                           # 17 GFLOP 0.46; the backward's GEMMs were not faster (splits, 3 launches)
 BACKWARD_BY_ROWS = "auto"  # fp32 backward: the rows kernel (v7) per capacity.rows_backward_pays, or
                            # True / False forced (tests, ablation); the grid backward where it does not fit
+SIXTEEN_BIT_GEMMS = True  # fp16/bf16: the GEMMs (projection, dX, dW) take 16-bit operands (cuBLAS, fp32
+                          # accumulation and output): twice TF32's tensor-core rate, half the bytes;
+                          # False: TF32 on fp32 copies (v5)
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
                           # per the capacity model's rule; True / False force one (tests, ablation)
 last_kinds: dict = {}    # pass -> kernel kind ("grid", "cluster", "mma") of the latest call (tests, benchmarks)
@@ -140,12 +143,18 @@ class PreparedLayer:
     w_hh: object   # [4H, H] gate-interleaved fp32
     bias: object   # [4H] b_ih + b_hh, gate-interleaved fp32
     w_ih_parts: tuple = None   # gpu_blas.tf32_parts(w_ih), made at the first 3xTF32 projection
+    w_ih_16bit: object = None  # w_ih in the layer's 16-bit storage, made at the first 16-bit GEMM
 
     def input_weight_parts(self) -> tuple:
         if self.w_ih_parts is None:
             from ..gpu_blas import tf32_parts
             self.w_ih_parts = tf32_parts(self.w_ih)
         return self.w_ih_parts
+
+    def input_weight_16bit(self, dtype: str):
+        if self.w_ih_16bit is None:   # exact: the fp32 copy was made from 16-bit weights
+            self.w_ih_16bit = _storage16(self.w_ih, dtype)
+        return self.w_ih_16bit
 
 
 @dataclass
@@ -436,6 +445,7 @@ class LayerSave:
     output: object        # [T, B, D*H] fp32 (h_t of every direction)
     gates: object         # [D, T, B, 4H] activated, gate-interleaved
     cells: object         # [D, T, B, H]
+    layer_input_16bit: object = None   # layer_input as _storage16 (16-bit GEMMs), else None
 
 
 @dataclass
@@ -463,18 +473,39 @@ def _tf32_for(config) -> bool:
     return config.dtype in capacity.MMA_DTYPES
 
 
-def _matmul(a, b, out=None, *, accumulate=False, tf32=False, b_parts=None):
-    """``a @ b`` into ``out`` (new if None; added to it with accumulate=True): TF32 with tf32=True,
-    3xTF32 when ``b_parts`` (tf32_parts(b)) are given, else strict fp32."""
+def _gemm_dtype(config):
+    """The 16-bit operand type of the layer GEMMs (SIXTEEN_BIT_GEMMS), or None: fp32 operands."""
+    return config.dtype if SIXTEEN_BIT_GEMMS and config.dtype in capacity.MMA_DTYPES else None
+
+
+def _storage16(a, dtype: str):
+    """fp32 ``a`` as a contiguous array of the 16-bit storage of ``dtype`` (fp16, or bf16 as raw
+    uint16 words; round to nearest even): an operand of the 16-bit GEMMs."""
+    from . import fused   # its conversion kernel (kernels/fused_pointwise.cu)
+    cp = _cp()
+    a = cp.ascontiguousarray(a)
+    out = cp.empty(a.shape, fused.storage_dtype(dtype))
+    cols = a.shape[-1]
+    rows = a.size // cols
+    convert = fused.kernels(dtype, True, _device_id()).f32_to_storage
+    convert(((cols + 127) // 128, min(rows, 65535)), (128,),
+            (a, np.int32(cols), out, np.int32(cols), np.int32(rows), np.int32(cols)))
+    return out
+
+
+def _matmul(a, b, out=None, *, accumulate=False, tf32=False, b_parts=None, a_type="float32"):
+    """``a @ b`` into fp32 ``out`` (new if None; added to it with accumulate=True). fp32 operands:
+    TF32 with tf32=True, 3xTF32 when ``b_parts`` (tf32_parts(b)) are given, else strict fp32;
+    ``a_type`` fp16/bf16: 16-bit operands (_storage16), fp32 accumulation."""
     cp = _cp()
     if out is None:
         out = cp.empty((a.shape[0], b.shape[1]), cp.float32)
     beta = 1.0 if accumulate else 0.0
-    if tf32 or is_gpu_array(a):   # ecornn's cuBLAS binding: graph-capturable (CuPy's is not)
+    if tf32 or a_type != "float32" or is_gpu_array(a):   # ecornn's cuBLAS binding: graph-capturable
         from ..gpu_blas import matmul, matmul_3xtf32
         if b_parts is not None:
             return matmul_3xtf32(a, b, out, beta=beta, b_parts=b_parts)
-        return matmul(a, b, out, beta=beta, tf32=tf32)
+        return matmul(a, b, out, beta=beta, tf32=tf32, a_type=a_type)
     if accumulate:
         out += a @ b
         return out
@@ -490,14 +521,19 @@ def _projection_parts(prep, rows: int, tf32: bool):
     return tuple(p.T for p in prep.input_weight_parts())
 
 
-def _input_projections(layer_input, preps, tf32=False, with_bias=True):
-    """[D, T, B, 4H]: every direction's x W_ih^T (+ b) (one GEMM each, written in place)."""
+def _input_projections(layer_input, preps, tf32=False, with_bias=True, input_16bit=None, gemm_dtype=None):
+    """[D, T, B, 4H]: every direction's x W_ih^T (+ b) (one GEMM each, written in place). With
+    ``gemm_dtype``, a 16-bit GEMM on ``input_16bit`` (layer_input as _storage16)."""
     cp = _cp()
     steps, batch, k = layer_input.shape
     flat = layer_input.reshape(steps * batch, k)
     out = cp.empty((len(preps), steps * batch, preps[0].w_ih.shape[0]), cp.float32)
     for d, prep in enumerate(preps):
-        _matmul(flat, prep.w_ih.T, out[d], tf32=tf32, b_parts=_projection_parts(prep, flat.shape[0], tf32))
+        if gemm_dtype is not None:
+            _matmul(input_16bit.reshape(steps * batch, k), prep.input_weight_16bit(gemm_dtype).T, out[d],
+                    a_type=gemm_dtype)
+        else:
+            _matmul(flat, prep.w_ih.T, out[d], tf32=tf32, b_parts=_projection_parts(prep, flat.shape[0], tf32))
         if with_bias:
             out[d] += prep.bias
     return out.reshape(len(preps), steps, batch, -1)
@@ -520,7 +556,7 @@ def _output(shape):
 
 def _graph_mode(variant) -> tuple:
     """What a captured graph depends on besides the configuration and dtypes."""
-    return (variant, TAGGED_EXCHANGE, FP32_GEMMS, MIN_3XTF32_FLOPS, BACKWARD_BY_ROWS)
+    return (variant, TAGGED_EXCHANGE, FP32_GEMMS, MIN_3XTF32_FLOPS, BACKWARD_BY_ROWS, SIXTEEN_BIT_GEMMS)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
@@ -594,7 +630,10 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
         s0 = slot(layer, 0, dirs)
         fwd = plans["forward"]
         in_kernel_bias = fwd.kind == "mma"
-        xw = _input_projections(layer_in, prep.slots[s0:s0 + dirs], _tf32_for(config), not in_kernel_bias)
+        gemm_dtype = _gemm_dtype(config)
+        layer_in_16bit = _storage16(layer_in, gemm_dtype) if gemm_dtype else None
+        xw = _input_projections(layer_in, prep.slots[s0:s0 + dirs], _tf32_for(config), not in_kernel_bias,
+                                layer_in_16bit, gemm_dtype)
         y = _output((steps, batch, dirs * hidden))
         gates = _output((dirs, steps, batch, 4 * hidden)) if training else None
         cells = _output((dirs, steps, batch, hidden)) if training else None
@@ -609,7 +648,7 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
             _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs,
                     _biases(prep, layer, dirs) if in_kernel_bias else None)
         if training:
-            reserve.layers.append(LayerSave(layer_in, y, gates, cells))
+            reserve.layers.append(LayerSave(layer_in, y, gates, cells, layer_in_16bit))
         layer_in = y
         if training and dropout > 0 and layer < config.num_layers - 1:
             mask = (rng.random(y.shape) >= dropout).astype(np.float32) / np.float32(1.0 - dropout)
@@ -631,12 +670,19 @@ def _previous_hidden(output, h0, direction: int, hidden: int):
     return cp.concatenate([h0[None], h[:-1]], axis=0)
 
 
-def _weight_grads(dz, layer_input, h_prev, hidden: int, tf32: bool = False) -> LayerWeights:
-    """Framework-layout gradients from interleaved dz [T*B, 4H]."""
-    d_w_ih = _matmul(dz.T, layer_input.reshape(dz.shape[0], -1), tf32=tf32)
-    d_w_hh = _matmul(dz.T, h_prev.reshape(dz.shape[0], -1), tf32=tf32)
-    d_b = gate_deinterleave(dz.sum(axis=0), hidden)
-    return LayerWeights(gate_deinterleave(d_w_ih, hidden), gate_deinterleave(d_w_hh, hidden), d_b, d_b.copy())
+def _weight_grads(dz, layer_input, h_prev, hidden: int, dtype, tf32: bool = False, dz_operand=None,
+                  a_type="float32") -> LayerWeights:
+    """Framework-layout gradients in ``dtype`` from interleaved fp32 dz [T*B, 4H]; the GEMMs take
+    ``dz_operand`` (dz as _storage16, with 16-bit ``layer_input`` / ``h_prev`` and ``a_type``) when
+    given. The bias gradient is a GEMM against ones on fp32 dz (CuPy's column sum over T*B rows
+    took 57 us at H=1024 B=8 T=256, v9); deinterleaving casts in the same pass."""
+    op = dz if dz_operand is None else dz_operand
+    d_w_ih = _matmul(op.T, layer_input.reshape(dz.shape[0], -1), tf32=tf32, a_type=a_type)
+    d_w_hh = _matmul(op.T, h_prev.reshape(dz.shape[0], -1), tf32=tf32, a_type=a_type)
+    d_b = _matmul(dz.T, _cp().ones((dz.shape[0], 1), np.float32))[:, 0]
+    d_b = gate_deinterleave_as(d_b, hidden, dtype)
+    return LayerWeights(gate_deinterleave_as(d_w_ih, hidden, dtype), gate_deinterleave_as(d_w_hh, hidden, dtype),
+                        d_b, d_b.copy())
 
 
 def backward(reserve, dy, dhT, dcT):
@@ -663,7 +709,11 @@ def _backward_eager(reserve: PersistentReserve, dy, dhT, dcT):
     last_kinds["backward"] = plan.kind
     steps, batch, hidden, dirs = config.seq_len, config.batch, config.hidden_size, config.num_directions
     dhT, dcT = _f32(dhT), _f32(dcT)
-    tf32 = _tf32_for(config)
+    gemm_dtype = _gemm_dtype(config)
+    tf32 = _tf32_for(config) and gemm_dtype is None
+    a_type = gemm_dtype or "float32"
+    to_operand = (lambda a: _storage16(a, gemm_dtype)) if gemm_dtype else (lambda a: a)  # noqa: E731
+    h0_operand = to_operand(reserve.h0)
     dh0 = _output(config.state_shape)
     dc0 = _output(config.state_shape)
     grads = [None] * (config.num_layers * dirs)
@@ -681,13 +731,18 @@ def _backward_eager(reserve: PersistentReserve, dy, dhT, dcT):
             np.int32(steps), np.int32(hidden), np.int32(plan.units), np.int32(plan.blocks_per_dir),
             np.int32(dirs * hidden)), dirs)
         d_in = cp.zeros((steps * batch, save.layer_input.shape[-1]), cp.float32)
+        dz_operand, output_operand = to_operand(dz), to_operand(save.output)
+        input_operand = save.layer_input_16bit if gemm_dtype else save.layer_input
         for d in range(dirs):
             s = s0 + d
             flat_dz = dz[d].reshape(steps * batch, 4 * hidden)
-            h_prev = _previous_hidden(save.output, reserve.h0[s], d, hidden)
-            grads[s] = _weight_grads(flat_dz, save.layer_input, h_prev, hidden, tf32)
-            _matmul(flat_dz, reserve.weights.slots[s].w_ih, d_in, accumulate=True, tf32=tf32)
+            flat_operand = dz_operand[d].reshape(steps * batch, 4 * hidden)
+            h_prev = _previous_hidden(output_operand, h0_operand[s], d, hidden)
+            grads[s] = _weight_grads(flat_dz, input_operand, h_prev, hidden, dy.dtype, tf32, flat_operand, a_type)
+            slot_weights = reserve.weights.slots[s]
+            w_ih = slot_weights.input_weight_16bit(gemm_dtype) if gemm_dtype else slot_weights.w_ih
+            _matmul(flat_operand, w_ih, d_in, accumulate=True, tf32=tf32, a_type=a_type)
         d_out = d_in.reshape(steps, batch, -1)
     dtype = dy.dtype
     cast = lambda a: a.astype(dtype, copy=False)  # noqa: E731
-    return (cast(d_out), cast(dh0), cast(dc0), [LayerWeights(*(cast(a) for a in g)) for g in grads])
+    return (cast(d_out), cast(dh0), cast(dc0), grads)   # grads: already in dy's dtype
