@@ -1,7 +1,8 @@
 """Benchmark of `persistent` v5/v6 against torch.nn.LSTM (cuDNN) in the same process.
 
 v5 = the tagged exchange of the tensor-core kernels (no grid barrier) + CUDA-graph replay of
-inference forwards (v9: of training calls too, `fwd+bwd eager` is the ablation); v6 = the fp32 grid kernel's staged exchange, tagged or grid.sync(). Per row (T=256, 1 layer, input=hidden, random non-zero inputs, CUDA events,
+inference forwards (v9: of training calls too, `fwd+bwd eager` is the ablation, `with refresh` refreshes
+the prepared weights in place before each call, as a training step would); v6 = the fp32 grid kernel's staged exchange, tagged or grid.sync(). Per row (T=256, 1 layer, input=hidden, random non-zero inputs, CUDA events,
 median): forward µs/step of the whole call (graph replay, and eager), the kernel alone with the
 default exchange (capacity.tagged_exchange_pays) and forced either way (tagged, grid.sync());
 fwd+bwd ms likewise; cuDNN (PyTorch defaults) forward µs/step and fwd+bwd ms; the issue's target.
@@ -32,13 +33,17 @@ ROWS = [("bfloat16", 1024, 4), ("float16", 1024, 8), ("float16", 1024, 16), ("bf
         ("float32", 1024, 16)]
 
 
-def _train_ms(config, weights, x, h0, c0, prepared, repeats):
+def _train_ms(config, weights, x, h0, c0, prepared, repeats, refresh=False):
+    """fwd+bwd ms; ``refresh``: each call first refreshes the prepared weights in place (what a
+    training step with an optimizer does, v9)."""
     import cupy as cp
     from ecornn.engines import persistent
     dy = cp.asarray(np.random.default_rng(1).standard_normal(config.output_shape, dtype=np.float32)).astype(x.dtype)
     zeros = cp.zeros(config.state_shape, x.dtype)
 
     def train():
+        if refresh:
+            persistent.refresh(prepared, config, weights)
         res = persistent.forward(config, x, weights, h0, c0, training=True, prepared=prepared)
         persistent.backward(res[3], dy, zeros, zeros)
     return _median_ms(train, max(5, repeats // 2))
@@ -93,6 +98,7 @@ def measure(dtype, hidden, batch, repeats):
             out["backward_kind"] = persistent.plans_for(config, True)["backward"].kind
         out["train_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
         out["train_sets"] = sum(len(v) for v in prepared.training_sets.values())
+        out["train_refresh_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats, refresh=True)
         persistent_train_graph.ENABLED = False     # v9 ablation: training calls eager
         out["train_eager_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
         persistent_train_graph.ENABLED = True
@@ -122,9 +128,9 @@ def row(dtype, hidden, batch, repeats):
 
 def markdown(rows):
     head = ("| dtype | H | B | fwd µs/step (graph) | eager | strict / TF32 GEMM | projection µs | kernel | kernel tagged | kernel grid.sync | "
-            "target | cuDNN fwd | fwd+bwd ms | fwd+bwd eager | backward | tagged | grid.sync | strict / TF32 GEMM | grid bwd | rows bwd | "
+            "target | cuDNN fwd | fwd+bwd ms | with refresh | fwd+bwd eager | backward | tagged | grid.sync | strict / TF32 GEMM | grid bwd | rows bwd | "
             "cuDNN fwd+bwd | fwd vs cuDNN | fwd+bwd vs cuDNN |")
-    lines = [head, "|" + "---|" * 23]
+    lines = [head, "|" + "---|" * 24]
     for r in rows:
         g, c, t, ct = r.get("graph_fwd_us"), r.get("cudnn_us"), r.get("train_ms"), r.get("cudnn_train_ms")
         lines.append("| " + " | ".join([
@@ -132,13 +138,13 @@ def markdown(rows):
             fmt(r.get("graph_fwd_strict_gemm_us", r.get("graph_fwd_tf32_gemm_us"))),
             fmt(r.get("projection_us")) + (f" ({fmt(r['projection_tf32_us'])})" if "projection_tf32_us" in r else ""),
             fmt(r.get("kernel_us")), fmt(r.get("kernel_tagged_us")), fmt(r.get("kernel_grid_sync_us")),
-            fmt(r.get("target_us"), ".1f"), fmt(c), fmt(t), fmt(r.get("train_eager_ms")), str(r.get("backward_kind", "-")),
+            fmt(r.get("target_us"), ".1f"), fmt(c), fmt(t), fmt(r.get("train_refresh_ms")), fmt(r.get("train_eager_ms")), str(r.get("backward_kind", "-")),
             fmt(r.get("train_tagged_ms")), fmt(r.get("train_grid_sync_ms")), fmt(r.get("train_strict_gemm_ms", r.get("train_tf32_gemm_ms"))),
             fmt(r.get("train_grid_backward_ms")), fmt(r.get("train_rows_backward_ms")), fmt(ct),
             fmt(c / g if g and c else None) + "x", fmt(ct / t if t and ct else None) + "x"]) + " |")
         for key in ("error", "train_error", "cudnn_error"):
             if key in r:
-                lines.append(f"|  | {key}: {r[key]} |" + " |" * 21)
+                lines.append(f"|  | {key}: {r[key]} |" + " |" * 22)
     return "\n".join(lines) + "\n"
 
 

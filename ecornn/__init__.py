@@ -24,7 +24,7 @@ def _map_checkout_folders():
 
 _map_checkout_folders()
 from .api import (LSTMGradients, LSTMOutput, PreparedWeights, Reserve, lstm_backward, lstm_forward,
-                  make_config, prepare_weights)
+                  make_config, prepare_weights, refresh_weights)
 from .config import LSTMConfig
 from .errors import ConfigError, EcornnError, NotSupported
 from .planner import Plan, plan
@@ -38,7 +38,7 @@ from . import mxnet_compat as _mxnet_compat  # noqa: E402
 _mxnet_compat.install_import_hook()
 
 __all__ = ["LSTMConfig", "LayerWeights", "init_weights", "lstm_forward", "lstm_backward",
-           "LSTMOutput", "LSTMGradients", "PreparedWeights", "prepare_weights", "Reserve", "make_config", "plan", "Plan",
+           "LSTMOutput", "LSTMGradients", "PreparedWeights", "prepare_weights", "refresh_weights", "Reserve", "make_config", "plan", "Plan",
            "ConfigError", "EcornnError", "NotSupported", "__version__"]
 
 

@@ -33,7 +33,7 @@ class PreparedWeights:
     """Weights already converted into one strategy's kernel layout (see ``prepare_weights``).
 
     Converting once and reusing the result keeps layout transforms out of every call. The caller
-    owns freshness: after changing ``raw`` in place, prepare again.
+    owns freshness: after changing the weights, call ``refresh_weights`` (or prepare again).
     """
 
     strategy: str
@@ -94,6 +94,29 @@ def prepare_weights(weights, *, strategy, bidirectional=False) -> PreparedWeight
     w_e = [LayerWeights(*(to_module(a, xp) for a in w)) for w in weights]
     data = engine.prepare(config, w_e) if hasattr(engine, "prepare") else None
     return PreparedWeights(strategy, bidirectional, list(weights), data)
+
+
+def refresh_weights(prepared: PreparedWeights, weights=None) -> PreparedWeights:
+    """Bring ``prepared`` up to date with ``weights`` (default: its ``raw`` list, changed in place),
+    e.g. after an optimizer step. Engines that can (``persistent``) rewrite their arrays in place, so
+    the CUDA graphs captured for these prepared weights stay valid; others prepare again. Call it
+    after the backwards of the calls that used the old values. Returns ``prepared``."""
+    expect(isinstance(prepared, PreparedWeights), "prepared", "PreparedWeights (from prepare_weights)",
+           type(prepared).__name__)
+    weights = prepared.raw if weights is None else list(weights)
+    config = config_from_weights(weights, prepared.bidirectional, batch=1, seq_len=1)
+    validate_weights(config, weights)
+    old = config_from_weights(prepared.raw, prepared.bidirectional, batch=1, seq_len=1)
+    expect(config == old, "weights", f"the prepared configuration {old}", config)
+    engine = get_engine(prepared.strategy)
+    xp = np if engine.device == "cpu" else cupy_or_none()
+    w_e = [LayerWeights(*(to_module(a, xp) for a in w)) for w in weights]
+    if hasattr(engine, "refresh"):
+        engine.refresh(prepared.data, config, w_e)
+    elif hasattr(engine, "prepare"):
+        prepared.data = engine.prepare(config, w_e)
+    prepared.raw = weights
+    return prepared
 
 
 def _time_major(a, layout):

@@ -101,3 +101,18 @@ def test_config_derived_sizes():
     assert c.num_parameters() == 2 * (80 * 10 + 80 * 20 + 160) + 2 * 2 * (80 * 40 + 80 * 20 + 160)
     assert c.flops_per_step() == 2 * 2 * 4 * 80 * 30 + 2 * 2 * 2 * 4 * 80 * 60
     assert hash(c.key()) == hash(LSTMConfig(10, 20, 3, True, "float16", 4, 7, "NTC").key())
+
+
+def test_refresh_weights_checks_what_it_is_given(rng):
+    from ecornn import PreparedWeights, prepare_weights, refresh_weights
+    config = LSTMConfig(6, 8, 1, False, "float32", 2, 3)
+    weights, _, _, _ = random_problem(rng, config)
+    prepared = prepare_weights(weights, strategy="reference")
+    new, _, _, _ = random_problem(rng, config)
+    assert refresh_weights(prepared, new) is prepared and prepared.raw == new
+    other, _, _, _ = random_problem(rng, config.replace(hidden_size=9))
+    with pytest.raises(ConfigError, match="weights: expected the prepared configuration"):
+        refresh_weights(prepared, other)
+    with pytest.raises(ConfigError, match="prepared: expected PreparedWeights"):
+        refresh_weights(weights, new)
+    assert isinstance(prepared, PreparedWeights)

@@ -187,3 +187,39 @@ def test_training_sets_per_prepared_weights_are_bounded(train_engine, rng):
     assert len(prepared.training_sets) == tg.MAX_CONFIGS
     batches = [key[0][5] for key in prepared.training_sets]     # the oldest configurations went first
     assert batches == list(range(3, tg.MAX_CONFIGS + 3))
+
+
+def test_refresh_rewrites_prepared_weights_in_place_and_graphs_replay_the_new_values(train_engine, rng,
+                                                                                      monkeypatch):
+    config = LSTMConfig(10, 24, 2, True, "float32", 2, 5)
+    weights, _, _, _ = random_problem(rng, config)
+    prepared = train_engine.prepare(config, weights)
+    for _ in range(2):                                    # both graphs captured and replayed
+        _train(train_engine, config, weights, prepared, _problem(rng, config))
+        x, h0, c0 = _problem(rng, config)[:3]
+        train_engine.forward(config, x, weights, h0, c0, prepared=prepared)
+    tiles = {k: v for k, v in prepared.tiles.items()}
+    new_weights, _, _, _ = random_problem(rng, config)
+    train_engine.refresh(prepared, config, new_weights)
+    assert all(prepared.tiles[k] is v for k, v in tiles.items())    # same arrays, new values
+    (one,) = _sets(prepared)
+    launches = one.backward_graph.launches
+    problem = _problem(rng, config)
+    out, grads = _train(train_engine, config, new_weights, prepared, problem)
+    assert isinstance(out[3], tg.GraphReserve) and one.backward_graph.launches == launches + 1
+    inference = train_engine.forward(config, *problem[:1], new_weights, *problem[1:3], prepared=prepared)[:3]
+    fresh = train_engine.prepare(config, new_weights)
+    _assert_equal_eager(train_engine, config, new_weights, fresh, problem, _flat(out, grads), monkeypatch)
+    monkeypatch.setattr(persistent_graph, "ENABLED", False)
+    want = train_engine.forward(config, *problem[:1], new_weights, *problem[1:3], prepared=fresh)[:3]
+    for g, w in zip(inference, want):
+        assert np.array_equal(g, w)
+
+
+def test_refresh_with_other_shapes_is_refused(train_engine, rng):
+    config = LSTMConfig(10, 24, 1, False, "float32", 2, 5)
+    weights, _, _, _ = random_problem(rng, config)
+    prepared = train_engine.prepare(config, weights)
+    other, _, _, _ = random_problem(rng, config.replace(num_layers=2))
+    with pytest.raises(ValueError, match="refresh: expected weights shaped as prepared"):
+        train_engine.refresh(prepared, config.replace(num_layers=2), other)

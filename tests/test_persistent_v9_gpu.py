@@ -47,6 +47,11 @@ def _forward(prepared, problem, config):
                         training=True)
 
 
+def _infer(prepared, problem):
+    x, h0, c0 = problem[:3]
+    return lstm_forward(x, prepared, h0, c0, strategy="persistent")
+
+
 def _flat(out, grads):
     return [out.y, out.h, out.c, grads.dx, grads.dh0, grads.dc0] + [a for w in grads.dweights for a in w]
 
@@ -138,3 +143,37 @@ def test_training_replays_issued_from_two_streams_match_eager(rng, monkeypatch):
     for problem, got in zip(problems, runs):
         for g, e in zip(got, _eager(prepared, problem, config, monkeypatch)):
             assert _bitwise_equal(g, e)
+
+
+@pytest.mark.parametrize("dtype, hidden, batch, steps", [
+    ("float32", 1024, 8, 64),      # the 3xTF32 projection's cached splits are refreshed too
+    ("float16", 512, 4, 30),       # tensor cores: packed 16-bit fragments and the 16-bit W_ih
+])
+def test_refreshed_weights_replay_in_the_same_graphs(rng, monkeypatch, dtype, hidden, batch, steps):
+    """An optimizer step's pattern: train, change the weights, refresh_weights, train again."""
+    import cupy as cp
+    from ecornn import refresh_weights
+    config = LSTMConfig(hidden, hidden, 1, False, dtype, batch, steps)
+    _, prepared = _prepared(rng, config)
+    for _ in range(2):
+        _train(prepared, _gpu_problem(rng, config), config)
+        _forward(prepared, _gpu_problem(rng, config), config)
+        _infer(prepared, _gpu_problem(rng, config))                                       # inference graph
+    (one,) = _sets(prepared)
+    new_host, _, _, _ = random_problem(rng, config)
+    new_weights = [LayerWeights(*(to_module(a, cp) for a in w)) for w in new_host]
+    assert refresh_weights(prepared, new_weights) is prepared
+    problem = _gpu_problem(rng, config)
+    out, got = _train(prepared, problem, config)
+    assert isinstance(out.reserve.data, tg.GraphReserve) and _sets(prepared) == [one]
+    inference = _infer(prepared, problem)
+    fresh = prepare_weights(new_weights, strategy="persistent")
+    for g, e in zip(got, _eager(fresh, problem, config, monkeypatch)):
+        assert _bitwise_equal(g, e)
+    errors = [rel_err(np.asarray(to_module(g, np), np.float64), w)
+              for g, w in zip(got, _reference(new_host, problem, config))]
+    assert max(errors) <= (1e-5 if dtype == "float32" else HALF_TOL), errors
+    monkeypatch.setattr(persistent_graph, "ENABLED", False)
+    want = _infer(fresh, problem)
+    for g, w in zip((inference.y, inference.h, inference.c), (want.y, want.h, want.c)):
+        assert _bitwise_equal(g, w)

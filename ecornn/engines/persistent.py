@@ -163,6 +163,7 @@ class PersistentWeights:
     slots: list                                   # PreparedLayer per (layer, direction)
     tiles: dict = field(default_factory=dict)     # (layer, pass, kind, tile shape) -> packed [D, ...]
     dtype: str = "float32"                        # storage dtype (the mma kernel's 16-bit format)
+    tile_plans: dict = field(default_factory=dict)  # tiles key -> (layer, directions, plan): refresh repacks
     graphs: OrderedDict = field(default_factory=OrderedDict)  # inference forwards (persistent_graph)
     training_sets: OrderedDict = field(default_factory=OrderedDict)  # training (persistent_train_graph)
 
@@ -176,6 +177,33 @@ def prepare(config, weights) -> PersistentWeights:
         slots.append(PreparedLayer(gate_interleave(f32[0], hidden), gate_interleave(f32[1], hidden),
                                    gate_interleave(f32[2] + f32[3], hidden)))
     return PersistentWeights(hidden, slots, dtype=config.dtype)
+
+
+def refresh(prepared: PersistentWeights, config, weights) -> None:
+    """New values of the same-shaped ``weights`` into ``prepared``'s own arrays: the fp32 copies,
+    then every cached derivative (packed tiles, biases, 16-bit and 3xTF32 copies) rebuilt in place.
+    The captured graphs read these addresses, so they stay valid and replay the new values (a
+    training step refreshes instead of preparing again). Ordered on the current stream: calls issued
+    before it read the old values, later ones the new; a reserve whose backward has not run yet
+    would mix both, so refresh after the backwards of the calls that used the old values."""
+    cp, fresh = _cp(), prepare(config, weights)
+    if len(fresh.slots) != len(prepared.slots) or fresh.hidden != prepared.hidden:
+        raise ValueError(f"refresh: expected weights shaped as prepared ({len(prepared.slots)} layer-directions, "
+                         f"H={prepared.hidden}), got {len(fresh.slots)}, H={fresh.hidden}")
+    for old, new in zip(prepared.slots, fresh.slots):
+        for name in ("w_ih", "w_hh", "bias"):
+            cp.copyto(getattr(old, name), getattr(new, name))
+        if old.w_ih_parts is not None:
+            for part, made in zip(old.w_ih_parts, new.input_weight_parts()):
+                cp.copyto(part, made)
+        if old.w_ih_16bit is not None:
+            cp.copyto(old.w_ih_16bit, new.input_weight_16bit(prepared.dtype))
+    for key, packed in prepared.tiles.items():
+        if key[0] == "bias":
+            fresh_packed = _biases(fresh, key[1], packed.shape[0])
+        else:
+            fresh_packed = _tiles(fresh, *prepared.tile_plans[key])
+        cp.copyto(packed, fresh_packed)
 
 
 def _tiles(prepared: PersistentWeights, layer: int, directions: int, plan):
@@ -194,6 +222,7 @@ def _tiles(prepared: PersistentWeights, layer: int, directions: int, plan):
         else:
             packed = [pack_block_rows(cp.ascontiguousarray(m), shape) for m in mats]
         prepared.tiles[key] = cp.stack(packed)
+        prepared.tile_plans[key] = (layer, directions, plan)
     return prepared.tiles[key]
 
 
