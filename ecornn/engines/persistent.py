@@ -30,7 +30,9 @@ v5/v6: the tensor-core and grid kernels exchange the step's vector through a zer
 (no grid barrier) where capacity's rule says it pays, else under grid.sync() (TAGGED_EXCHANGE).
 v6.1: fp32 input projections of >= MIN_3XTF32_FLOPS run as 3xTF32 (FP32_GEMMS). v7: the fp32
 backward at H >= 1024, B >= 4, and wherever the grid backward does not fit, runs
-kernels/persistent_bwd_rows.cu (split by gate rows; BACKWARD_BY_ROWS; kind "rows").
+kernels/persistent_bwd_rows.cu (split by gate rows; BACKWARD_BY_ROWS; kind "rows"). v9: training
+calls with prepared weights replay CUDA graphs (persistent_train_graph); fp16/bf16 GEMMs take 16-bit
+operands (SIXTEEN_BIT_GEMMS); ``refresh`` rewrites prepared weights in place, so graphs survive.
 """
 from __future__ import annotations
 
