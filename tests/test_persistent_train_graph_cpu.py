@@ -185,7 +185,7 @@ def test_training_sets_per_prepared_weights_are_bounded(train_engine, rng):
         config = base.replace(batch=batch)
         _train(train_engine, config, weights, prepared, _problem(rng, config))
     assert len(prepared.training_sets) == tg.MAX_CONFIGS
-    batches = [key[0][5] for key in prepared.training_sets]     # the oldest configurations went first
+    batches = [key[1][5] for key in prepared.training_sets]     # the oldest configurations went first
     assert batches == list(range(3, tg.MAX_CONFIGS + 3))
 
 

@@ -36,6 +36,7 @@ operands (SIXTEEN_BIT_GEMMS); ``refresh`` rewrites prepared weights in place, so
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 from collections import OrderedDict
@@ -585,6 +586,17 @@ def _output(shape):
     return cp.full(shape, cp.nan, cp.float32) if POISON_OUTPUTS else cp.empty(shape, cp.float32)
 
 
+@contextlib.contextmanager
+def _last_kinds_kept():
+    """last_kinds as the call ran it, whatever a capture inside (which runs the call again) records."""
+    kinds = dict(last_kinds)
+    try:
+        yield
+    finally:
+        last_kinds.clear()
+        last_kinds.update(kinds)
+
+
 def _graph_mode(variant) -> tuple:
     """What a captured graph depends on besides the configuration and dtypes."""
     return (variant, TAGGED_EXCHANGE, FP32_GEMMS, MIN_3XTF32_FLOPS, BACKWARD_BY_ROWS, SIXTEEN_BIT_GEMMS)
@@ -608,10 +620,8 @@ def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None
     def rerun(x_, h0_, c0_):   # the captured part: the caller's dtypes in, fp32 out (output casts outside)
         out = _forward_eager(config, x_, weights, h0_, c0_, prepared=prepared, variant=variant, cast=False)
         return (*out[:3], last_kinds["forward"])
-    kinds = dict(last_kinds)
-    persistent_graph.capture(prepared, config, mode, x, h0, c0, rerun)
-    last_kinds.clear()
-    last_kinds.update(kinds)
+    with _last_kinds_kept():
+        persistent_graph.capture(prepared, config, mode, x, h0, c0, rerun)
     return result
 
 
@@ -724,10 +734,8 @@ def backward(reserve, dy, dhT, dcT):
         return persistent_train_graph.backward(reserve, dy, dhT, dcT, _backward_eager)
     result = _backward_eager(reserve, dy, dhT, dcT)
     if reserve.capture_graphs is not None:
-        kinds = dict(last_kinds)
-        reserve.capture_graphs(backward_inputs=(dy, dhT, dcT))
-        last_kinds.clear()
-        last_kinds.update(kinds)
+        with _last_kinds_kept():
+            reserve.capture_graphs(backward_inputs=(dy, dhT, dcT))
     return result
 
 

@@ -103,23 +103,34 @@ def replay(prepared, config, mode, x, h0, c0):
 
 
 def _launch(entry: ForwardGraph, x, h0, c0) -> tuple:
+    with _LOCK:   # the graph's buffers are shared by every caller of these prepared weights
+        return launch_with_copies(entry.graph, entry.inputs, (x, h0, c0), entry.outputs, x.dtype)
+
+
+def launch_with_copies(graph, buffers, inputs, outputs, dtype=None) -> tuple:
+    """Copy ``inputs`` into the graph's ``buffers``, launch ``graph`` on the graph stream and return
+    new arrays holding ``outputs`` (cast to ``dtype`` if given), made on the caller's stream. Ordered
+    after the caller's earlier work, and the next replay after these copies. Call under _LOCK."""
     cp = _cp()
     stream, caller = _graph_stream(), cp.cuda.get_current_stream()
-    with _LOCK:   # the graph's buffers are shared by every caller of these prepared weights
-        stream.wait_event(caller.record())                 # the caller's inputs are written
-        with stream:
-            for dst, src in zip(entry.inputs, (x, h0, c0)):
-                _copy_in(dst, src, stream)
-            entry.graph.launch(stream=stream)
-        caller.wait_event(stream.record())
-        outputs = tuple(a.astype(x.dtype, copy=True) for a in entry.outputs)   # the caller's own
-        stream.wait_event(caller.record())                 # read before the next replay rewrites them
-    return outputs
+    stream.wait_event(caller.record())                 # the caller's inputs are written
+    with stream:
+        for dst, src in zip(buffers, inputs):
+            _copy_in(dst, src, stream)
+        graph.launch(stream=stream)
+    caller.wait_event(stream.record())
+    copies = []
+    for a in outputs:
+        copy = cp.empty(a.shape, dtype or a.dtype)
+        _copy_in(copy, a, caller)
+        copies.append(copy)
+    stream.wait_event(caller.record())                 # read before the next replay rewrites them
+    return tuple(copies)
 
 
 def _copy_in(dst, src, stream) -> None:
-    """``src`` into the graph's input buffer ``dst`` on ``stream``: a device memcpy where the layout
-    and dtype match (the replay's usual case), else an elementwise copy."""
+    """``src`` into ``dst`` on ``stream``: a device memcpy where the layout and dtype match (a
+    replay's usual case), else an elementwise copy (with the cast)."""
     cp = _cp()
     if src.dtype == dst.dtype and src.flags.c_contiguous:
         cp.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, dst.nbytes, cp.cuda.runtime.memcpyDeviceToDevice,

@@ -20,7 +20,7 @@ than MAX_SET_BYTES. Captures and replays share persistent_graph's stream and loc
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import EcornnError
 from . import persistent_graph as pg
@@ -58,14 +58,10 @@ class GraphReserve:
     """What a replayed training forward returns in place of a PersistentReserve."""
     training_set: TrainingSet
     generation: int
-    config: object = field(init=False)
-
-    def __post_init__(self):
-        self.config = self.training_set.reserve.config
 
 
 def _key(config, mode, arrays) -> tuple:
-    return (config.key(), mode, pg._cp().cuda.Device().id, *(a.dtype.str for a in arrays))
+    return ("training", config.key(), mode, pg._cp().cuda.Device().id, *(a.dtype.str for a in arrays))
 
 
 def _set_bytes(config) -> int:
@@ -98,7 +94,8 @@ def replay_forward(prepared, config, mode, x, h0, c0, runners):
         if chosen is None:
             return None
         try:
-            outputs = _replay(chosen.forward_graph, chosen.forward_inputs, (x, h0, c0), chosen.forward_outputs)
+            outputs = pg.launch_with_copies(chosen.forward_graph, chosen.forward_inputs, (x, h0, c0),
+                                            chosen.forward_outputs)
         except Exception as exc:  # noqa: BLE001 - recorded; this and later calls run eagerly
             pg.capture_errors[key] = f"training replay: {type(exc).__name__}: {exc}"
             del prepared.training_sets[key]
@@ -125,9 +122,9 @@ def backward(reserve: GraphReserve, dy, dhT, dcT, run_backward):
             d_x, dh0, dc0, grads = chosen.backward_outputs
             flat = (d_x, dh0, dc0, *(a for g in grads for a in g))
             try:
-                out = _replay(chosen.backward_graph, chosen.backward_inputs, inputs, flat)
-            except Exception:  # noqa: BLE001 - the reserve is intact: the eager backward below
-                out = None
+                out = pg.launch_with_copies(chosen.backward_graph, chosen.backward_inputs, inputs, flat)
+            except Exception as exc:  # noqa: BLE001 - recorded; the reserve is intact: eager below
+                pg.capture_errors[("training backward", id(chosen))] = f"{type(exc).__name__}: {exc}"
         if out is None:
             result = run_backward(chosen.reserve, dy, dhT, dcT)
         else:
@@ -195,23 +192,3 @@ def _captured(stream, run, *args):
             pg._abandon(stream)
             raise
         return stream.end_capture(), result
-
-
-def _replay(graph, buffers, inputs, outputs) -> tuple:
-    """Copy ``inputs`` into ``buffers``, launch ``graph`` and return copies of ``outputs`` (new
-    arrays, on the caller's stream); under _LOCK, ordered with the caller's stream both ways."""
-    cp = pg._cp()
-    stream, caller = pg._graph_stream(), cp.cuda.get_current_stream()
-    stream.wait_event(caller.record())
-    with stream:
-        for dst, src in zip(buffers, inputs):
-            pg._copy_in(dst, src, stream)
-        graph.launch(stream=stream)
-    caller.wait_event(stream.record())
-    copies = []
-    for a in outputs:
-        copy = cp.empty(a.shape, a.dtype)
-        pg._copy_in(copy, a, caller)
-        copies.append(copy)
-    stream.wait_event(caller.record())    # the copies are read before the next replay rewrites
-    return tuple(copies)
