@@ -164,8 +164,13 @@ def lstm_forward(x, weights, h0=None, c0=None, *, bidirectional=False, layout="T
                       to_module(c, caller).astype(dtype, copy=False), reserve, chosen.strategy, chosen.reason)
 
 
-def lstm_backward(reserve: Reserve, dy, dh=None, dc=None) -> LSTMGradients:
-    """Gradients of x, h0, c0 and every weight, given dL/dy and optionally dL/dhT, dL/dcT."""
+def lstm_backward(reserve: Reserve, dy, dh=None, dc=None, *, retain=False) -> LSTMGradients:
+    """Gradients of x, h0, c0 and every weight, given dL/dy and optionally dL/dhT, dL/dcT.
+
+    A training forward replayed from a CUDA graph (persistent, prepared weights) leases buffers
+    that the next forward may take once this backward has run; a second backward of the same
+    reserve after that raises StaleReserve. ``retain=True`` keeps them leased for as long as
+    ``reserve`` lives instead (what torch's retain_graph needs)."""
     expect(isinstance(reserve, Reserve), "reserve", "the Reserve of a training-mode lstm_forward",
            type(reserve).__name__)
     config = reserve.config
@@ -179,7 +184,7 @@ def lstm_backward(reserve: Reserve, dy, dh=None, dc=None) -> LSTMGradients:
     zeros = xp.zeros(config.state_shape, dtype=dy_e.dtype)
     dh_e = zeros if dh is None else to_module(dh, xp)
     dc_e = zeros if dc is None else to_module(dc, xp)
-    dx, dh0, dc0, dweights = engine.backward(reserve.data, dy_e, dh_e, dc_e)
+    dx, dh0, dc0, dweights = engine.backward(reserve.data, dy_e, dh_e, dc_e, retain=retain)
     back = reserve.caller_module
     cast = lambda a: to_module(a, back).astype(dy.dtype, copy=False)  # noqa: E731
     return LSTMGradients(_time_major(cast(dx), config.layout), cast(dh0), cast(dc0),

@@ -25,7 +25,7 @@ except ImportError as exc:  # ecornn itself works without torch; only this adapt
     raise ImportError("ecornn.torch needs PyTorch (pip install torch); the rest of ecornn "
                       "works without it") from exc
 
-from .api import lstm_backward, lstm_forward, make_config, prepare_weights
+from .api import lstm_backward, lstm_forward, make_config, prepare_weights, refresh_weights
 from .engines import STRATEGIES, get_engine
 from .errors import NotSupported, expect
 from .planner import plan
@@ -134,7 +134,7 @@ class _Call:
     strategy: str
     dropout: float
     seed: int | None
-    prepared: object = None   # PreparedWeights to use instead of raw weights (inference only)
+    prepared: object = None   # PreparedWeights to use instead of the raw weights (GPU engines)
     plan: tuple = None        # (strategy, reason)
 
 
@@ -153,6 +153,15 @@ def _run_forward(call, x, h0, c0, flat_weights, training):
         y, h, c = (to_tensor(a).contiguous() for a in (out.y, out.h, out.c))
     call.plan = (out.strategy, out.reason)
     return y, h, c, out.reserve
+
+
+@dataclass
+class _Prepared:
+    """One strategy's PreparedWeights and the parameters' storage and versions they were made from."""
+
+    storage: tuple    # (data_ptr, dtype) per parameter
+    versions: tuple   # the parameters' _version counters at the last prepare or refresh
+    weights: object   # PreparedWeights
 
 
 class _LSTMFunction(torch.autograd.Function):
@@ -177,7 +186,10 @@ class _LSTMFunction(torch.autograd.Function):
         if dy is None:
             dy = torch.zeros(ctx.output_shape, dtype=x.dtype, device=x.device)
         with torch_stream(x.device):
-            grads = lstm_backward(holder.ecornn_reserve, to_array(dy), to_array(dh), to_array(dc))
+            # retain: a graph-replayed reserve keeps its buffers until torch frees the holder
+            # (after this backward, or with the graph under retain_graph=True)
+            grads = lstm_backward(holder.ecornn_reserve, to_array(dy), to_array(dh), to_array(dc),
+                                  retain=True)
             dx, dh0, dc0 = (to_tensor(a) for a in (grads.dx, grads.dh0, grads.dc0))
             dweights = [to_tensor(a) for w in grads.dweights for a in w]
         has_h0, has_c0 = ctx.has_state
@@ -221,7 +233,7 @@ class LSTM(nn.Module):
         self.bias, self.batch_first, self.dropout = True, bool(batch_first), float(dropout)
         self.bidirectional, self.proj_size, self.strategy = bool(bidirectional), 0, strategy
         self.last_plan = None
-        self._prepared_key, self._prepared = None, None
+        self._prepared = {}   # strategy -> _Prepared (kernel-layout weights kept across calls)
         self._flat_weights_names = []
         self._register_parameters({"device": device, "dtype": dtype})
         self.reset_parameters()
@@ -298,11 +310,11 @@ class LSTM(nn.Module):
                      self.dropout if apply_dropout else 0.0,
                      _seed_from_torch() if apply_dropout else None)
         tensors = [t for t in (x, h0, c0, *flat) if t is not None]
-        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        wants_grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+        call.prepared = self._prepared_for(call, x, flat, training=wants_grad or apply_dropout)
+        if wants_grad:
             y, h, c = _LSTMFunction.apply(call, x, h0, c0, *flat)
         else:
-            if not apply_dropout:
-                call.prepared = self._prepared_for(call, x, flat)
             y, h, c, _ = _run_forward(call, x, h0, c0, flat, training=apply_dropout)
         self.last_plan = call.plan
         if self.strategy == "auto" and not x.is_cuda:
@@ -346,37 +358,44 @@ class LSTM(nn.Module):
             states.append(t if batched else t.unsqueeze(1))
         return tuple(states)
 
-    def _prepared_for(self, call, x, flat):
-        """PreparedWeights for inference with a GPU engine, rebuilt when a parameter changes.
+    def _prepared_for(self, call, x, flat, training):
+        """PreparedWeights for a GPU engine that takes them, kept across calls (one per strategy).
 
-        Changes are seen through each parameter's storage pointer and version counter (bumped by
-        optimizers, load_state_dict and every in-place op); edits through ``.data`` bypass the
-        counter: call ``reset_prepared()`` after those.
+        Prepared again when a parameter has new storage or dtype; refreshed in place when one
+        changed its values, seen through the version counters that optimizers, load_state_dict
+        and every in-place op bump (the persistent engine's CUDA graphs then stay valid, and from
+        the second optimizer step on its refresh is a graph too). Edits through ``.data`` bypass
+        the counter: call ``reset_prepared()`` after those.
         """
         if not x.is_cuda:
             return None
         with torch_stream(x.device):
             weights = _layer_weights(flat)
             config = make_config(to_array(x), weights, call.bidirectional, call.layout)
-            chosen = plan(config, call.strategy, training=False)
+            chosen = plan(config, call.strategy, training=training)
             if not hasattr(get_engine(chosen.strategy), "prepare"):
                 return None
-            key = (chosen.strategy, tuple((p.data_ptr(), p._version, p.dtype) for p in flat))
-            if key != self._prepared_key:
-                self._prepared = prepare_weights(weights, strategy=chosen.strategy,
-                                                 bidirectional=self.bidirectional)
-                self._prepared_key = key
+            storage = tuple((p.data_ptr(), p.dtype) for p in flat)
+            versions = tuple(p._version for p in flat)
+            cached = self._prepared.get(chosen.strategy)
+            if cached is None or cached.storage != storage:
+                cached = _Prepared(storage, versions, prepare_weights(weights, strategy=chosen.strategy,
+                                                                      bidirectional=self.bidirectional))
+                self._prepared[chosen.strategy] = cached
+            elif cached.versions != versions:
+                refresh_weights(cached.weights, weights)
+                cached.versions = versions
         call.strategy = chosen.strategy
-        return self._prepared
+        return cached.weights
 
     def reset_prepared(self):
         """Forget the cached kernel-layout weights (needed only after edits through ``.data``)."""
-        self._prepared_key, self._prepared = None, None
+        self._prepared = {}
 
     def __getstate__(self):
         # pickling and deepcopy leave the device-side cache behind; it is rebuilt on demand
         state = self.__dict__.copy()
-        state["_prepared_key"], state["_prepared"] = None, None
+        state["_prepared"] = {}
         return state
 
     def _apply(self, fn, *args, **kwargs):

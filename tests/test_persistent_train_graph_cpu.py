@@ -41,7 +41,7 @@ def _fake_captured(stream, run, *args):
 
 @pytest.fixture
 def train_engine(graph_engine, monkeypatch):  # noqa: F811 - the imported fixture
-    monkeypatch.setattr(tg, "_captured", _fake_captured)
+    monkeypatch.setattr(persistent_graph, "captured", _fake_captured)
     return graph_engine
 
 
@@ -134,6 +134,31 @@ def test_a_second_backward_after_the_set_was_retaken_raises(train_engine, rng):
         train_engine.backward(out[3], *problem[3:])
 
 
+def test_a_retained_reserve_keeps_its_set_until_it_is_gone(train_engine, rng, monkeypatch):
+    """retain=True (torch's adapter): a second backward after a later forward still sees its own
+    activations, because that forward took a second set; once the reserve is gone the set is free."""
+    config = LSTMConfig(8, 16, 1, False, "float32", 2, 4)
+    weights, _, _, _ = random_problem(rng, config)
+    prepared = train_engine.prepare(config, weights)
+    _train(train_engine, config, weights, prepared, _problem(rng, config))
+    problem = _problem(rng, config)
+    out = train_engine.forward(config, problem[0], weights, problem[1], problem[2], training=True,
+                               prepared=prepared)
+    first = train_engine.backward(out[3], *problem[3:], retain=True)
+    _train(train_engine, config, weights, prepared, _problem(rng, config))   # a second set
+    assert len(_sets(prepared)) == 2
+    again = train_engine.backward(out[3], *problem[3:], retain=True)
+    for a, b in zip(_flat(out, first), _flat(out, again)):
+        assert np.array_equal(a, b)
+    _assert_equal_eager(train_engine, config, weights, prepared, problem, _flat(out, again), monkeypatch)
+    x, h0, c0 = _problem(rng, config)[:3]
+    held = train_engine.forward(config, x, weights, h0, c0, training=True, prepared=prepared)  # takes set 2
+    assert isinstance(held[3], tg.GraphReserve)
+    del out                                                                  # set 1 is free again
+    later = train_engine.forward(config, x, weights, h0, c0, training=True, prepared=prepared)
+    assert isinstance(later[3], tg.GraphReserve) and len(_sets(prepared)) == 2
+
+
 def test_a_backward_with_other_input_layouts_runs_eagerly_on_the_set(train_engine, rng, monkeypatch):
     config = LSTMConfig(8, 16, 1, False, "float32", 2, 4)
     weights, _, _, _ = random_problem(rng, config)
@@ -167,7 +192,7 @@ def test_a_failed_capture_leaves_training_eager(train_engine, rng, monkeypatch):
 
     def failing(stream, run, *args):
         raise RuntimeError("operation not permitted when stream is capturing")
-    monkeypatch.setattr(tg, "_captured", failing)
+    monkeypatch.setattr(persistent_graph, "captured", failing)
     problems = [_problem(rng, config) for _ in range(2)]
     got = [_flat(*_train(train_engine, config, weights, prepared, p)) for p in problems]
     assert not prepared.training_sets

@@ -104,13 +104,57 @@ def test_inference_reuses_prepared_weights_until_they_change(rng, strategy):
     x = random_tensor(rng, (16, 4, 64), torch.float32, "cuda")
     with torch.no_grad(), skip_if_not_supported(strategy):
         first = ours(x)[0]
-        prepared = ours._prepared
+        (prepared,) = _prepared_weights(ours)
         assert rel_err(ours(x)[0].cpu().numpy(), first.cpu().numpy()) == 0
-        assert ours._prepared is prepared  # reused, not rebuilt
+        assert _only(_prepared_weights(ours)) is prepared  # reused, not rebuilt
         for p in list(ours.parameters()) + list(theirs.parameters()):
             p.mul_(0.5)  # an in-place update, as an optimizer step makes
         got, want = ours(x)[0], theirs(x)[0]
+        assert _only(_prepared_weights(ours)) is prepared  # refreshed in place
     assert rel_err(got.cpu().numpy(), want.cpu().numpy()) <= 1e-5
+
+
+def _prepared_weights(module):
+    return [cached.weights for cached in module._prepared.values()]
+
+
+def _only(items):
+    (item,) = items
+    return item
+
+
+@pytest.mark.parametrize("dtype, hidden, layers, bidirectional", [
+    (torch.float32, 128, 2, True),
+    (torch.float16, 256, 1, False),
+    (torch.bfloat16, 128, 2, False),
+])
+def test_training_steps_replay_graphs_and_track_torch(rng, dtype, hidden, layers, bidirectional):
+    """An optimizer loop on prepared weights (v10): from the second step on the training call is a
+    replayed set and the refresh a graph; every step's outputs and gradients stay within tolerance
+    of torch.nn.LSTM's after the same SGD updates."""
+    steps, batch, inp = 24, 4, 48
+    require_feasible("persistent", dtype, inp, hidden, layers, bidirectional, batch, steps)
+    ours, theirs = both_modules(rng, dtype, "cuda", input_size=inp, hidden_size=hidden, num_layers=layers,
+                                bidirectional=bidirectional, strategy="persistent")
+    opt_ours = torch.optim.SGD(ours.parameters(), lr=0.5)
+    opt_theirs = torch.optim.SGD(theirs.parameters(), lr=0.5)
+    out = (steps, batch, (2 if bidirectional else 1) * hidden)
+    state = (layers * (2 if bidirectional else 1), batch, hidden)
+    for _ in range(4):
+        x = random_tensor(rng, (steps, batch, inp), dtype, "cuda")
+        upstream = [random_tensor(rng, s, dtype, "cuda") for s in (out, state, state)]
+        got = run_and_grad(ours, x, None, upstream)
+        want = run_and_grad(theirs, x.float(), None, [u.float() for u in upstream])
+        assert_close(got, want, TOL[dtype])
+        opt_ours.step()
+        opt_theirs.step()
+        for p, q in zip(ours.parameters(), theirs.parameters()):   # same weights in both dtypes
+            q.data.copy_(p.data.float())
+    (prepared,) = _prepared_weights(ours)
+    data = prepared.data
+    sets = [s for sets in data.training_sets.values() for s in sets]
+    assert sets and sets[0].forward_graph is not None and sets[0].generation >= 2
+    assert len(data.refresh_graphs) == 1
 
 
 def test_tensors_cross_zero_copy_on_the_torch_stream():

@@ -469,7 +469,7 @@ def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None
     return y, h_t, c_t, reserve
 
 
-def backward(reserve: FusedReserve, dy, dhT, dcT):
+def backward(reserve: FusedReserve, dy, dhT, dcT, retain=False):   # retain: the reserve always lives on
     """(dx, dh0, dc0, [LayerWeights grads in framework layout]) from a training forward's reserve."""
     if not isinstance(reserve, FusedReserve) or reserve.consumed:
         raise ConfigError("reserve: expected the unused reserve of a training-mode fused forward, "

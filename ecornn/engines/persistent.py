@@ -50,7 +50,7 @@ from ..layouts import gate_deinterleave_as, gate_interleave
 from ..layouts.persistent import pack_block_rows, pack_column_tiles, pack_mma_fragments
 from ..weights import LayerWeights, slot
 from . import persistent_capacity as capacity
-from . import persistent_graph, persistent_train_graph
+from . import persistent_graph, persistent_refresh, persistent_train_graph
 
 name = "persistent"
 device = "gpu"
@@ -169,6 +169,8 @@ class PersistentWeights:
     tile_plans: dict = field(default_factory=dict)  # tiles key -> (layer, directions, plan): refresh repacks
     graphs: OrderedDict = field(default_factory=OrderedDict)  # inference forwards (persistent_graph)
     training_sets: OrderedDict = field(default_factory=OrderedDict)  # training (persistent_train_graph)
+    refresh_graphs: OrderedDict = field(default_factory=OrderedDict)  # persistent_refresh
+    last_refresh_key: tuple = None                # the sources of the latest refresh (persistent_refresh)
 
 
 def prepare(config, weights) -> PersistentWeights:
@@ -186,13 +188,26 @@ def refresh(prepared: PersistentWeights, config, weights) -> None:
     """New values of the same-shaped ``weights`` into ``prepared``'s own arrays: the fp32 copies,
     then every cached derivative (packed tiles, biases, 16-bit and 3xTF32 copies) rebuilt in place.
     The captured graphs read these addresses, so they stay valid and replay the new values (a
-    training step refreshes instead of preparing again). Ordered on the current stream: calls issued
-    before it read the old values, later ones the new; a reserve whose backward has not run yet
-    would mix both, so refresh after the backwards of the calls that used the old values."""
+    training step refreshes instead of preparing again). From the second refresh from the same
+    source arrays on, the refresh itself replays a CUDA graph (persistent_refresh). Ordered on the
+    current stream: calls issued before it read the old values, later ones the new; a reserve whose
+    backward has not run yet would mix both, so refresh after the backwards of the calls that used
+    the old values."""
+    _check_same_shapes(prepared, weights)
+    if not persistent_refresh.refresh(prepared, config, weights, _refresh_eager):
+        _refresh_eager(prepared, config, weights)
+
+
+def _check_same_shapes(prepared: PersistentWeights, weights) -> None:
+    got = [(tuple(w.w_ih.shape), tuple(w.w_hh.shape)) for w in weights]
+    want = [(tuple(s.w_ih.shape), tuple(s.w_hh.shape)) for s in prepared.slots]
+    if got != want:
+        raise ValueError(f"refresh: expected weights shaped as prepared ({len(want)} layer-directions, "
+                         f"H={prepared.hidden}, [W_ih, W_hh] shapes {want}), got {len(got)}: {got}")
+
+
+def _refresh_eager(prepared: PersistentWeights, config, weights) -> None:
     cp, fresh = _cp(), prepare(config, weights)
-    if len(fresh.slots) != len(prepared.slots) or fresh.hidden != prepared.hidden:
-        raise ValueError(f"refresh: expected weights shaped as prepared ({len(prepared.slots)} layer-directions, "
-                         f"H={prepared.hidden}), got {len(fresh.slots)}, H={fresh.hidden}")
     for old, new in zip(prepared.slots, fresh.slots):
         for name in ("w_ih", "w_hh", "bias"):
             cp.copyto(getattr(old, name), getattr(new, name))
@@ -726,12 +741,13 @@ def _weight_grads(dz, layer_input, h_prev, hidden: int, dtype, tf32: bool = Fals
                         d_b, d_b.copy())
 
 
-def backward(reserve, dy, dhT, dcT):
-    """Gradients from a forward's reserve (a graph-replayed one replays its set's backward graph);
-    the first eager backward of a graph-eligible configuration captures its training set."""
+def backward(reserve, dy, dhT, dcT, retain=False):
+    """Gradients from a forward's reserve (a graph-replayed one replays its set's backward graph;
+    ``retain``: its set stays leased until the reserve is garbage-collected, not just until this
+    backward); the first eager backward of a graph-eligible configuration captures its training set."""
     if isinstance(reserve, persistent_train_graph.GraphReserve):
         last_kinds["backward"] = reserve.training_set.reserve.plans["backward"].kind
-        return persistent_train_graph.backward(reserve, dy, dhT, dcT, _backward_eager)
+        return persistent_train_graph.backward(reserve, dy, dhT, dcT, _backward_eager, retain)
     result = _backward_eager(reserve, dy, dhT, dcT)
     if reserve.capture_graphs is not None:
         with _last_kinds_kept():

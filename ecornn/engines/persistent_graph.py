@@ -175,6 +175,18 @@ def capture(prepared, config, mode, x, h0, c0, run_eager) -> None:
     graphs[key] = ForwardGraph(graph, pool, inputs, tuple(outputs), kind)
 
 
+def captured(stream, run, *args):
+    """``(graph, run(*args))`` with run's work captured on ``stream`` (not executed)."""
+    with stream:
+        stream.begin_capture()
+        try:
+            result = run(*args)
+        except Exception:
+            _abandon(stream)
+            raise
+        return stream.end_capture(), result
+
+
 def _abandon(stream) -> None:
     """End a capture that failed half-way (the partial graph is dropped)."""
     try:

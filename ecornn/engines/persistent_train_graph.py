@@ -107,9 +107,11 @@ def replay_forward(prepared, config, mode, x, h0, c0, runners):
     return (*outputs, reserve)
 
 
-def backward(reserve: GraphReserve, dy, dhT, dcT, run_backward):
+def backward(reserve: GraphReserve, dy, dhT, dcT, run_backward, retain=False):
     """Gradients from a replayed forward's reserve: the backward graph when the inputs match its
-    buffers (shape, dtype, C order), else ``run_backward`` eagerly on the set's reserve."""
+    buffers (shape, dtype, C order), else ``run_backward`` eagerly on the set's reserve. The set is
+    free for the next forward afterwards, unless ``retain``: then only once the reserve is gone (a
+    framework that frees its saved activations itself, and may run a second backward before)."""
     chosen = reserve.training_set
     inputs = (dy, dhT, dcT)
     with pg._LOCK:   # the set stays this reserve's until the gradients are issued
@@ -130,7 +132,7 @@ def backward(reserve: GraphReserve, dy, dhT, dcT, run_backward):
         else:
             grads = [type(g)(*out[3 + 4 * i:7 + 4 * i]) for i, g in enumerate(chosen.backward_outputs[3])]
             result = (*out[:3], grads)
-        chosen.backward_done = True
+        chosen.backward_done = not retain
     return result
 
 
@@ -172,23 +174,11 @@ def _capture_set(config, mode, x, h0, c0, backward_like, runners):
     try:
         with cp.cuda.using_allocator(pool.malloc):
             forward_inputs = tuple(cp.empty(a.shape, a.dtype) for a in (x, h0, c0))
-            forward_graph, (y, hT, cT, saved) = _captured(stream, run_forward, *forward_inputs)
+            forward_graph, (y, hT, cT, saved) = pg.captured(stream, run_forward, *forward_inputs)
             backward_inputs = tuple(cp.empty(a.shape, a.dtype) for a in backward_like)
-            backward_graph, grads = _captured(stream, run_backward, saved, *backward_inputs)
+            backward_graph, grads = pg.captured(stream, run_backward, saved, *backward_inputs)
     except Exception as exc:  # noqa: BLE001 - recorded; the configuration stays eager
         pg.capture_errors[_key(config, mode, (x, h0, c0))] = f"training: {type(exc).__name__}: {exc}"
         return None
     return TrainingSet(forward_graph, backward_graph, pool, forward_inputs, (y, hT, cT), saved,
                        backward_inputs, grads)
-
-
-def _captured(stream, run, *args):
-    """``(graph, run(*args))`` with run's work captured on ``stream`` (not executed)."""
-    with stream:
-        stream.begin_capture()
-        try:
-            result = run(*args)
-        except Exception:
-            pg._abandon(stream)
-            raise
-        return stream.end_capture(), result

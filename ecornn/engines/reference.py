@@ -87,7 +87,7 @@ def _run_direction(x, w: LayerWeights, h, c, reverse: bool):
     return gates, cells, hiddens
 
 
-def backward(reserve: ReferenceReserve, dy, dhT, dcT):
+def backward(reserve: ReferenceReserve, dy, dhT, dcT, retain=False):   # retain: the reserve always lives on
     """BPTT: returns (dx, dh0, dc0, [LayerWeights of gradients])."""
     config = reserve.config
     ct = compute_dtype(config)
