@@ -148,21 +148,34 @@ def test_training_replays_issued_from_two_streams_match_eager(rng, monkeypatch):
 @pytest.mark.parametrize("dtype, hidden, batch, steps", [
     ("float32", 1024, 8, 64),      # the 3xTF32 projection's cached splits are refreshed too
     ("float16", 512, 4, 30),       # tensor cores: packed 16-bit fragments and the 16-bit W_ih
+    ("bfloat16", 256, 8, 20),
 ])
 def test_refreshed_weights_replay_in_the_same_graphs(rng, monkeypatch, dtype, hidden, batch, steps):
-    """An optimizer step's pattern: train, change the weights, refresh_weights, train again."""
+    """An optimizer loop's pattern: train, change the weights in place, refresh_weights, train again.
+    The first refresh runs eagerly, later ones from the same arrays replay a refresh graph (v10)."""
     import cupy as cp
     from ecornn import refresh_weights
     config = LSTMConfig(hidden, hidden, 1, False, dtype, batch, steps)
-    _, prepared = _prepared(rng, config)
+    host, prepared = _prepared(rng, config)
     for _ in range(2):
         _train(prepared, _gpu_problem(rng, config), config)
         _forward(prepared, _gpu_problem(rng, config), config)
         _infer(prepared, _gpu_problem(rng, config))                                       # inference graph
     (one,) = _sets(prepared)
-    new_host, _, _, _ = random_problem(rng, config)
-    new_weights = [LayerWeights(*(to_module(a, cp) for a in w)) for w in new_host]
-    assert refresh_weights(prepared, new_weights) is prepared
+    new_weights = [LayerWeights(*(to_module(a, cp) for a in w)) for w in host]   # the loop's own arrays
+    for step in range(3):
+        new_host, _, _, _ = random_problem(rng, config)
+        for w, values in zip(new_weights, new_host):
+            for a, v in zip(w, values):
+                cp.copyto(a, to_module(v, cp))                                     # an in-place update
+        assert refresh_weights(prepared, new_weights) is prepared
+        graphs = list(prepared.data.refresh_graphs.values())
+        assert len(graphs) == (0 if step == 0 else 1), persistent_graph.capture_errors
+        _check_refreshed(prepared, new_weights, new_host, config, rng, monkeypatch, one)
+
+
+def _check_refreshed(prepared, new_weights, new_host, config, rng, monkeypatch, one):
+    """prepared's training and inference replays compute like a fresh prepare of new_weights."""
     problem = _gpu_problem(rng, config)
     out, got = _train(prepared, problem, config)
     assert isinstance(out.reserve.data, tg.GraphReserve) and _sets(prepared) == [one]
@@ -172,8 +185,9 @@ def test_refreshed_weights_replay_in_the_same_graphs(rng, monkeypatch, dtype, hi
         assert _bitwise_equal(g, e)
     errors = [rel_err(np.asarray(to_module(g, np), np.float64), w)
               for g, w in zip(got, _reference(new_host, problem, config))]
-    assert max(errors) <= (1e-5 if dtype == "float32" else HALF_TOL), errors
-    monkeypatch.setattr(persistent_graph, "ENABLED", False)
-    want = _infer(fresh, problem)
+    assert max(errors) <= (1e-5 if config.dtype == "float32" else HALF_TOL), errors
+    with monkeypatch.context() as m:
+        m.setattr(persistent_graph, "ENABLED", False)
+        want = _infer(fresh, problem)
     for g, w in zip((inference.y, inference.h, inference.c), (want.y, want.h, want.c)):
         assert _bitwise_equal(g, w)
