@@ -60,7 +60,8 @@ def _cupy():
 
 
 def to_array(t):
-    """A NumPy (CPU) or CuPy (CUDA) view of tensor ``t`` sharing its memory; None stays None."""
+    """A NumPy (CPU) or CuPy (CUDA) view of tensor ``t`` sharing its memory; None stays None.
+    CUDA views carry no stream handshake: use them on torch's current stream (``torch_stream``)."""
     if t is None:
         return None
     t = t.detach()
@@ -71,7 +72,25 @@ def to_array(t):
     return t.numpy()
 
 
+_VIEW_DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.float64: "float64",
+                torch.bfloat16: "int16"}   # bfloat16: the bits, reinterpreted below
+
+
 def _cuda_to_cupy(t):
+    """A CuPy view of contiguous CUDA tensor ``t`` made from its pointer. DLPack's exchange costs
+    ~100 µs of host time per array (stream queries and an event handshake; notes_persistent.md,
+    v10), and the adapter runs CuPy on torch's stream anyway."""
+    cupy = _cupy()
+    if t.dtype not in _VIEW_DTYPES or t.numel() == 0:
+        return _cuda_to_cupy_dlpack(t)
+    size = t.element_size()
+    memory = cupy.cuda.UnownedMemory(t.data_ptr(), t.numel() * size, t, t.device.index)
+    a = cupy.ndarray(tuple(t.shape), _VIEW_DTYPES[t.dtype], cupy.cuda.MemoryPointer(memory, 0),
+                     strides=tuple(s * size for s in t.stride()))
+    return a.view(_bfloat16_numpy()) if t.dtype == torch.bfloat16 else a
+
+
+def _cuda_to_cupy_dlpack(t):
     cupy = _cupy()
     try:
         return cupy.from_dlpack(t)
@@ -83,20 +102,28 @@ def _cuda_to_cupy(t):
 
 
 def to_tensor(a):
-    """The tensor view of a NumPy or CuPy array (the inverse of ``to_array``)."""
+    """The tensor view of a NumPy or CuPy array (the inverse of ``to_array``; CuPy arrays cross
+    without a stream handshake, as in to_array)."""
     if a is None:
         return None
     bf16 = str(a.dtype) == "bfloat16"
     if type(a).__module__.startswith("cupy"):
-        try:
-            return torch.from_dlpack(a)
-        except _DLPACK_ERRORS:
-            if not bf16:
-                raise
-        return torch.from_dlpack(a.view(_cupy().int16)).view(torch.bfloat16)
+        if bf16:
+            return _cupy_to_cuda(a.view(_cupy().int16)).view(torch.bfloat16)
+        return _cupy_to_cuda(a)
     if bf16:
         return torch.from_numpy(a.view("int16")).view(torch.bfloat16)
     return torch.from_numpy(a)
+
+
+def _cupy_to_cuda(a):
+    """A tensor sharing CuPy array ``a``'s memory, through a DLPack capsule: the capsule carries no
+    stream, so no handshake (``torch.from_dlpack(a)`` makes one; the fallback where CuPy has no
+    capsule export)."""
+    export = getattr(a, "toDlpack", None)
+    if export is None:
+        return torch.from_dlpack(a)
+    return torch.utils.dlpack.from_dlpack(export())
 
 
 @contextlib.contextmanager
@@ -233,7 +260,8 @@ class LSTM(nn.Module):
         self.bias, self.batch_first, self.dropout = True, bool(batch_first), float(dropout)
         self.bidirectional, self.proj_size, self.strategy = bool(bidirectional), 0, strategy
         self.last_plan = None
-        self._prepared = {}   # strategy -> _Prepared (kernel-layout weights kept across calls)
+        self._prepared = {}     # strategy -> _Prepared (kernel-layout weights kept across calls)
+        self._strategies = {}   # a call's shapes, dtype, device, layout, training -> planned strategy
         self._flat_weights_names = []
         self._register_parameters({"device": device, "dtype": dtype})
         self.reset_parameters()
@@ -365,37 +393,45 @@ class LSTM(nn.Module):
         changed its values, seen through the version counters that optimizers, load_state_dict
         and every in-place op bump (the persistent engine's CUDA graphs then stay valid, and from
         the second optimizer step on its refresh is a graph too). Edits through ``.data`` bypass
-        the counter: call ``reset_prepared()`` after those.
+        the counter: call ``reset_prepared()`` after those. The planner's choice is kept per input
+        shape, so a call in a loop plans and converts nothing.
         """
         if not x.is_cuda:
             return None
+        storage = tuple((p.data_ptr(), p.dtype) for p in flat)
         with torch_stream(x.device):
-            weights = _layer_weights(flat)
-            config = make_config(to_array(x), weights, call.bidirectional, call.layout)
-            chosen = plan(config, call.strategy, training=training)
-            if not hasattr(get_engine(chosen.strategy), "prepare"):
+            strategy = self._strategy_for_call(call, x, flat, training, storage)
+            if not hasattr(get_engine(strategy), "prepare"):
                 return None
-            storage = tuple((p.data_ptr(), p.dtype) for p in flat)
             versions = tuple(p._version for p in flat)
-            cached = self._prepared.get(chosen.strategy)
+            cached = self._prepared.get(strategy)
             if cached is None or cached.storage != storage:
-                cached = _Prepared(storage, versions, prepare_weights(weights, strategy=chosen.strategy,
+                cached = _Prepared(storage, versions, prepare_weights(_layer_weights(flat), strategy=strategy,
                                                                       bidirectional=self.bidirectional))
-                self._prepared[chosen.strategy] = cached
+                self._prepared[strategy] = cached
             elif cached.versions != versions:
-                refresh_weights(cached.weights, weights)
+                refresh_weights(cached.weights)   # its raw arrays are views of these parameters
                 cached.versions = versions
-        call.strategy = chosen.strategy
+        call.strategy = strategy
         return cached.weights
+
+    def _strategy_for_call(self, call, x, flat, training, storage) -> str:
+        key = (tuple(x.shape), x.dtype, x.device, call.layout, call.strategy, training, storage)
+        if key not in self._strategies:
+            config = make_config(to_array(x), _layer_weights(flat), call.bidirectional, call.layout)
+            if len(self._strategies) >= 64:
+                self._strategies.clear()
+            self._strategies[key] = plan(config, call.strategy, training=training).strategy
+        return self._strategies[key]
 
     def reset_prepared(self):
         """Forget the cached kernel-layout weights (needed only after edits through ``.data``)."""
-        self._prepared = {}
+        self._prepared, self._strategies = {}, {}
 
     def __getstate__(self):
         # pickling and deepcopy leave the device-side cache behind; it is rebuilt on demand
         state = self.__dict__.copy()
-        state["_prepared"] = {}
+        state["_prepared"], state["_strategies"] = {}, {}
         return state
 
     def _apply(self, fn, *args, **kwargs):
