@@ -139,14 +139,19 @@ def pack_mma_fragments(matrix, shape: MmaTileShape, bf16: bool):
     of kernels/mma_common.cuh (a_{2*ch + rh} = rows g + 8 rh, columns 2c + 8 ch and + 1, the
     lower column in the low 16 bits). Rows and columns past the matrix are zero."""
     xp = _xp(matrix)
+    bits = half_bits(mma_fragment_order(matrix, shape), bf16)
+    return xp.ascontiguousarray(bits[..., 0] | (bits[..., 1] << xp.uint32(16)))
+
+
+def mma_fragment_order(matrix, shape: MmaTileShape):
+    """[R, K] (any dtype) -> [blocks, warps, k_tiles, m_tiles, 32, 4, 2]: the elements of
+    pack_mma_fragments' words in its order, the low half of each word first (zero padded)."""
     s = shape
     s.validate(*matrix.shape)
-    bits = half_bits(_padded_block_tiles(matrix, s), bf16)
     # axes: block, m-tile, rh, g | warp, k-tile, ch, c, pair
-    split = bits.reshape(s.blocks, s.m_tiles, 2, 8, s.warps, s.k_tiles, 2, 4, 2)
+    split = _padded_block_tiles(matrix, s).reshape(s.blocks, s.m_tiles, 2, 8, s.warps, s.k_tiles, 2, 4, 2)
     ordered = split.transpose(0, 4, 5, 1, 3, 7, 6, 2, 8)  # block, warp, k-tile, m-tile, g, c, ch, rh, pair
-    words = ordered[..., 0] | (ordered[..., 1] << xp.uint32(16))
-    return xp.ascontiguousarray(words.reshape(s.blocks, s.warps, s.k_tiles, s.m_tiles, 32, 4))
+    return ordered.reshape(s.blocks, s.warps, s.k_tiles, s.m_tiles, 32, 4, 2)
 
 
 # ---- v7: the backward by gate rows (kernels/persistent_bwd_rows.cu) -----------------------------
@@ -176,3 +181,35 @@ def pack_column_tiles(matrix, shape: ColumnTileShape):
     padded = xp.pad(matrix, ((0, s.blocks * s.rows_per_block - rows), (0, s.padded_cols - cols)))
     split = padded.reshape(s.blocks, s.rows_per_block, s.cols_per_thread, s.threads)
     return xp.ascontiguousarray(split.transpose(0, 2, 1, 3))
+
+
+# ---- v10: packing again as one gather (refreshing prepared weights) ---------------------------------
+def gather_index(layout, rows: int, cols: int, xp=np):
+    """int32 index of the [rows, cols] source element that each element of ``layout(matrix)`` holds
+    (-1: padding), flattened. ``layout`` must be a pure layout transform (reshapes, transposes, zero
+    padding: the packs above), so applying it to the element indices tells where each one goes."""
+    if rows * cols >= 2 ** 31 - 1:
+        raise ValueError(f"gather_index: expected fewer than 2^31 elements, got {rows} x {cols}")
+    ids = xp.arange(1, rows * cols + 1, dtype=xp.int32).reshape(rows, cols)
+    return (xp.ascontiguousarray(layout(ids)).reshape(-1) - 1).astype(xp.int32, copy=False)
+
+
+_GATHER = None   # the CuPy kernel of gather(), made at its first use
+
+
+def gather(source, index, out) -> None:
+    """``out.flat[i] = source.flat[index[i]]`` (0 where ``index[i] < 0``): a pack redone in one pass
+    from a gather_index (``out``: C-contiguous, of source's dtype)."""
+    global _GATHER
+    if not out.flags.c_contiguous or out.size != index.size or out.dtype != source.dtype:
+        raise ValueError(f"gather: expected a C-contiguous {source.dtype} out of {index.size} elements, "
+                         f"got {out.dtype} {out.shape} (C order: {out.flags.c_contiguous})")
+    xp = _xp(source)
+    flat_source, flat_out = xp.ascontiguousarray(source).reshape(-1), out.reshape(-1)
+    if xp is np:
+        np.copyto(flat_out, np.where(index >= 0, flat_source[np.maximum(index, 0)], 0).astype(out.dtype))
+        return
+    if _GATHER is None:
+        _GATHER = xp.ElementwiseKernel("raw T source, int32 index", "T out",
+                                       "out = index >= 0 ? source[index] : (T)0", "ecornn_gather")
+    _GATHER(flat_source, index, flat_out)

@@ -59,3 +59,30 @@ def test_column_tiles_deal_columns_to_threads():
         assert tiles[b, c, g, t] == (m[row, col] if row < 10 and col < 7 else 0)
     with pytest.raises(ValueError, match="do not cover"):
         pack_column_tiles(m, ColumnTileShape(blocks=2, rows_per_block=4, threads=3, cols_per_thread=3))
+
+
+@pytest.mark.parametrize("pack_name", ["block_rows", "column_tiles"])
+def test_one_gather_repacks_like_the_pack(rng, pack_name):
+    """v10's refresh: the packs are pure layouts, so gather_index(pack) and one gather of the new
+    matrix give the packed tiles bitwise, padding included (zero)."""
+    from ecornn.layouts.persistent import (ColumnTileShape, gather, gather_index, pack_column_tiles)
+    rows, cols = 37, 29
+    if pack_name == "block_rows":
+        shape = TileShape(blocks=5, rows_per_block=8, warps=2, lane_rows=4, rows_per_lane=3, cols_per_lane=2)
+        pack = lambda m: pack_block_rows(m, shape)  # noqa: E731
+    else:
+        shape = ColumnTileShape(blocks=4, rows_per_block=10, threads=8, cols_per_thread=4)
+        pack = lambda m: pack_column_tiles(m, shape)  # noqa: E731
+    matrix = rng.standard_normal((rows, cols)).astype(np.float32) + 1.0   # no zeros of its own
+    want = pack(matrix)
+    out = np.full(want.shape, np.nan, np.float32)
+    gather(matrix, gather_index(pack, rows, cols), out)
+    np.testing.assert_array_equal(out, want)
+    assert np.count_nonzero(out == 0) == want.size - rows * cols            # the padding
+
+
+def test_gather_refuses_an_out_it_cannot_fill(rng):
+    from ecornn.layouts.persistent import gather
+    index = np.arange(6, dtype=np.int32)
+    with pytest.raises(ValueError, match="gather: expected a C-contiguous float32 out of 6 elements"):
+        gather(np.zeros(6, np.float32), index, np.zeros((3, 4), np.float32)[:, :2])

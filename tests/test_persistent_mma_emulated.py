@@ -170,3 +170,28 @@ def test_gemm_operands_follow_sixteen_bit_gemms(cpu_engine, rng, monkeypatch, si
     for g, w in zip(grads[3], want_grads[3]):
         for a, b in zip(g, w):
             assert rel_err(f64(a), b) <= HALF_TOL
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_refresh_leaves_what_a_fresh_prepare_makes(cpu_engine, rng, dtype):
+    """v10's refresh (casting copies, one gather per packed tile from the 16-bit W_hh, the 16-bit W_ih
+    from the new fp32 copy) against a fresh prepare: every array bitwise, forward and backward tiles."""
+    config = LSTMConfig(24, 40, 2, True, dtype, 3, 5)
+    weights, x, h0, c0 = random_problem(rng, config)
+    prepared = cpu_engine.prepare(config, weights)
+    out = cpu_engine.forward(config, x, weights, h0, c0, training=True, prepared=prepared)
+    cpu_engine.backward(out[3], *(rng.standard_normal(a.shape).astype(a.dtype) for a in out[:3]))
+    assert {key[1] for key in prepared.tile_plans} == {"forward", "backward"}
+    assert all(s.w_ih_16bit is not None for s in prepared.slots)
+    new, _, _, _ = random_problem(rng, config)
+    cpu_engine.refresh(prepared, config, new)
+    fresh = cpu_engine.prepare(config, new)
+    for old, made in zip(prepared.slots, fresh.slots):
+        for name in ("w_ih", "w_hh", "bias"):
+            np.testing.assert_array_equal(getattr(old, name), getattr(made, name))
+        np.testing.assert_array_equal(old.w_ih_16bit, made.input_weight_16bit(dtype))
+    for key, packed in prepared.tiles.items():
+        want = (persistent._biases(fresh, key[1], packed.shape[0]) if key[0] == "bias"
+                else persistent._tiles(fresh, *prepared.tile_plans[key]))
+        assert packed.dtype == want.dtype
+        np.testing.assert_array_equal(packed, want)

@@ -84,3 +84,17 @@ def test_fragment_order_matches_the_kernel_index():
         k = (w * 2 + kt) * 16 + 2 * c + 8 * (reg // 2)
         lo, hi = emu.to_float(emu.halves(tiles[blk, w, kt, mt, lane, reg]), False)
         assert (lo, hi) == (matrix[r, k], matrix[r, k + 1])
+
+
+@pytest.mark.parametrize("bf16", [False, True], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("shape, rows, cols", SHAPES)
+def test_one_gather_of_the_16bit_values_repacks_the_fragments(rng, shape, rows, cols, bf16):
+    """v10's refresh: gather_index of the fragment order, then one gather of the matrix's 16-bit
+    bits, gives pack_mma_fragments' words bitwise (padding zero)."""
+    from ecornn.layouts.persistent import gather, gather_index, mma_fragment_order
+    matrix = _matrix(rng, rows, cols, bf16)
+    index = gather_index(lambda ids: mma_fragment_order(ids, shape), rows, cols)
+    bits = half_bits(matrix, bf16).astype(np.uint16)                   # the framework's 16-bit storage
+    out = np.full((shape.blocks, shape.warps, shape.k_tiles, shape.m_tiles, 32, 4), 0xDEADBEEF, np.uint32)
+    gather(bits, index, out.view(np.uint16))
+    np.testing.assert_array_equal(out, pack_mma_fragments(matrix, shape, bf16))

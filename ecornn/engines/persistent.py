@@ -47,7 +47,8 @@ import numpy as np
 from ..arrays import is_gpu_array
 from ..errors import NotSupported
 from ..layouts import gate_deinterleave_as, gate_interleave
-from ..layouts.persistent import pack_block_rows, pack_column_tiles, pack_mma_fragments
+from ..layouts.persistent import (gather, gather_index, mma_fragment_order, pack_block_rows, pack_column_tiles,
+                                 pack_mma_fragments)
 from ..weights import LayerWeights, slot
 from . import persistent_capacity as capacity
 from . import persistent_graph, persistent_refresh, persistent_train_graph
@@ -170,6 +171,7 @@ class PersistentWeights:
     graphs: OrderedDict = field(default_factory=OrderedDict)  # inference forwards (persistent_graph)
     training_sets: OrderedDict = field(default_factory=OrderedDict)  # training (persistent_train_graph)
     refresh_graphs: OrderedDict = field(default_factory=OrderedDict)  # persistent_refresh
+    tile_index: dict = field(default_factory=dict)  # tiles key -> gather_index of its pack (refresh)
     last_refresh_key: tuple = None                # the sources of the latest refresh (persistent_refresh)
 
 
@@ -194,6 +196,8 @@ def refresh(prepared: PersistentWeights, config, weights) -> None:
     backward has not run yet would mix both, so refresh after the backwards of the calls that used
     the old values."""
     _check_same_shapes(prepared, weights)
+    for key in prepared.tile_plans:   # built outside any capture: they live with the prepared weights
+        _tile_index(prepared, key)
     if not persistent_refresh.refresh(prepared, config, weights, _refresh_eager):
         _refresh_eager(prepared, config, weights)
 
@@ -207,21 +211,73 @@ def _check_same_shapes(prepared: PersistentWeights, weights) -> None:
 
 
 def _refresh_eager(prepared: PersistentWeights, config, weights) -> None:
-    cp, fresh = _cp(), prepare(config, weights)
-    for old, new in zip(prepared.slots, fresh.slots):
-        for name in ("w_ih", "w_hh", "bias"):
-            cp.copyto(getattr(old, name), getattr(new, name))
+    """The refresh, launch by launch (what a refresh graph captures): one casting copy per fp32 copy,
+    one gather per packed tile (the packs are pure layouts: _tile_index), then the 16-bit and 3xTF32
+    copies from the new fp32 ones. Bitwise what a fresh prepare and packing would hold."""
+    cp, hidden = _cp(), prepared.hidden
+    for old, w in zip(prepared.slots, weights):
+        _interleave_into(old.w_ih, w.w_ih, hidden)
+        _interleave_into(old.w_hh, w.w_hh, hidden)
+        _interleave_into(old.bias, cp.asarray(w.b_ih).astype(cp.float32) + cp.asarray(w.b_hh).astype(cp.float32),
+                         hidden)
         if old.w_ih_parts is not None:
-            for part, made in zip(old.w_ih_parts, new.input_weight_parts()):
+            from ..gpu_blas import tf32_parts
+            for part, made in zip(old.w_ih_parts, tf32_parts(old.w_ih)):
                 cp.copyto(part, made)
         if old.w_ih_16bit is not None:
-            cp.copyto(old.w_ih_16bit, new.input_weight_16bit(prepared.dtype))
+            cp.copyto(old.w_ih_16bit, _storage16(old.w_ih, prepared.dtype))
     for key, packed in prepared.tiles.items():
-        if key[0] == "bias":
-            fresh_packed = _biases(fresh, key[1], packed.shape[0])
-        else:
-            fresh_packed = _tiles(fresh, *prepared.tile_plans[key])
-        cp.copyto(packed, fresh_packed)
+        if key[0] == "bias":                     # _biases: [D, 4H]
+            s0 = slot(key[1], 0, packed.shape[0])
+            for d in range(packed.shape[0]):
+                cp.copyto(packed[d], prepared.slots[s0 + d].bias)
+            continue
+        layer, directions, plan = prepared.tile_plans[key]
+        index = _tile_index(prepared, key)
+        for d in range(directions):
+            s = slot(layer, d, directions)
+            source = (_bits16(weights[s].w_hh) if plan.kind == "mma"   # the framework's 16-bit values
+                      else prepared.slots[s].w_hh)                    # the refreshed fp32 copy
+            gather(source, index, packed[d].view(source.dtype))
+
+
+def _interleave_into(dst, src, hidden: int) -> None:
+    """gate_interleave(src) cast into ``dst`` (C order) by one strided copy."""
+    cp = _cp()
+    src = cp.asarray(src)
+    cp.copyto(dst.reshape((hidden, 4) + dst.shape[1:]), src.reshape((4, hidden) + src.shape[1:]).swapaxes(0, 1),
+              casting="unsafe")
+
+
+def _bits16(a):
+    """A 16-bit array's bits as uint16, C order."""
+    cp = _cp()
+    a = cp.ascontiguousarray(cp.asarray(a))
+    if a.dtype.itemsize != 2:
+        raise ValueError(f"refresh: expected 16-bit W_hh for the tensor-core tiles, got {a.dtype}")
+    return a.view(cp.uint16)
+
+
+def _tile_index(prepared: PersistentWeights, key):
+    """gather_index of the pack behind ``prepared.tiles[key]`` (cached): the same transforms as _tiles,
+    on element indices. mma tiles index the framework's gate-blocked 16-bit W_hh, the others the
+    gate-interleaved fp32 copy."""
+    if key not in prepared.tile_index:
+        layer, directions, plan = prepared.tile_plans[key]
+        shape, hidden = plan.tile_shape(), prepared.hidden
+        rows, cols = prepared.slots[slot(layer, 0, directions)].w_hh.shape
+
+        def layout(ids):
+            if plan.kind == "mma":
+                ids = gate_interleave(ids, hidden)
+            if plan.pass_name == "backward" and plan.kind != "rows":
+                ids = ids.T
+            ids = _cp().ascontiguousarray(ids)
+            if plan.kind == "rows":
+                return pack_column_tiles(ids, shape)
+            return mma_fragment_order(ids, shape) if plan.kind == "mma" else pack_block_rows(ids, shape)
+        prepared.tile_index[key] = gather_index(layout, rows, cols, _cp())
+    return prepared.tile_index[key]
 
 
 def _tiles(prepared: PersistentWeights, layer: int, directions: int, plan):
