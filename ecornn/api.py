@@ -69,6 +69,10 @@ def _check_array(name, a, shape, dtype):
 
 def make_config(x, weights, bidirectional=False, layout="TNC") -> LSTMConfig:
     """Infer the LSTMConfig of a call from its input and weights, validating both."""
+    return _call_config(x, weights, bidirectional, layout, weights_validated=False)
+
+
+def _call_config(x, weights, bidirectional, layout, weights_validated) -> LSTMConfig:
     expect(hasattr(x, "shape") and hasattr(x, "dtype"), "x", "a NumPy or CuPy array", type(x).__name__)
     expect(len(x.shape) == 3, "x rank", f"3 ({layout})", f"{len(x.shape)} {tuple(x.shape)}")
     try:
@@ -80,7 +84,8 @@ def make_config(x, weights, bidirectional=False, layout="TNC") -> LSTMConfig:
     config = config_from_weights(weights, bidirectional, batch=int(batch), seq_len=int(steps), layout=layout)
     expect(x.shape[2] == config.input_size, "x feature size (last axis)", config.input_size, x.shape[2])
     expect(str(x.dtype) == config.dtype, "x dtype", f"the weights' dtype {config.dtype}", str(x.dtype))
-    validate_weights(config, weights)
+    if not weights_validated:
+        validate_weights(config, weights)
     return config
 
 
@@ -103,11 +108,14 @@ def refresh_weights(prepared: PreparedWeights, weights=None) -> PreparedWeights:
     after the backwards of the calls that used the old values. Returns ``prepared``."""
     expect(isinstance(prepared, PreparedWeights), "prepared", "PreparedWeights (from prepare_weights)",
            type(prepared).__name__)
-    weights = prepared.raw if weights is None else list(weights)
-    config = config_from_weights(weights, prepared.bidirectional, batch=1, seq_len=1)
-    validate_weights(config, weights)
     old = config_from_weights(prepared.raw, prepared.bidirectional, batch=1, seq_len=1)
-    expect(config == old, "weights", f"the prepared configuration {old}", config)
+    if weights is None:        # the arrays prepare_weights validated: their shapes cannot have changed
+        weights, config = prepared.raw, old
+    else:
+        weights = list(weights)
+        config = config_from_weights(weights, prepared.bidirectional, batch=1, seq_len=1)
+        validate_weights(config, weights)
+        expect(config == old, "weights", f"the prepared configuration {old}", config)
     engine = get_engine(prepared.strategy)
     xp = np if engine.device == "cpu" else cupy_or_none()
     w_e = [LayerWeights(*(to_module(a, xp) for a in w)) for w in weights]
@@ -139,7 +147,8 @@ def lstm_forward(x, weights, h0=None, c0=None, *, bidirectional=False, layout="T
         expect(strategy in ("auto", prepared.strategy), "strategy",
                f"'auto' or {prepared.strategy!r} (as the weights were prepared)", repr(strategy))
         strategy = prepared.strategy
-    config = make_config(x, weights, bidirectional, layout)
+    # prepared weights were validated by prepare_weights / refresh_weights (per call: host time)
+    config = _call_config(x, weights, bidirectional, layout, weights_validated=prepared is not None)
     for name, state in (("h0", h0), ("c0", c0)):
         if state is not None:
             _check_array(name, state, config.state_shape, config.dtype)

@@ -90,8 +90,10 @@ class LSTMConfig:
         return dataclasses.replace(self, **changes)
 
     def key(self) -> tuple:
-        """Hashable identity, used by kernel and plan caches."""
-        return dataclasses.astuple(self)
+        """Hashable identity, used by kernel, plan and graph caches (every field is a scalar, so no
+        deep copy as dataclasses.astuple makes: graph replays compute it per call)."""
+        return (self.input_size, self.hidden_size, self.num_layers, self.bidirectional, self.dtype,
+                self.batch, self.seq_len, self.layout)
 
 
 def normalize_dtype(dtype) -> str:
