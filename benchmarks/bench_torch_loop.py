@@ -21,7 +21,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_persistent import STEPS, bench_meta, fmt, save_rows  # noqa: E402
@@ -31,20 +30,9 @@ ROWS = [("float16", 1024, 8), ("float16", 1024, 16), ("bfloat16", 1024, 4), ("fl
 MODES = ("graphs", "eager_refresh", "eager", "prepare_per_step")
 
 
-def _timed_ms(step, repeats, warmup=3):
-    import torch
-    for _ in range(warmup):
-        step()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        step()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return float(np.median(times))
+def _timed_ms(step, repeats):
+    from ecornn.baselines import median_cuda_us
+    return median_cuda_us(step, repeats) / 1e3
 
 
 def _loop_step(module, x, upstream):
