@@ -21,7 +21,6 @@ import argparse
 import sys
 from pathlib import Path
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_persistent import STEPS, bench_meta, fmt, save_rows  # noqa: E402
 
