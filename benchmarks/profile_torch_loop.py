@@ -18,6 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_persistent import STEPS, bench_meta  # noqa: E402
 from bench_torch_loop import _loop_step, _timed_ms  # noqa: E402
+from profile_training_kernels import kernel_times  # noqa: E402
 
 
 def _host_us(step, repeats):
@@ -34,16 +35,9 @@ def _host_us(step, repeats):
 
 
 def _gpu_kernels(step, repeats):
-    """(GPU µs per step, top kernels) from CUPTI through torch.profiler."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(repeats):
-            step()
-        torch.cuda.synchronize()
-    rows = [(e.key, e.count / repeats, e.device_time_total / repeats) for e in prof.key_averages()
-            if e.device_time_total > 0]
-    rows.sort(key=lambda r: -r[2])
+    """(GPU µs per step, top kernels as (name, count, µs) per step) from CUPTI."""
+    rows = sorted(((name, count, us) for name, (count, us) in kernel_times(step, repeats).items()),
+                  key=lambda r: -r[2])
     return sum(r[2] for r in rows), rows[:25]
 
 

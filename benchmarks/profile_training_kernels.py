@@ -119,10 +119,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows = []
+    rows, meta = [], bench_meta()
     for dtype, hidden, batch in ROWS:
         rows.append(profile_row(dtype, hidden, batch, args.iterations))
-        save_rows(out, "profile_training_kernels", bench_meta(), rows, markdown(rows))
+        save_rows(out, "profile_training_kernels", meta, rows, markdown(rows))
     print(markdown(rows))
 
 

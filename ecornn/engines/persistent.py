@@ -264,18 +264,11 @@ def _tile_index(prepared: PersistentWeights, key):
     gate-interleaved fp32 copy."""
     if key not in prepared.tile_index:
         layer, directions, plan = prepared.tile_plans[key]
-        shape, hidden = plan.tile_shape(), prepared.hidden
         rows, cols = prepared.slots[slot(layer, 0, directions)].w_hh.shape
+        interleave = plan.kind == "mma"   # its source is the framework's gate-blocked W_hh
 
         def layout(ids):
-            if plan.kind == "mma":
-                ids = gate_interleave(ids, hidden)
-            if plan.pass_name == "backward" and plan.kind != "rows":
-                ids = ids.T
-            ids = _cp().ascontiguousarray(ids)
-            if plan.kind == "rows":
-                return pack_column_tiles(ids, shape)
-            return mma_fragment_order(ids, shape) if plan.kind == "mma" else pack_block_rows(ids, shape)
+            return _pack(plan, gate_interleave(ids, prepared.hidden) if interleave else ids, order_only=True)
         prepared.tile_index[key] = gather_index(layout, rows, cols, _cp())
     return prepared.tile_index[key]
 
@@ -284,20 +277,26 @@ def _tiles(prepared: PersistentWeights, layer: int, directions: int, plan):
     """Packed recurrent tiles of all directions of ``layer`` for ``plan`` ([D, blocks, ...])."""
     key = (layer, plan.pass_name, plan.kind, plan.tile_shape())
     if key not in prepared.tiles:
-        cp, shape = _cp(), plan.tile_shape()
         mats = [prepared.slots[slot(layer, d, directions)].w_hh for d in range(directions)]
-        if plan.pass_name == "backward" and plan.kind != "rows":   # rows: the forward's rows of W_hh
-            mats = [m.T for m in mats]
-        if plan.kind == "rows":
-            packed = [pack_column_tiles(cp.ascontiguousarray(m), shape) for m in mats]
-        elif plan.kind == "mma":   # the fp32 copies hold the 16-bit values exactly: packing re-rounds nothing
-            bf16 = plan.dtype == "bfloat16"
-            packed = [pack_mma_fragments(cp.ascontiguousarray(m), shape, bf16) for m in mats]
-        else:
-            packed = [pack_block_rows(cp.ascontiguousarray(m), shape) for m in mats]
-        prepared.tiles[key] = cp.stack(packed)
+        prepared.tiles[key] = _cp().stack([_pack(plan, m) for m in mats])
         prepared.tile_plans[key] = (layer, directions, plan)
     return prepared.tiles[key]
+
+
+def _pack(plan, w_hh, order_only=False):
+    """``plan``'s tile of the gate-interleaved [4H, H] ``w_hh`` (transposed for the grid and mma
+    backward; rows: the forward's rows). ``order_only``: the pure-layout part (mma: the values in
+    fragment order, not yet packed into 16-bit pairs), which _tile_index applies to indices."""
+    cp, shape = _cp(), plan.tile_shape()
+    m = cp.ascontiguousarray(w_hh.T if plan.pass_name == "backward" and plan.kind != "rows" else w_hh)
+    if plan.kind == "rows":
+        return pack_column_tiles(m, shape)
+    if plan.kind != "mma":
+        return pack_block_rows(m, shape)
+    if order_only:
+        return mma_fragment_order(m, shape)
+    # the fp32 copies hold the 16-bit values exactly: packing re-rounds nothing
+    return pack_mma_fragments(m, shape, plan.dtype == "bfloat16")
 
 
 # ---- kernels ----------------------------------------------------------------------------------

@@ -70,13 +70,8 @@ def refresh(prepared, config, weights, run_eager) -> bool:
             graphs.popitem(last=False)
         graphs[key] = made
     graphs.move_to_end(key)
-    entry = graphs[key]
-    cp = pg._cp()
-    with pg._LOCK:
-        stream, caller = pg._graph_stream(), cp.cuda.get_current_stream()
-        stream.wait_event(caller.record())     # the sources are written, earlier calls issued
-        entry.graph.launch(stream=stream)
-        caller.wait_event(stream.record())     # later calls read the new values
+    with pg._LOCK:   # ordered after the caller's earlier work (sources written), before its later work
+        pg.launch_with_copies(graphs[key].graph, (), (), ())
     return True
 
 
