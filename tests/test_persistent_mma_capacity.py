@@ -1,4 +1,6 @@
 """Capacity model of the tensor-core kernel (kernels/persistent_mma.cu) on synthetic devices."""
+
+import re
 import pytest
 
 from ecornn import LSTMConfig, NotSupported
@@ -124,3 +126,20 @@ def test_exchange_buffer_shape():
     from dataclasses import replace
     assert replace(fwd, tagged=False).exchange_shape(1) == (1, 2, 3, 24)   # 48 packed 16-bit values
     assert replace(bwd, tagged=False).exchange_shape(1) == (1, 2, 3, 84)
+
+
+@pytest.mark.parametrize("pass_name, hidden, batch", [("forward", 1024, 8), ("forward", 1024, 16),
+                                                      ("backward", 1024, 8), ("backward", 2048, 4),
+                                                      ("forward", 1024, 4), ("backward", 1024, 1)])
+def test_untagged_plans_wait_on_block_flags(pass_name, hidden, batch):
+    """v11: every untagged plan replaces grid.sync() by per-block flags, one 128-byte line each."""
+    plan = cap.plan_mma(H100, pass_name, hidden, batch)
+    assert plan.flags is (not plan.tagged)
+    assert plan.defines().get("FLAGS", 0) == int(plan.flags)
+    assert plan.flag_words(2) == (2 * plan.blocks_per_dir * 32 if plan.flags else 0)
+    assert cap.FLAG_STRIDE_WORDS == int(re.search(r"kFlagStride = (\d+)", source("persistent_mma.cu")).group(1))
+    untagged, tagged = plan.with_exchange(False), plan.with_exchange(True)
+    assert untagged.flags and not tagged.flags and tagged.flag_words(1) == 0
+    assert not untagged.with_flags(False).flags and "FLAGS" not in untagged.with_flags(False).defines()
+    assert not tagged.with_flags(True).flags          # the tagged exchange has no barrier to replace
+    assert untagged.with_flags(False).exchange_shape(1) == untagged.exchange_shape(1)   # same packed rows

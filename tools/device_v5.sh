@@ -1,7 +1,7 @@
 #!/bin/bash
 # One device visit for persistent v5/v6 (tagged exchanges + graph replay): the first GPU tests
 # (FIRST_TESTS, default the v5 file; the rest is skipped if they fail), compute-sanitizer over
-# SAN_SCRIPTS, the benchmark (BENCH_ARGS), then the whole GPU suite. Logs under $OUT/v5/.
+# SAN_SCRIPTS, the benchmark (BENCH_SCRIPT, default bench_persistent_v5.py; BENCH_ARGS), then the whole GPU suite. Logs under $OUT/v5/.
 set -u
 OUT=${OUT:-/tmp/v5_out}
 LOG="$OUT/v5"
@@ -31,7 +31,7 @@ if [ "$PARTS" != "${PARTS/sanitizer/}" ]; then
   done
 fi
 if [ "$PARTS" != "${PARTS/bench/}" ]; then
-  timeout ${BENCH_TIMEOUT:-150} python3 benchmarks/bench_persistent_v5.py "$LOG" --repeats ${REPEATS:-10} ${BENCH_ROWS:+--rows $BENCH_ROWS} \
+  timeout ${BENCH_TIMEOUT:-150} python3 ${BENCH_SCRIPT:-benchmarks/bench_persistent_v5.py} "$LOG" --repeats ${REPEATS:-10} ${BENCH_ROWS:+--rows $BENCH_ROWS} \
     ${BENCH_ARGS:-} 2>&1 | tail -30 > "$LOG/bench.log"
   cat "$LOG/bench.log"
 fi
