@@ -1,7 +1,7 @@
 """v11 benchmark: the tensor-core kernels' exchange between steps, three ways, against cuDNN in the
 same process (torch.nn.LSTM, PyTorch defaults). Per row (T=256, 1 layer, input=hidden, random
-non-zero inputs, CUDA events, median): the forward kernel alone with the tagged exchange, grid.sync()
-and per-block flags; the whole forward (graph replay) and fwd+bwd ms with the default plans and with
+non-zero inputs, CUDA events, median): the forward kernel alone with the plain tagged exchange,
+grid.sync() and the tagged words behind an arrival counter; the whole forward (graph replay) and fwd+bwd ms with the default plans and with
 each exchange forced; cuDNN's forward µs/step and fwd+bwd ms.
 
     python benchmarks/bench_persistent_v11.py OUT_DIR [--repeats N] [--rows N] [--name NAME]
@@ -18,14 +18,13 @@ from bench_persistent import STEPS, TARGETS, _median_ms, _problem, add_cudnn, be
 from bench_persistent_v5 import _train_ms  # noqa: E402
 
 ROWS = [("float16", 1024, 8), ("float16", 1024, 16), ("bfloat16", 1024, 4), ("bfloat16", 2048, 4),
-        ("float16", 1024, 32), ("bfloat16", 512, 8), ("float16", 1024, 1)]
-# (name, TAGGED_EXCHANGE, FLAG_EXCHANGE)
-EXCHANGES = [("tagged", True, "auto"), ("grid_sync", False, False), ("flags", False, True)]
+        ("bfloat16", 512, 8), ("float16", 1024, 1), ("bfloat16", 1024, 12)]
+# (name, TAGGED_EXCHANGE, COUNTED_EXCHANGE)
+EXCHANGES = [("tagged", True, False), ("grid_sync", False, False), ("counted", True, True)]
 
 
-def _exchange_plan(plan, tagged, flags):
-    plan = plan.with_exchange(tagged)
-    return plan if flags == "auto" else plan.with_flags(flags)
+def _exchange_plan(plan, tagged, counted):
+    return plan.with_exchange(tagged).with_counter(counted)
 
 
 def measure(dtype, hidden, batch, repeats):
@@ -33,19 +32,19 @@ def measure(dtype, hidden, batch, repeats):
     config, weights, x, h0, c0 = _problem(dtype, hidden, batch, seed=hidden + batch)
     prepared = persistent.prepare(config, weights)
     plans = persistent.plans_for(config, True)
-    out = {"default": {k: ("tagged" if p.tagged else "flags" if p.flags else "grid_sync") for k, p in plans.items()}}
+    out = {"default": {k: ("counted" if p.counted else "tagged" if p.tagged else "grid_sync") for k, p in plans.items()}}
     fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
     out["graph_fwd_us"] = _median_ms(fwd, repeats) * 1e3 / STEPS
     out["train_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
-    for name, tagged, flags in EXCHANGES:
-        plan = _exchange_plan(plans["forward"], tagged, flags)
+    for name, tagged, counted in EXCHANGES:
+        plan = _exchange_plan(plans["forward"], tagged, counted)
         out[f"kernel_{name}_us"] = _median_ms(kernel_launcher(config, prepared, x, h0, c0, plan), repeats) * 1e3 / STEPS
-        persistent.TAGGED_EXCHANGE, persistent.FLAG_EXCHANGE = tagged, flags
+        persistent.TAGGED_EXCHANGE, persistent.COUNTED_EXCHANGE = tagged, counted
         try:
             out[f"graph_fwd_{name}_us"] = _median_ms(fwd, repeats) * 1e3 / STEPS
             out[f"train_{name}_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
         finally:
-            persistent.TAGGED_EXCHANGE, persistent.FLAG_EXCHANGE = "auto", "auto"
+            persistent.TAGGED_EXCHANGE, persistent.COUNTED_EXCHANGE = "auto", "auto"
     return out
 
 

@@ -6,11 +6,11 @@ from ecornn import LSTMConfig, lstm_backward, lstm_forward
 from ecornn.engines import persistent
 from ecornn.weights import init_weights
 
-# Every exchange: tagged (this size's default), packed 16-bit vectors behind per-block flags (v11,
-# forced) and behind grid.sync (forced).
-for dtype, exchange, flags in (("float16", "auto", "auto"), ("bfloat16", "auto", "auto"), ("float16", False, True),
-                               ("bfloat16", False, True), ("float16", False, False), ("bfloat16", False, False)):
-    persistent.TAGGED_EXCHANGE, persistent.FLAG_EXCHANGE = exchange, flags
+# Every exchange: tagged (this size's default), tagged behind the arrival counter (v11, forced) and
+# grid.sync with packed 16-bit vectors (forced).
+for dtype, exchange, counted in (("float16", "auto", "auto"), ("bfloat16", "auto", "auto"), ("float16", True, True),
+                                 ("bfloat16", True, True), ("float16", False, False), ("bfloat16", False, False)):
+    persistent.TAGGED_EXCHANGE, persistent.COUNTED_EXCHANGE = exchange, counted
     config = LSTMConfig(24, 42, 2, True, dtype, 3, 5)
     rng = np.random.default_rng(0)
     weights = init_weights(config, seed=1)
@@ -19,9 +19,9 @@ for dtype, exchange, flags in (("float16", "auto", "auto"), ("bfloat16", "auto",
     out = lstm_forward(x, weights, h0, c0, bidirectional=True, strategy="persistent", training=True)
     grads = lstm_backward(out.reserve, np.ones(config.output_shape, dtype))
     assert persistent.last_kinds == {"forward": "mma", "backward": "mma"}, persistent.last_kinds
-    print("mma small run ok", dtype, exchange, flags, float(np.abs(np.asarray(out.y, np.float32)).sum()),
+    print("mma small run ok", dtype, exchange, counted, float(np.abs(np.asarray(out.y, np.float32)).sum()),
           float(np.abs(np.asarray(grads.dx, np.float32)).sum()))
-persistent.TAGGED_EXCHANGE = persistent.FLAG_EXCHANGE = "auto"
+persistent.TAGGED_EXCHANGE = persistent.COUNTED_EXCHANGE = "auto"
 
 # v5: inference with prepared weights replays a CUDA graph from the second call on.
 from ecornn import prepare_weights  # noqa: E402

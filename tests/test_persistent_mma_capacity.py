@@ -106,16 +106,17 @@ def test_plan_describe_and_kind():
     assert 1.0 < cap.predicted_mma_us_per_step(plan) < 5.0
 
 
-@pytest.mark.parametrize("pass_name, hidden, batch, tagged", [("forward", 1024, 4, True), ("forward", 1024, 8, False),
-                                                             ("forward", 2048, 4, True), ("forward", 256, 8, True),
-                                                             ("backward", 1024, 1, True), ("backward", 1024, 4, False)])
-def test_plans_take_the_tagged_exchange_where_it_measured_faster(pass_name, hidden, batch, tagged):
-    """v5: tagged while a warp polls at most 4 uint4 per lane (B * k_tiles <= 32), else grid.sync."""
+@pytest.mark.parametrize("pass_name, hidden, batch, plain", [("forward", 1024, 4, True), ("forward", 1024, 8, False),
+                                                            ("forward", 2048, 4, True), ("forward", 256, 8, True),
+                                                            ("backward", 1024, 1, True), ("backward", 1024, 4, False)])
+def test_plans_take_the_tagged_exchange_counted_where_polling_does_not_pay(pass_name, hidden, batch, plain):
+    """v5: plain tagged while a warp polls at most 4 uint4 per lane (B * k_tiles <= 32); v11: beyond
+    that, the tagged words behind an arrival counter."""
     plan = cap.plan_mma(H100, pass_name, hidden, batch)
-    assert plan.tagged is tagged
-    assert (plan.batch * plan.k_tiles <= 8 * cap.TAGGED_MAX_LOADS_PER_LANE) is tagged
-    assert plan.defines()["TAGGED"] == int(tagged)
-    assert plan.with_reg_tiles(plan.reg_k_tiles - 1).tagged is tagged   # the spill back-off keeps it
+    assert plan.tagged and plan.counted is (not plain)
+    assert (plan.batch * plan.k_tiles <= 8 * cap.TAGGED_MAX_LOADS_PER_LANE) is plain
+    assert plan.defines()["TAGGED"] == 1 and plan.defines().get("COUNTED", 0) == int(not plain)
+    assert plan.with_reg_tiles(plan.reg_k_tiles - 1).counted is plan.counted   # the spill back-off keeps it
 
 
 def test_exchange_buffer_shape():
@@ -131,15 +132,13 @@ def test_exchange_buffer_shape():
 @pytest.mark.parametrize("pass_name, hidden, batch", [("forward", 1024, 8), ("forward", 1024, 16),
                                                       ("backward", 1024, 8), ("backward", 2048, 4),
                                                       ("forward", 1024, 4), ("backward", 1024, 1)])
-def test_untagged_plans_wait_on_block_flags(pass_name, hidden, batch):
-    """v11: every untagged plan replaces grid.sync() by per-block flags, one 128-byte line each."""
+def test_counted_plans_zero_one_counter_line_per_direction(pass_name, hidden, batch):
     plan = cap.plan_mma(H100, pass_name, hidden, batch)
-    assert plan.flags is (not plan.tagged)
-    assert plan.defines().get("FLAGS", 0) == int(plan.flags)
-    assert plan.flag_words(2) == (2 * plan.blocks_per_dir * 32 if plan.flags else 0)
-    assert cap.FLAG_STRIDE_WORDS == int(re.search(r"kFlagStride = (\d+)", source("persistent_mma.cu")).group(1))
-    untagged, tagged = plan.with_exchange(False), plan.with_exchange(True)
-    assert untagged.flags and not tagged.flags and tagged.flag_words(1) == 0
-    assert not untagged.with_flags(False).flags and "FLAGS" not in untagged.with_flags(False).defines()
-    assert not tagged.with_flags(True).flags          # the tagged exchange has no barrier to replace
-    assert untagged.with_flags(False).exchange_shape(1) == untagged.exchange_shape(1)   # same packed rows
+    assert plan.counter_words(2) == (2 * 32 if plan.counted else 0)
+    assert cap.COUNTER_STRIDE_WORDS == int(re.search(r"kCounterStride = (\d+)", source("persistent_mma.cu")).group(1))
+    barrier, tagged = plan.with_exchange(False), plan.with_exchange(True)
+    assert not barrier.counted and barrier.counter_words(1) == 0 and "COUNTED" not in barrier.defines()
+    assert tagged.counted is plan.counted                  # forcing tagged keeps the counter rule
+    assert not barrier.with_counter(True).counted          # grid.sync() has no counter
+    assert tagged.with_counter(True).counted and not tagged.with_counter(False).counted
+    assert tagged.with_counter(True).exchange_shape(1) == tagged.with_counter(False).exchange_shape(1)
