@@ -1,4 +1,4 @@
-"""A small tensor-core (v4/v5/v11) forward + backward for compute-sanitizer runs: 2 layers, bidirectional,
+"""A small tensor-core (v4/v5) forward + backward for compute-sanitizer runs: 2 layers, bidirectional,
 odd sizes (H=40: odd 16-row padding, unaligned rows), fp16 and bf16; fails unless the mma kernel ran."""
 import numpy as np
 
@@ -6,11 +6,9 @@ from ecornn import LSTMConfig, lstm_backward, lstm_forward
 from ecornn.engines import persistent
 from ecornn.weights import init_weights
 
-# Every exchange: tagged (this size's default), tagged behind the arrival counter (v11, forced) and
-# grid.sync with packed 16-bit vectors (forced).
-for dtype, exchange, counted in (("float16", "auto", "auto"), ("bfloat16", "auto", "auto"), ("float16", True, True),
-                                 ("bfloat16", True, True), ("float16", False, False), ("bfloat16", False, False)):
-    persistent.TAGGED_EXCHANGE, persistent.COUNTED_EXCHANGE = exchange, counted
+# Both exchanges: tagged (this size's default) and grid.sync with packed 16-bit vectors (forced).
+for dtype, exchange in (("float16", "auto"), ("bfloat16", "auto"), ("float16", False), ("bfloat16", False)):
+    persistent.TAGGED_EXCHANGE = exchange
     config = LSTMConfig(24, 42, 2, True, dtype, 3, 5)
     rng = np.random.default_rng(0)
     weights = init_weights(config, seed=1)
@@ -19,9 +17,9 @@ for dtype, exchange, counted in (("float16", "auto", "auto"), ("bfloat16", "auto
     out = lstm_forward(x, weights, h0, c0, bidirectional=True, strategy="persistent", training=True)
     grads = lstm_backward(out.reserve, np.ones(config.output_shape, dtype))
     assert persistent.last_kinds == {"forward": "mma", "backward": "mma"}, persistent.last_kinds
-    print("mma small run ok", dtype, exchange, counted, float(np.abs(np.asarray(out.y, np.float32)).sum()),
+    print("mma small run ok", dtype, exchange, float(np.abs(np.asarray(out.y, np.float32)).sum()),
           float(np.abs(np.asarray(grads.dx, np.float32)).sum()))
-persistent.TAGGED_EXCHANGE = persistent.COUNTED_EXCHANGE = "auto"
+persistent.TAGGED_EXCHANGE = "auto"
 
 # v5: inference with prepared weights replays a CUDA graph from the second call on.
 from ecornn import prepare_weights  # noqa: E402

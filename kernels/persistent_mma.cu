@@ -40,8 +40,7 @@
 // ecornn-persistent
 // The check lines are the capacity model's H100 plans (v5, exchange per tagged_exchange_pays):
 // fwd bf16 H=1024 B=4, fp16 H=1024 B=8 and B=16, bf16 H=2048 B=4, bf16 H=100 B=3; bwd fp16 H=1024
-// B=8 and B=16, bf16 H=2048 B=4; then the other exchange of four of them (forced: tests, ablation);
-// then the v11 counted tagged exchange of the grid.sync plans.
+// B=8 and B=16, bf16 H=2048 B=4; then the other exchange of four of them (forced: tests, ablation).
 // ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=0
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=2 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=0
@@ -54,11 +53,6 @@
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=2 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=1
 // ecornn-check: -DPASS=1 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=1 -DK_TILES=16 -DREG_K_TILES=9 -DTAGGED=1
 // ecornn-check: -DPASS=1 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=1 -DK_TILES=64 -DREG_K_TILES=31 -DTAGGED=1
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DCOUNTED=1
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=2 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=1 -DCOUNTED=1
-// ecornn-check: -DPASS=1 -DBF16=0 -DBATCH=8 -DNWARPS=16 -DM_TILES=1 -DK_TILES=16 -DREG_K_TILES=9 -DTAGGED=1 -DCOUNTED=1
-// ecornn-check: -DPASS=1 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=1 -DK_TILES=16 -DREG_K_TILES=8 -DTAGGED=1 -DCOUNTED=1
-// ecornn-check: -DPASS=1 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=1 -DK_TILES=64 -DREG_K_TILES=31 -DTAGGED=1 -DCOUNTED=1
 #include <cooperative_groups.h>
 
 #include "mma_common.cuh"
@@ -69,14 +63,9 @@ namespace cg = cooperative_groups;
 #ifndef TAGGED
 #define TAGGED 0
 #endif
-#ifndef COUNTED
-#define COUNTED 0
-#endif
 
 constexpr bool kBf16 = BF16 != 0;
 constexpr bool kTagged = TAGGED != 0;
-constexpr bool kCounted = COUNTED != 0;   // v11: tagged words, staged once an arrival counter is full
-static_assert(kTagged || !kCounted, "COUNTED=1 is a variant of the tagged exchange (TAGGED=1)");
 constexpr int kBatch = BATCH;
 constexpr int kNTiles = (BATCH + 7) / 8;
 constexpr int kNPad = 8 * kNTiles;                 // batch padded to the mma's N
@@ -246,32 +235,6 @@ __device__ __forceinline__ void stage_packed(unsigned int* vec_s, const unsigned
     __syncwarp();
 }
 
-// ---- v11: counted tagged exchange (TAGGED=1, COUNTED=1) ----
-// The tagged exchange polls a warp's whole slice until every word carries the tag; at B x k_tiles
-// > 32 that is 8+ 16-byte loads per lane from every warp, and the polls crowd out the data (v5).
-// Here each block, after its tagged stores, adds 1 to its direction's arrival counter (a relaxed
-// reduction: no fence, so no round trip to wait for), and only thread 0 polls that one word before
-// the warps stage their slices. The tags still decide: a word that arrives after the counter is
-// polled again by stage_tagged, so the counter only saves traffic and results are bitwise the
-// tagged exchange's (and grid.sync's). Counters [D][kCounterStride] are zeroed with the exchange.
-constexpr int kCounterStride = 32;   // words: one 128-byte line per direction's counter
-
-// This block published: one arrival on direction d's counter once all its threads' stores are
-// issued. The barrier also orders the reads of the partials before the next step's stores.
-__device__ __forceinline__ void arrive(unsigned int* counters, int d) {
-    __syncthreads();
-    if (threadIdx.x == 0)
-        asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" :: "l"(counters + (size_t)d * kCounterStride) : "memory");
-}
-
-// Until direction d's counter reaches `arrivals` (thread 0 polls, the block waits at the barrier).
-__device__ __forceinline__ void await_arrivals(const unsigned int* counters, int d, unsigned int arrivals) {
-    if (threadIdx.x == 0)
-        for (long long polls = 0; load_relaxed_word(counters + (size_t)d * kCounterStride) < arrivals; ++polls)
-            if (polls > kMaxPolls) __trap();
-    __syncthreads();
-}
-
 // mma of k-tile kt of the warp's slice (b0, b1 per the fragment map: n = g, k = 2c (+8); zero
 // for the batch padding n >= BATCH).
 __device__ __forceinline__ void mma_ktile(Acc& acc, const unsigned int (&a)[4],
@@ -386,7 +349,7 @@ __device__ __forceinline__ void staged_product(float* red_s, const unsigned int*
                                                const uint4* a_s) {
     Acc acc;
     warp_product(acc, a_reg, a_s, vec_s);
-    if constexpr (kTagged && !kCounted) __syncthreads();   // else the grid barrier or arrive() orders the reads
+    if constexpr (kTagged) __syncthreads();   // v4: the grid barrier orders the reads
     store_partials(red_s, acc);
     __syncthreads();
 }
@@ -468,13 +431,12 @@ __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
 // without biases); bias [D][4H] (b_ih + b_hh, gate-interleaved); h0, c0, hT, cT [D][B][H]; y [T][B][ldy] (direction d at columns d*H);
 // gates_out [D][T][B][4H] activated, cells_out [D][T][B][H] (both null at inference);
 // xch zeroed: [D][2][B][exchange_ld(H)] tagged words (TAGGED=1) or [D][2][B][packed_ld(H)] 16-bit
-// values (TAGGED=0); counters zeroed [D][kCounterStride] (COUNTED=1, else unused).
+// values (TAGGED=0).
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ xw,
                     const float* __restrict__ h0, const float* __restrict__ c0, float* y, float* hT,
                     float* cT, float* gates_out, float* cells_out, int T, int H, int units,
-                    int blocks_per_dir, int ldy, int dir0, unsigned int* xch, const float* __restrict__ bias,
-                    unsigned int* counters) {
+                    int blocks_per_dir, int ldy, int dir0, unsigned int* xch, const float* __restrict__ bias) {
     extern __shared__ __align__(16) uint4 smem[];
     const Carve s = carve(smem);
     const Slot p = slot_of(H, units, blocks_per_dir, dir0);
@@ -495,7 +457,6 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     }
     __syncthreads();
     cg::grid_group grid = cg::this_grid();
-    if constexpr (kCounted) arrive(counters, p.d);   // h0 published
     if constexpr (!kTagged) grid.sync();           // every block's h0 is published
     for (int step = 0; step < T; ++step) {
         const int t = p.reverse ? T - 1 - step : step;
@@ -507,7 +468,6 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
             xz = make_float4(x4.x + b4.x, x4.y + b4.y, x4.z + b4.z, x4.w + b4.w);
         }
         if constexpr (kTagged) {   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1
-            if constexpr (kCounted) await_arrivals(counters, p.d, (unsigned int)(step + 1) * blocks_per_dir);
             tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.d, step - 1, H), H, (step + 1) & 0xffffu);
         } else {   // h_{step-1} (h0 at step 0), packed by the step before
             packed_product(s.red, s.vec, a_reg, s.a,
@@ -535,9 +495,6 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
                 cT[p.state_at] = c;
             }
         }
-        if constexpr (kCounted) {
-            if (step + 1 < T) arrive(counters, p.d);
-        }
         if constexpr (!kTagged) grid.sync();   // also orders this step's reads of red before the next stores
     }
 }
@@ -553,14 +510,13 @@ __device__ __forceinline__ float unit_sum(const float* red_s, int u, int b) {
 // tiles: packed W_hh^T rows (unit j's column of the gate-interleaved W_hh, K = 4H);
 // dy [T][B][ldy] (direction d at columns d*H); gates [D][T][B][4H] activated, cells [D][T][B][H];
 // c0, dhT, dcT, dh0, dc0 [D][B][H]; dz [D][T][B][4H] gate-interleaved output;
-// xch zeroed: [D][2][B][4H] tagged words (TAGGED=1) or 16-bit values (TAGGED=0); counters zeroed
-// [D][kCounterStride] (COUNTED=1, else unused).
+// xch zeroed: [D][2][B][4H] tagged words (TAGGED=1) or 16-bit values (TAGGED=0).
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ dy,
                     const float* __restrict__ gates, const float* __restrict__ cells,
                     const float* __restrict__ c0, const float* __restrict__ dhT,
                     const float* __restrict__ dcT, float* dz, float* dh0, float* dc0, int T, int H,
-                    int units, int blocks_per_dir, int ldy, int dir0, unsigned int* xch, unsigned int* counters) {
+                    int units, int blocks_per_dir, int ldy, int dir0, unsigned int* xch) {
     extern __shared__ __align__(16) uint4 smem[];
     const Carve s = carve(smem);
     const Slot p = slot_of(H, units, blocks_per_dir, dir0);
@@ -599,10 +555,6 @@ persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ d
                 in = load_bwd_inputs<kBatch>(gates, cells, c0, dy, p.d, T, H, ldy, step - 1, p.reverse, p.b, p.j);
         }
         if constexpr (kTagged) {
-            if constexpr (kCounted) {   // iteration T-1-step: every block's T-step-th arrival
-                arrive(counters, p.d);
-                await_arrivals(counters, p.d, (unsigned int)(T - step) * blocks_per_dir);
-            }
             tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.d, T - 1 - step, (int)G), (int)G,
                            (T - step) & 0xffffu);
         } else {

@@ -1,6 +1,4 @@
 """Capacity model of the tensor-core kernel (kernels/persistent_mma.cu) on synthetic devices."""
-
-import re
 import pytest
 
 from ecornn import LSTMConfig, NotSupported
@@ -106,17 +104,16 @@ def test_plan_describe_and_kind():
     assert 1.0 < cap.predicted_mma_us_per_step(plan) < 5.0
 
 
-@pytest.mark.parametrize("pass_name, hidden, batch, plain", [("forward", 1024, 4, True), ("forward", 1024, 8, False),
-                                                            ("forward", 2048, 4, True), ("forward", 256, 8, True),
-                                                            ("backward", 1024, 1, True), ("backward", 1024, 4, False)])
-def test_plans_take_the_tagged_exchange_counted_where_polling_does_not_pay(pass_name, hidden, batch, plain):
-    """v5: plain tagged while a warp polls at most 4 uint4 per lane (B * k_tiles <= 32); v11: beyond
-    that, the tagged words behind an arrival counter."""
+@pytest.mark.parametrize("pass_name, hidden, batch, tagged", [("forward", 1024, 4, True), ("forward", 1024, 8, False),
+                                                             ("forward", 2048, 4, True), ("forward", 256, 8, True),
+                                                             ("backward", 1024, 1, True), ("backward", 1024, 4, False)])
+def test_plans_take_the_tagged_exchange_where_it_measured_faster(pass_name, hidden, batch, tagged):
+    """v5: tagged while a warp polls at most 4 uint4 per lane (B * k_tiles <= 32), else grid.sync."""
     plan = cap.plan_mma(H100, pass_name, hidden, batch)
-    assert plan.tagged and plan.counted is (not plain)
-    assert (plan.batch * plan.k_tiles <= 8 * cap.TAGGED_MAX_LOADS_PER_LANE) is plain
-    assert plan.defines()["TAGGED"] == 1 and plan.defines().get("COUNTED", 0) == int(not plain)
-    assert plan.with_reg_tiles(plan.reg_k_tiles - 1).counted is plan.counted   # the spill back-off keeps it
+    assert plan.tagged is tagged
+    assert (plan.batch * plan.k_tiles <= 8 * cap.TAGGED_MAX_LOADS_PER_LANE) is tagged
+    assert plan.defines()["TAGGED"] == int(tagged)
+    assert plan.with_reg_tiles(plan.reg_k_tiles - 1).tagged is tagged   # the spill back-off keeps it
 
 
 def test_exchange_buffer_shape():
@@ -127,18 +124,3 @@ def test_exchange_buffer_shape():
     from dataclasses import replace
     assert replace(fwd, tagged=False).exchange_shape(1) == (1, 2, 3, 24)   # 48 packed 16-bit values
     assert replace(bwd, tagged=False).exchange_shape(1) == (1, 2, 3, 84)
-
-
-@pytest.mark.parametrize("pass_name, hidden, batch", [("forward", 1024, 8), ("forward", 1024, 16),
-                                                      ("backward", 1024, 8), ("backward", 2048, 4),
-                                                      ("forward", 1024, 4), ("backward", 1024, 1)])
-def test_counted_plans_zero_one_counter_line_per_direction(pass_name, hidden, batch):
-    plan = cap.plan_mma(H100, pass_name, hidden, batch)
-    assert plan.counter_words(2) == (2 * 32 if plan.counted else 0)
-    assert cap.COUNTER_STRIDE_WORDS == int(re.search(r"kCounterStride = (\d+)", source("persistent_mma.cu")).group(1))
-    barrier, tagged = plan.with_exchange(False), plan.with_exchange(True)
-    assert not barrier.counted and barrier.counter_words(1) == 0 and "COUNTED" not in barrier.defines()
-    assert tagged.counted is plan.counted                  # forcing tagged keeps the counter rule
-    assert not barrier.with_counter(True).counted          # grid.sync() has no counter
-    assert tagged.with_counter(True).counted and not tagged.with_counter(False).counted
-    assert tagged.with_counter(True).exchange_shape(1) == tagged.with_counter(False).exchange_shape(1)

@@ -39,7 +39,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
-import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -75,7 +74,6 @@ SIXTEEN_BIT_GEMMS = True  # fp16/bf16: the GEMMs (projection, dX, dW) take 16-bi
                           # accumulation and output): twice TF32's tensor-core rate, half the bytes;
                           # False: TF32 on fp32 copies (v5)
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
-COUNTED_EXCHANGE = "auto"  # tagged tensor-core plans: with (v11, True) or without the arrival counter
                           # per the capacity model's rule; True / False force one (tests, ablation)
 last_kinds: dict = {}    # pass -> kernel kind ("grid", "cluster", "mma") of the latest call (tests, benchmarks)
 
@@ -126,16 +124,13 @@ def _plans_for(props_items: tuple, config, training: bool, variant: str, by_rows
 def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
     """Capacity plans of a call, cached per (device, config, training, variant): planning is
     Python work. "auto": tensor-core plans for 16-bit dtypes where they fit, else grid plans.
-    TAGGED_EXCHANGE True/False forces the grid and tensor-core plans' exchange, COUNTED_EXCHANGE the
-    tagged tensor-core plans' arrival counter (tests, the ablations)."""
+    TAGGED_EXCHANGE True/False forces the grid and tensor-core plans' exchange (tests, the ablation)."""
     props = _props()
     by_rows = BACKWARD_BY_ROWS if by_rows is None else by_rows
     plans = _plans_for(tuple(sorted(props.items())), config, training, variant, by_rows)
-    if TAGGED_EXCHANGE != "auto":
-        plans = {k: p.with_exchange(bool(TAGGED_EXCHANGE)) for k, p in plans.items()}
-    if COUNTED_EXCHANGE != "auto":
-        plans = {k: p.with_counter(bool(COUNTED_EXCHANGE)) if p.kind == "mma" else p for k, p in plans.items()}
-    return plans
+    if TAGGED_EXCHANGE == "auto":
+        return plans
+    return {k: p.with_exchange(bool(TAGGED_EXCHANGE)) for k, p in plans.items()}
 
 
 def plans_for(config, training: bool = False, variant: str = "auto") -> dict:
@@ -426,18 +421,13 @@ def _built_plans(config, training: bool, variant: str) -> dict:
 
 def _launch(plan, args_before_dir: tuple, directions: int, bias=None):
     """Launch ``plan``'s kernel once per direction group (dir0 follows ``args_before_dir``). The
-    kernels take their zeroed exchange buffer next; the mma forward then the biases [D, 4H] (its xw
-    comes without them), and both mma passes last their arrival counters (v11; zeroed with the exchange)."""
+    kernels take their zeroed exchange buffer next, and the mma forward the biases [D, 4H] last
+    (its xw comes without them)."""
     cp = _cp()
     final, kern = _kernel(plan, cp.cuda.Device().id)
-    words = math.prod(final.exchange_shape(directions))
-    counter_words = final.counter_words(directions) if final.kind == "mma" else 0
-    exchange = cp.zeros(words + counter_words, cp.uint32)
-    tail = (exchange[:words],)
+    tail = (cp.zeros(final.exchange_shape(directions), cp.uint32),)
     if final.kind == "mma" and final.pass_name == "forward":
         tail += (bias,)
-    if final.kind == "mma":
-        tail += (exchange[words:] if counter_words else exchange,)
     for launch in range(final.launches):
         kern((final.grid,), (final.threads,), args_before_dir + (np.int32(launch),) + tail,
              shared_mem=final.smem_bytes)
@@ -679,7 +669,7 @@ def _last_kinds_kept():
 
 def _graph_mode(variant) -> tuple:
     """What a captured graph depends on besides the configuration and dtypes."""
-    return (variant, TAGGED_EXCHANGE, COUNTED_EXCHANGE, FP32_GEMMS, MIN_3XTF32_FLOPS, BACKWARD_BY_ROWS, SIXTEEN_BIT_GEMMS)
+    return (variant, TAGGED_EXCHANGE, FP32_GEMMS, MIN_3XTF32_FLOPS, BACKWARD_BY_ROWS, SIXTEEN_BIT_GEMMS)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,

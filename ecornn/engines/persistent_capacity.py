@@ -29,7 +29,6 @@ MAX_ROWS_PER_LANE = 8
 MAX_REGS_PER_THREAD = 255
 REG_ALLOC_GRANULE = 8
 SMEM_RESERVED_PER_BLOCK = 1024  # the driver keeps 1 KB of each block's shared memory
-COUNTER_STRIDE_WORDS = 32        # kernels/persistent_mma.cu kCounterStride: one 128-byte line per counter
 TAGGED_MAX_LOADS_PER_LANE = 4   # the tagged exchange pays up to this many 16-byte polls per lane (v5)
 
 
@@ -547,7 +546,6 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
     regs_per_thread: int    # estimate; the compiled kernel reports the real count
     smem_bytes: int
     tagged: bool = True     # v5 tagged exchange between steps (False: grid.sync; tagged_exchange_pays)
-    counted: bool = False   # v11: tagged, staged once a per-direction arrival counter is full
 
     kind = "mma"
     kernel_file = "persistent_mma.cu"
@@ -570,10 +568,9 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
 
     def defines(self) -> dict:
         """Compile-time constants of kernels/persistent_mma.cu."""
-        defines = {"PASS": 0 if self.pass_name == "forward" else 1, "BF16": int(self.dtype == "bfloat16"),
-                   "BATCH": self.batch, "NWARPS": self.warps, "M_TILES": self.m_tiles,
-                   "K_TILES": self.k_tiles, "REG_K_TILES": self.reg_k_tiles, "TAGGED": int(self.tagged)}
-        return {**defines, "COUNTED": 1} if self.counted else defines
+        return {"PASS": 0 if self.pass_name == "forward" else 1, "BF16": int(self.dtype == "bfloat16"),
+                "BATCH": self.batch, "NWARPS": self.warps, "M_TILES": self.m_tiles,
+                "K_TILES": self.k_tiles, "REG_K_TILES": self.reg_k_tiles, "TAGGED": int(self.tagged)}
 
     def exchange_shape(self, directions: int) -> tuple:
         """uint32 words of the exchange buffer [D][2][B][row] (zeroed before each launch) through which
@@ -584,23 +581,14 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
         row = -(-k // 4) * 4 if self.tagged else -(-k // 8) * 4
         return (directions, 2, self.batch, row)
 
-    def counter_words(self, directions: int) -> int:
-        """uint32 words of the zeroed arrival counters [D][COUNTER_STRIDE_WORDS] (v11, counted plans)."""
-        return directions * COUNTER_STRIDE_WORDS if self.counted else 0
-
     def describe(self) -> str:
         return (f"{self.pass_name} (tensor cores, {self.dtype}): {self.grid} blocks x {self.threads} threads, "
                 f"{self.units} units/block, {self.reg_k_tiles}/{self.k_tiles} k-tiles in registers, "
                 f"{self.smem_bytes // 1024} KB smem, {self.launches} launch(es)")
 
     def with_exchange(self, tagged: bool) -> "MmaPlan":
-        """The same plan with the other exchange (same shared memory): tagged (counted where
-        mma_exchange counts) or grid.sync()."""
-        return replace(self, tagged=tagged, counted=tagged and mma_exchange(self.batch, self.k_tiles)[1])
-
-    def with_counter(self, counted: bool) -> "MmaPlan":
-        """A tagged plan with (True) or without the arrival counter; grid.sync() plans stay."""
-        return replace(self, counted=counted and self.tagged)
+        """The same plan with the other exchange (same shared memory)."""
+        return replace(self, tagged=tagged)
 
     def with_reg_tiles(self, reg_k_tiles: int) -> "MmaPlan":
         """The same tiling with fewer register k-tiles (after a spill): more shared memory."""
@@ -639,14 +627,6 @@ def tagged_exchange_pays(batch: int, k_tiles: int) -> bool:
     return batch * k_tiles <= 8 * TAGGED_MAX_LOADS_PER_LANE
 
 
-def mma_exchange(batch: int, k_tiles: int) -> tuple:
-    """(tagged, counted) of a plan: the plain tagged exchange where its polling pays
-    (tagged_exchange_pays), else the tagged words behind an arrival counter (v11; to be measured)."""
-    if tagged_exchange_pays(batch, k_tiles):
-        return True, False
-    return True, True
-
-
 def _mma_candidate(props, pass_name, dtype, hidden, batch, directions, warps, units):
     """The MmaPlan for one (warps, units) choice, or None if it cannot fit one block per SM."""
     rows_per_unit, k = (4, hidden) if pass_name == "forward" else (1, 4 * hidden)
@@ -664,12 +644,11 @@ def _mma_candidate(props, pass_name, dtype, hidden, batch, directions, warps, un
     smem = mma_smem_bytes(pass_name, batch, warps, m_tiles, k_tiles, k_tiles - reg_k_tiles)
     if smem > props["smem_per_block_optin"] - SMEM_RESERVED_PER_BLOCK:
         return None
-    tagged, counted = mma_exchange(batch, k_tiles)
     return MmaPlan(hidden=hidden, batch=batch, directions_per_launch=directions, launches=1, units=units,
                    blocks_per_dir=-(-hidden // units), warps=warps, pass_name=pass_name, dtype=dtype,
                    m_tiles=m_tiles, k_tiles=k_tiles, reg_k_tiles=reg_k_tiles,
                    regs_per_thread=base + 4 * m_tiles * reg_k_tiles, smem_bytes=smem,
-                   tagged=tagged, counted=counted)
+                   tagged=tagged_exchange_pays(batch, k_tiles))
 
 
 def mma_step_clocks(plan: MmaPlan) -> float:
