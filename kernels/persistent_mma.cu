@@ -63,6 +63,9 @@ namespace cg = cooperative_groups;
 #ifndef TAGGED
 #define TAGGED 0
 #endif
+#ifndef UNITS_FASTEST
+#define UNITS_FASTEST 1
+#endif
 
 constexpr bool kBf16 = BF16 != 0;
 constexpr bool kTagged = TAGGED != 0;
@@ -369,7 +372,10 @@ __device__ __forceinline__ void tagged_product(float* red_s, unsigned int* vec_s
     staged_product(red_s, vec_s, a_reg, a_s);
 }
 
-// One pointwise thread per (unit, batch) pair: thread u * B + b (units * B <= threads).
+// One pointwise thread per (unit, batch) pair: thread b * units + u (units * B <= threads). Units
+// vary fastest (v11), so a warp's stores of h, y and dz and its loads of xw and the saved gates
+// cover a few contiguous runs of columns instead of one line per thread (the grid barrier's fence
+// waits for those stores), and the partial sums stay free of shared-memory bank conflicts.
 struct Slot {
     int u, b, j, d;
     bool active, reverse;
@@ -382,10 +388,15 @@ __device__ __forceinline__ Slot slot_of(int H, int units, int blocks_per_dir, in
     const int blk = blockIdx.x % blocks_per_dir;
     s.d = dir0 + blockIdx.x / blocks_per_dir;
     s.reverse = s.d == 1;
+#if UNITS_FASTEST
+    s.u = threadIdx.x % units;
+    s.b = threadIdx.x / units;
+#else   // v10 and before (ablation)
     s.u = threadIdx.x / kBatch;
     s.b = threadIdx.x % kBatch;
+#endif
     s.j = blk * units + s.u;
-    s.active = s.u < units && s.j < H;
+    s.active = s.b < kBatch && s.u < units && s.j < H;
     s.state_at = ((size_t)s.d * kBatch + s.b) * H + s.j;
     s.tile = (size_t)s.d * blocks_per_dir + blk;
     return s;
