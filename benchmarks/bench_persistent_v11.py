@@ -5,7 +5,7 @@ order (units fastest) and the old one (UNITS_FASTEST=0, the ablation); the whole
 replay) and fwd+bwd ms with the default plans, with either thread order; cuDNN's forward µs/step and
 fwd+bwd ms.
 
-    python benchmarks/bench_persistent_v11.py OUT_DIR [--repeats N] [--rows N] [--name NAME]
+    python benchmarks/bench_persistent_v11.py OUT_DIR [--repeats N] [--rows N] [--name NAME] [--old-first]
 Writes OUT_DIR/NAME.{json,md} (NAME: persistent_v11_bench) and prints the table.
 """
 from __future__ import annotations
@@ -33,11 +33,11 @@ def _old_order(enabled: bool) -> None:
     persistent._kernel = persistent._remembered(_kernels.__wrapped__) if enabled else _kernels
 
 
-def measure(dtype, hidden, batch, repeats):
+def measure(dtype, hidden, batch, repeats, old_first=False):
     config, weights, x, h0, c0 = _problem(dtype, hidden, batch, seed=hidden + batch)
     plans = persistent.plans_for(config, True)
     out = {"default": {k: "tagged" if p.tagged else "grid_sync" for k, p in plans.items()}}
-    for order in ("new", "old"):
+    for order in ("old", "new") if old_first else ("new", "old"):
         _old_order(order == "old")
         suffix = "" if order == "new" else "_old_order"
         try:
@@ -53,11 +53,11 @@ def measure(dtype, hidden, batch, repeats):
     return out
 
 
-def row(dtype, hidden, batch, repeats):
+def row(dtype, hidden, batch, repeats, old_first=False):
     entry = {"dtype": dtype, "hidden": hidden, "batch": batch, "steps": STEPS,
              "target_us": TARGETS.get((dtype, hidden, batch))}
     try:
-        entry.update(measure(dtype, hidden, batch, repeats))
+        entry.update(measure(dtype, hidden, batch, repeats, old_first))
     except Exception as exc:  # recorded, never hidden
         entry["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
     return add_cudnn(entry, dtype, hidden, batch, repeats)
@@ -89,13 +89,14 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--rows", type=int, default=len(ROWS))
     parser.add_argument("--name", default="persistent_v11_bench")
+    parser.add_argument("--old-first", action="store_true", help="time the old thread order first (order bias check)")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = bench_meta()
     rows = []
     for dtype, hidden, batch in ROWS[:args.rows]:
-        rows.append(row(dtype, hidden, batch, args.repeats))
+        rows.append(row(dtype, hidden, batch, args.repeats, args.old_first))
         save_rows(out, args.name, meta, rows, markdown(rows))
     print(markdown(rows))
 
