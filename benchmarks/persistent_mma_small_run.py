@@ -21,6 +21,19 @@ for dtype, exchange in (("float16", "auto"), ("bfloat16", "auto"), ("float16", F
           float(np.abs(np.asarray(grads.dx, np.float32)).sum()))
 persistent.TAGGED_EXCHANGE = "auto"
 
+# v11: 8 units per block (H=1024), where the grid.sync passes run their pointwise threads units
+# fastest; the forward forced to grid.sync as well.
+for exchange in ("auto", False):
+    persistent.TAGGED_EXCHANGE = exchange
+    config = LSTMConfig(16, 1024, 1, False, "float16", 3, 4)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(config.input_shape).astype("float16")
+    out = lstm_forward(x, init_weights(config, seed=5), strategy="persistent", training=True)
+    grads = lstm_backward(out.reserve, np.ones(config.output_shape, "float16"))
+    assert persistent.last_kinds == {"forward": "mma", "backward": "mma"}, persistent.last_kinds
+    print("mma H=1024 run ok", exchange, float(np.abs(np.asarray(grads.dx, np.float32)).sum()))
+persistent.TAGGED_EXCHANGE = "auto"
+
 # v5: inference with prepared weights replays a CUDA graph from the second call on.
 from ecornn import prepare_weights  # noqa: E402
 from ecornn.engines import persistent_graph  # noqa: E402

@@ -373,10 +373,10 @@ __device__ __forceinline__ void tagged_product(float* red_s, unsigned int* vec_s
 }
 
 // One pointwise thread per (unit, batch) pair: thread b * units + u (units * B <= threads). Units
-// vary fastest (v11), so a warp's stores of h, y and dz and its loads of xw and the saved gates
+// vary fastest (v11, grid.sync plans with >= 8 units), so a warp's stores of h, y and dz and its loads of xw and the saved gates
 // cover a few contiguous runs of columns instead of one line per thread (the grid barrier's fence
-// waits for those stores): -0.14 to -0.23 us per step at B = 8, 16 (H100). UNITS_FASTEST=0: the
-// v10 order, thread u * B + b (ablation).
+// waits for those stores): -0.07 to -0.23 us per step at B = 8, 16 (H100). Otherwise, and with
+// UNITS_FASTEST=0 (the ablation), the v10 order: thread u * B + b.
 struct Slot {
     int u, b, j, d;
     bool active, reverse;
@@ -389,9 +389,11 @@ __device__ __forceinline__ Slot slot_of(int H, int units, int blocks_per_dir, in
     const int blk = blockIdx.x % blocks_per_dir;
     s.d = dir0 + blockIdx.x / blocks_per_dir;
     s.reverse = s.d == 1;
-    // Units fastest only where a quarter warp's float4 partial reads (unit_sums) then cover 8 units
-    // of one batch column, bank-conflict free; with fewer units (H=512: 4) it measured 0.05 us slower.
-    const bool units_fastest = UNITS_FASTEST && units >= 8;
+    // Units fastest only under grid.sync (its fence waits for the block's stores; the tagged
+    // exchange has no fence, and there it measured 0.05-0.1 us slower) and where a quarter warp's
+    // float4 partial reads (unit_sums) cover 8 units of one batch column, bank-conflict free (with
+    // 4 units, H=512, it measured 0.05 us slower).
+    const bool units_fastest = UNITS_FASTEST && !kTagged && units >= 8;
     s.u = units_fastest ? threadIdx.x % units : threadIdx.x / kBatch;
     s.b = units_fastest ? threadIdx.x / units : threadIdx.x % kBatch;
     s.j = blk * units + s.u;
