@@ -372,11 +372,11 @@ __device__ __forceinline__ void tagged_product(float* red_s, unsigned int* vec_s
     staged_product(red_s, vec_s, a_reg, a_s);
 }
 
-// One pointwise thread per (unit, batch) pair: thread b * units + u (units * B <= threads). Units
-// vary fastest (v11, grid.sync plans with >= 8 units), so a warp's stores of h, y and dz and its loads of xw and the saved gates
-// cover a few contiguous runs of columns instead of one line per thread (the grid barrier's fence
-// waits for those stores): -0.07 to -0.23 us per step at B = 8, 16 (H100). Otherwise, and with
-// UNITS_FASTEST=0 (the ablation), the v10 order: thread u * B + b.
+// One pointwise thread per (unit, batch) pair (units * B <= threads). v11, grid.sync passes of
+// blocks with >= 8 units: thread b * units + u, units fastest, so a warp's stores of h, y and dz and
+// its loads of xw and the saved gates cover a few contiguous runs of columns instead of one line
+// per thread (the grid barrier's fence waits for those stores): -0.07 to -0.23 us per step at
+// B = 8, 16 (H100). Otherwise, and with UNITS_FASTEST=0 (the ablation): thread u * B + b.
 struct Slot {
     int u, b, j, d;
     bool active, reverse;
