@@ -202,6 +202,18 @@ def add_cudnn(entry: dict, dtype, hidden, batch, repeats, strict=False) -> dict:
     return entry
 
 
+def measured_row(measure, dtype, hidden, batch, repeats, *args) -> dict:
+    """One benchmark row: ``measure(dtype, hidden, batch, repeats, *args)`` (a dict) with the issue's
+    target and cuDNN's numbers; a failure is recorded under "error", never hidden."""
+    entry = {"dtype": dtype, "hidden": hidden, "batch": batch, "steps": STEPS,
+             "target_us": TARGETS.get((dtype, hidden, batch))}
+    try:
+        entry.update(measure(dtype, hidden, batch, repeats, *args))
+    except Exception as exc:
+        entry["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    return add_cudnn(entry, dtype, hidden, batch, repeats)
+
+
 def save_rows(out: Path, stem: str, meta: dict, rows: list, table: str = None, extra: dict = None) -> None:
     """OUT/stem.json (meta, rows and ``extra``) and, with ``table``, OUT/stem.md headed by the meta."""
     (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows, **(extra or {})}, indent=1, default=str))

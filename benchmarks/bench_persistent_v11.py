@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_persistent import STEPS, TARGETS, _median_ms, _problem, add_cudnn, bench_meta, fmt, kernel_launcher, save_rows  # noqa: E402
+from bench_persistent import STEPS, _median_ms, _problem, bench_meta, fmt, kernel_launcher, measured_row, save_rows  # noqa: E402
 from bench_persistent_v5 import _train_ms  # noqa: E402
 
 from ecornn.engines import persistent, persistent_capacity as capacity  # noqa: E402
@@ -54,13 +54,7 @@ def measure(dtype, hidden, batch, repeats, old_first=False):
 
 
 def row(dtype, hidden, batch, repeats, old_first=False):
-    entry = {"dtype": dtype, "hidden": hidden, "batch": batch, "steps": STEPS,
-             "target_us": TARGETS.get((dtype, hidden, batch))}
-    try:
-        entry.update(measure(dtype, hidden, batch, repeats, old_first))
-    except Exception as exc:  # recorded, never hidden
-        entry["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-    return add_cudnn(entry, dtype, hidden, batch, repeats)
+    return measured_row(measure, dtype, hidden, batch, repeats, old_first)
 
 
 def markdown(rows):

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_persistent import (STEPS, TARGETS, _median_ms, _problem, _recurrence_ms, add_cudnn, bench_meta,  # noqa: E402
+from bench_persistent import (STEPS, _median_ms, _problem, _recurrence_ms, bench_meta, measured_row,  # noqa: E402
                              fmt, save_rows)
 
 ROWS = [("bfloat16", 1024, 4), ("float16", 1024, 8), ("float16", 1024, 16), ("bfloat16", 2048, 4),
@@ -117,13 +117,7 @@ def measure(dtype, hidden, batch, repeats):
 
 
 def row(dtype, hidden, batch, repeats):
-    entry = {"dtype": dtype, "hidden": hidden, "batch": batch, "steps": STEPS,
-             "target_us": TARGETS.get((dtype, hidden, batch))}
-    try:
-        entry.update(measure(dtype, hidden, batch, repeats))
-    except Exception as exc:
-        entry["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-    return add_cudnn(entry, dtype, hidden, batch, repeats)
+    return measured_row(measure, dtype, hidden, batch, repeats)
 
 
 def markdown(rows):
