@@ -14,6 +14,8 @@ from pathlib import Path
 
 import cupy as cp
 
+from ecornn.engines.persistent import _LaunchConfig, _libcuda
+
 SOURCE = r"""
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
@@ -75,18 +77,11 @@ class _Attr(ctypes.Structure):
     _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_char * 64)]
 
 
-class _Config(ctypes.Structure):
-    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
-                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
-                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
-                ("attrs", ctypes.c_void_p), ("numAttrs", ctypes.c_uint)]
-
-
 def _launch_ex(kern, grid, smem, args):
     """cuLaunchKernelEx with the cooperative attribute (cluster size compiled in)."""
-    lib = ctypes.CDLL("libcuda.so.1")
+    lib = _libcuda()
     attr = _Attr(COOPERATIVE_ATTR, b"", (1).to_bytes(4, "little") + bytes(60))
-    config = _Config(grid, 1, 1, 512, 1, 1, smem, ctypes.c_void_p(cp.cuda.get_current_stream().ptr),
+    config = _LaunchConfig(grid, 1, 1, 512, 1, 1, smem, ctypes.c_void_p(cp.cuda.get_current_stream().ptr),
                      ctypes.cast(ctypes.pointer(attr), ctypes.c_void_p), 1)
     values = [ctypes.c_void_p(args[0].data.ptr), ctypes.c_int(args[1]), ctypes.c_void_p(args[2].data.ptr)]
     params = (ctypes.c_void_p * 3)(*[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values])
