@@ -94,18 +94,26 @@ def _recurrence_ms(config, prepared, x, h0, c0, plan):
 
 
 def kernel_launcher(config, prepared, x, h0, c0, plan):
-    """A function that launches ``plan``'s forward kernel once on prepared inputs (1 layer, 1 direction)."""
+    """A function that launches ``plan``'s forward kernel once on prepared inputs (1 layer, 1 direction).
+    A plan with the in-kernel projection (v12) reads x itself: its kernel does that GEMM's work too."""
     import cupy as cp
     from ecornn.engines import persistent
     hidden, batch = config.hidden_size, config.batch
     mma = plan.kind == "mma"   # the mma kernel adds the biases itself
-    xw = persistent._input_projections(persistent._f32(x), prepared.slots[0:1], with_bias=not mma)
+    in_kernel = mma and persistent._final(plan).input_k_tiles > 0
+    if in_kernel:
+        xin = persistent._storage16(persistent._f32(x), config.dtype)
+    else:
+        xin = persistent._input_projections(persistent._f32(x), prepared.slots[0:1], with_bias=not mma)
     y = cp.empty((STEPS, batch, hidden), cp.float32)
     hT, cT = cp.empty((1, batch, hidden), cp.float32), cp.empty((1, batch, hidden), cp.float32)
-    args = (persistent._tiles(prepared, 0, 1, plan), xw, persistent._f32(h0), persistent._f32(c0), y, hT, cT,
+    args = (persistent._tiles(prepared, 0, 1, plan), xin, persistent._f32(h0), persistent._f32(c0), y, hT, cT,
             persistent._null(), persistent._null(), np.int32(STEPS), np.int32(hidden), np.int32(plan.units),
             np.int32(plan.blocks_per_dir), np.int32(hidden))
     bias = persistent._biases(prepared, 0, 1) if mma else None
+    if in_kernel:
+        tiles = persistent._tiles(prepared, 0, 1, persistent._final(plan), "w_ih")
+        return lambda: persistent._launch(plan, args, 1, bias, tiles, config.input_size)
     return lambda: persistent._launch(plan, args, 1, bias)
 
 

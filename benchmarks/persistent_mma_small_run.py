@@ -1,4 +1,4 @@
-"""A small tensor-core (v4/v5) forward + backward for compute-sanitizer runs: 2 layers, bidirectional,
+"""A small tensor-core (v4/v5/v11/v12) forward + backward for compute-sanitizer runs: 2 layers, bidirectional,
 odd sizes (H=40: odd 16-row padding, unaligned rows), fp16 and bf16; fails unless the mma kernel ran."""
 import numpy as np
 
@@ -32,6 +32,20 @@ for exchange in ("auto", False):
     grads = lstm_backward(out.reserve, np.ones(config.output_shape, "float16"))
     assert persistent.last_kinds == {"forward": "mma", "backward": "mma"}, persistent.last_kinds
     print("mma H=1024 run ok", exchange, float(np.abs(np.asarray(grads.dx, np.float32)).sum()))
+persistent.TAGGED_EXCHANGE = "auto"
+
+# v12: the input projection inside the forward kernel (every input size a multiple of 8), both
+# exchanges (grid.sync: the split barrier), 2 layers bidirectional.
+for dtype, exchange in (("float16", "auto"), ("bfloat16", False)):
+    persistent.TAGGED_EXCHANGE = exchange
+    config = LSTMConfig(24, 40, 2, True, dtype, 3, 5)
+    assert persistent._final(persistent.plans_for(config, True)["forward"]).input_k_tiles > 0
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(config.input_shape).astype(dtype)
+    out = lstm_forward(x, init_weights(config, seed=7), bidirectional=True, strategy="persistent", training=True)
+    grads = lstm_backward(out.reserve, np.ones(config.output_shape, dtype))
+    assert persistent.last_kinds == {"forward": "mma", "backward": "mma"}, persistent.last_kinds
+    print("mma in-kernel projection run ok", dtype, exchange, float(np.abs(np.asarray(grads.dx, np.float32)).sum()))
 persistent.TAGGED_EXCHANGE = "auto"
 
 # v5: inference with prepared weights replays a CUDA graph from the second call on.

@@ -155,6 +155,14 @@ __device__ __forceinline__ unsigned int load_relaxed_word(const unsigned int* p)
     return v;
 }
 
+// Acquire: what the releasing block stored before its release is visible after (the split grid
+// barrier of persistent_mma.cu, v12).
+__device__ __forceinline__ unsigned int load_acquire_word(const unsigned int* p) {
+    unsigned int v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
 __device__ __forceinline__ void store_relaxed(unsigned int* p, unsigned int v) {
     asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
 }

@@ -38,21 +38,27 @@
 // (persistent_capacity.tagged_exchange_pays, measured).
 //
 // ecornn-persistent
-// The check lines are the capacity model's H100 plans (v5, exchange per tagged_exchange_pays):
-// fwd bf16 H=1024 B=4, fp16 H=1024 B=8 and B=16, bf16 H=2048 B=4, bf16 H=100 B=3; bwd fp16 H=1024
-// B=8 and B=16, bf16 H=2048 B=4; then the other exchange of four of them (forced: tests, ablation).
-// ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=0
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=2 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=0
+// The check lines are the capacity model's H100 plans (v5, exchange per tagged_exchange_pays; v12,
+// the in-kernel projection of a layer with input = hidden where it fits): fwd bf16 H=1024 B=4,
+// fp16 H=1024 B=8 and B=16, bf16 H=2048 B=4, bf16 H=100 B=3; bwd fp16 H=1024 B=8 and B=16, bf16
+// H=2048 B=4; then the other exchange of four of them (forced: tests, ablation; the tagged fp16
+// B=16 forward with the projection spills 168 bytes at 128 registers, and the engine's back-off
+// builds it without); then three forwards with the projection as a GEMM (IN_KERNEL_PROJECTION=False).
+// ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=0 -DIN_K_TILES=8
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=2 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=0 -DIN_K_TILES=4
 // ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=16 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=3 -DTAGGED=1
 // ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=3 -DNWARPS=4 -DM_TILES=1 -DK_TILES=2 -DREG_K_TILES=2 -DTAGGED=1
 // ecornn-check: -DPASS=1 -DBF16=0 -DBATCH=8 -DNWARPS=16 -DM_TILES=1 -DK_TILES=16 -DREG_K_TILES=9 -DTAGGED=0
 // ecornn-check: -DPASS=1 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=1 -DK_TILES=16 -DREG_K_TILES=9 -DTAGGED=0
 // ecornn-check: -DPASS=1 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=1 -DK_TILES=64 -DREG_K_TILES=31 -DTAGGED=0
-// ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=0
+// ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=0 -DIN_K_TILES=8
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=2 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=1
 // ecornn-check: -DPASS=1 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=1 -DK_TILES=16 -DREG_K_TILES=9 -DTAGGED=1
 // ecornn-check: -DPASS=1 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=1 -DK_TILES=64 -DREG_K_TILES=31 -DTAGGED=1
+// ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=0
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=2 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=0
 #include <cooperative_groups.h>
 
 #include "mma_common.cuh"
@@ -65,6 +71,9 @@ namespace cg = cooperative_groups;
 #endif
 #ifndef UNITS_FASTEST
 #define UNITS_FASTEST 1
+#endif
+#ifndef IN_K_TILES
+#define IN_K_TILES 0
 #endif
 
 constexpr bool kBf16 = BF16 != 0;
@@ -83,6 +92,19 @@ constexpr int kWarpK = 16 * K_TILES;              // columns per warp
 constexpr int kTileU4 = kWarps * kKTiles * kMTiles * 32;   // one block's packed tile (uint4)
 
 static_assert(REG_K_TILES >= 0 && REG_K_TILES <= K_TILES, "REG_K_TILES must be in [0, K_TILES]");
+static_assert(IN_K_TILES == 0 || PASS == 0, "the input projection runs in the forward kernel only");
+
+// v12, IN_K_TILES > 0: the forward computes x_t W_ih^T itself (no xw GEMM before the kernel). The
+// block's W_ih rows (the same gate rows as its W_hh rows) sit in shared memory as packed fragments,
+// warp w owning input columns [w * 16 * IN_K_TILES, ...); x_t is staged like h. The product for
+// step t+1 depends on nothing the other blocks write, so it runs while the block waits for them
+// (between the arrive and the wait of a split grid barrier, or before polling the tagged exchange);
+// its per-warp result starts the accumulators of step t+1's recurrent product, and the existing
+// warp-partial sums add both.
+constexpr bool kInput = IN_K_TILES > 0;
+constexpr int kInKTiles = IN_K_TILES;
+constexpr int kInWarpK = 16 * IN_K_TILES;
+constexpr int kInTileU4 = kWarps * kInKTiles * kMTiles * 32;   // one block's packed W_ih tile (uint4)
 
 #if PASS == 0
 // Partials [warp][unit][b][gate]: the pointwise thread reads one float4 per warp. The 4 floats of
@@ -102,6 +124,9 @@ constexpr int kSmemTileU4 = kWarps * kSmemKTiles * kMTiles * 32;
 constexpr int kVecStride = kWarpK / 2 + 4;
 constexpr int kVecWordsPerWarp = kBatch * kVecStride;
 constexpr int kStageChunk = 8;                    // float4 loads per lane in flight while staging
+// Per-warp staged input x_t (IN_K_TILES > 0), the same format: row stride kInWarpK/2 + 4 words.
+constexpr int kXStride = kInWarpK / 2 + 4;
+constexpr int kXWordsPerWarp = kInput ? kBatch * kXStride : 0;
 
 // Independent accumulator sets over k (k-tile kt feeds set kt % kAccSplit, summed at the end in a
 // fixed order): each mma.sync waits ~30 clocks for its accumulator, so a warp with fewer than 4
@@ -110,6 +135,7 @@ constexpr int kStageChunk = 8;                    // float4 loads per lane in fl
 constexpr int kChains = M_TILES * kNTiles;
 constexpr int kAccSplitWanted = kChains >= 4 ? 1 : (kChains >= 2 ? 2 : 4);
 constexpr int kAccSplit = kAccSplitWanted < K_TILES ? kAccSplitWanted : K_TILES;
+constexpr int kInAccSplit = kAccSplitWanted < IN_K_TILES ? kAccSplitWanted : (IN_K_TILES > 0 ? IN_K_TILES : 1);
 
 using RegTiles = unsigned int[kRegKTiles > 0 ? kRegKTiles : 1][kMTiles][4];
 using Acc = float[kMTiles][kNTiles][4];
@@ -212,48 +238,105 @@ __device__ __forceinline__ size_t packed_rows(int d, int step, int k_len) {
     return slot_offset(d, step, packed_ld(k_len));
 }
 
-// The warp's K-slice of the packed rows src[n * ld + k] (written by every block before the grid
-// barrier) into its vec_s region: 16-byte loads of 8 values, stored as they are.
-__device__ __forceinline__ void stage_packed(unsigned int* vec_s, const unsigned short* src, int k_len) {
+// The warp's K-slice (WarpK columns) of the 16-bit rows src[n * ld + k] (n < BATCH, k < k_len,
+// ld and k_len multiples of 8) into its region `mine` (row stride Stride words): 16-byte loads of
+// 8 values, stored as they are. The packed exchange (written by every block before the grid
+// barrier) and, v12, the layer input x_t.
+template <int WarpK, int Stride>
+__device__ __forceinline__ void stage_rows(unsigned int* mine, const unsigned short* src, int ld, int k_len) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int ld = packed_ld(k_len);
-    unsigned int* mine = vec_s + warp * kVecWordsPerWarp;
-    constexpr int octs = kWarpK / 8, count = kBatch * octs;
+    constexpr int octs = WarpK / 8, count = kBatch * octs;
     constexpr int iters = (count + 31) / 32, chunk = iters < kStageChunk ? iters : kStageChunk;
 #pragma unroll 1
     for (int base = 0; base < iters; base += chunk) {
         uint4 v[chunk];
 #pragma unroll
         for (int j = 0; j < chunk; ++j) {
-            const int i = (base + j) * 32 + lane, n = i / octs, k = warp * kWarpK + 8 * (i % octs);
+            const int i = (base + j) * 32 + lane, n = i / octs, k = warp * WarpK + 8 * (i % octs);
             v[j] = i < count && k < k_len ? __ldcg(reinterpret_cast<const uint4*>(src + (size_t)n * ld + k))
                                           : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
         for (int j = 0; j < chunk; ++j) {
             const int i = (base + j) * 32 + lane, n = i / octs, kq = 8 * (i % octs);
-            if (i < count) *reinterpret_cast<uint4*>(mine + n * kVecStride + kq / 2) = v[j];
+            if (i < count) *reinterpret_cast<uint4*>(mine + n * Stride + kq / 2) = v[j];
         }
     }
     __syncwarp();
 }
 
+// The warp's K-slice of the packed exchange rows src (k_len values per row) into its vec_s region.
+__device__ __forceinline__ void stage_packed(unsigned int* vec_s, const unsigned short* src, int k_len) {
+    stage_rows<kWarpK, kVecStride>(vec_s + (threadIdx.x / 32) * kVecWordsPerWarp, src, packed_ld(k_len), k_len);
+}
+
 // mma of k-tile kt of the warp's slice (b0, b1 per the fragment map: n = g, k = 2c (+8); zero
-// for the batch padding n >= BATCH).
+// for the batch padding n >= BATCH); vec_w: the warp's staged rows, Stride words apart.
+template <int Stride = kVecStride>
 __device__ __forceinline__ void mma_ktile(Acc& acc, const unsigned int (&a)[4],
                                           const unsigned int* vec_w, int kt, int mt) {
     const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
 #pragma unroll
     for (int nt = 0; nt < kNTiles; ++nt) {
         const int n = nt * 8 + g;
-        const unsigned int* p = vec_w + n * kVecStride + kt * 8 + c;
+        const unsigned int* p = vec_w + n * Stride + kt * 8 + c;
         const bool live = kBatch % 8 == 0 || n < kBatch;
         mma_16816<kBf16>(acc[mt][nt], a, live ? p[0] : 0u, live ? p[4] : 0u);
     }
 }
 
+// part[s] += the products of KT shared-memory k-tiles ws (this lane's uint4 of the warp's first
+// tile; k-tile index kt0 + ks in the staged vector) over Split accumulator sets. Not fully unrolled:
+// everything here comes from shared memory, and full unrolling lets ptxas hoist every tile load
+// (4 registers each) ahead of the mma chain and spill the register tiles.
+template <int KT, int Split, int Stride>
+__device__ __forceinline__ void smem_tile_products(float (&part)[Split][kMTiles][kNTiles][4], const uint4* ws,
+                                                   const unsigned int* vec_w, int kt0) {
+    if constexpr (Split == 1) {
+#pragma unroll 2
+        for (int ks = 0; ks < KT; ++ks)
+#pragma unroll
+            for (int mt = 0; mt < kMTiles; ++mt) {
+                const uint4 q = ws[(ks * kMTiles + mt) * 32];
+                const unsigned int a[4] = {q.x, q.y, q.z, q.w};
+                mma_ktile<Stride>(part[0], a, vec_w, kt0 + ks, mt);
+            }
+    } else {   // groups of Split tiles, tile s of a group into set s (compile-time index)
+#pragma unroll 1
+        for (int k0 = 0; k0 < KT; k0 += Split)
+#pragma unroll
+            for (int s = 0; s < Split; ++s) {
+                if (KT % Split == 0 || k0 + s < KT) {
+#pragma unroll
+                    for (int mt = 0; mt < kMTiles; ++mt) {
+                        const uint4 q = ws[((k0 + s) * kMTiles + mt) * 32];
+                        const unsigned int a[4] = {q.x, q.y, q.z, q.w};
+                        mma_ktile<Stride>(part[s], a, vec_w, kt0 + k0 + s, mt);
+                    }
+                }
+            }
+    }
+}
+
+// acc = the sets part[0] + part[1] + ... in set order.
+template <int Split>
+__device__ __forceinline__ void sum_sets(Acc& acc, const float (&part)[Split][kMTiles][kNTiles][4]) {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                float sum = part[0][mt][nt][i];
+#pragma unroll
+                for (int s = 1; s < Split; ++s) sum += part[s][mt][nt][i];
+                acc[mt][nt][i] = sum;
+            }
+}
+
 // acc = this warp's slice of W . vector (register k-tiles first, then shared-memory ones), over
-// kAccSplit accumulator sets summed in set order.
+// kAccSplit accumulator sets summed in set order. v12 (kInput): the first set starts from acc (the
+// warp's slice of the step's input product), so the warp partials carry both products.
 __device__ __forceinline__ void warp_product(Acc& acc, const RegTiles& a_reg, const uint4* a_s,
                                              const unsigned int* vec_s) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -266,49 +349,37 @@ __device__ __forceinline__ void warp_product(Acc& acc, const RegTiles& a_reg, co
 #pragma unroll
             for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
-                for (int i = 0; i < 4; ++i) part[s][mt][nt][i] = 0.0f;
+                for (int i = 0; i < 4; ++i) part[s][mt][nt][i] = kInput && s == 0 ? acc[mt][nt][i] : 0.0f;
 #pragma unroll
     for (int kt = 0; kt < kRegKTiles; ++kt)
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) mma_ktile(part[kt % kAccSplit], a_reg[kt][mt], vec_w, kt, mt);
-    const uint4* ws = a_s + warp * kSmemKTiles * kMTiles * 32 + lane;
-    // Not fully unrolled: everything here comes from shared memory, and full unrolling lets ptxas
-    // hoist every tile load (4 registers each) ahead of the mma chain and spill the register tiles.
-    if constexpr (kAccSplit == 1) {
-#pragma unroll 2
-        for (int ks = 0; ks < kSmemKTiles; ++ks)
+    smem_tile_products<kSmemKTiles, kAccSplit, kVecStride>(part, a_s + warp * kSmemKTiles * kMTiles * 32 + lane,
+                                                           vec_w, kRegKTiles);
+    sum_sets<kAccSplit>(acc, part);
+}
+
+// v12: acc = this warp's slice of W_ih . x_t (x rows [B][in_size] 16-bit, in_size a multiple of 8;
+// every k-tile from shared memory in_s), staged into the warp's xs region first.
+__device__ __forceinline__ void input_product(Acc& acc, const uint4* in_s, unsigned int* xs,
+                                              const unsigned short* x_rows, int in_size) {
+    if constexpr (kInput) {
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+        unsigned int* x_w = xs + warp * kXWordsPerWarp;
+        stage_rows<kInWarpK, kXStride>(x_w, x_rows, in_size, in_size);
+        float part[kInAccSplit][kMTiles][kNTiles][4];
 #pragma unroll
-            for (int mt = 0; mt < kMTiles; ++mt) {
-                const uint4 q = ws[(ks * kMTiles + mt) * 32];
-                const unsigned int a[4] = {q.x, q.y, q.z, q.w};
-                mma_ktile(part[0], a, vec_w, kRegKTiles + ks, mt);
-            }
-    } else {   // groups of kAccSplit tiles, tile s of a group into set s (compile-time index)
-#pragma unroll 1
-        for (int k0 = 0; k0 < kSmemKTiles; k0 += kAccSplit)
+        for (int s = 0; s < kInAccSplit; ++s)
 #pragma unroll
-            for (int s = 0; s < kAccSplit; ++s) {
-                if (kSmemKTiles % kAccSplit == 0 || k0 + s < kSmemKTiles) {
+            for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-                    for (int mt = 0; mt < kMTiles; ++mt) {
-                        const uint4 q = ws[((k0 + s) * kMTiles + mt) * 32];
-                        const unsigned int a[4] = {q.x, q.y, q.z, q.w};
-                        mma_ktile(part[s], a, vec_w, kRegKTiles + k0 + s, mt);
-                    }
-                }
-            }
+                for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) part[s][mt][nt][i] = 0.0f;
+        smem_tile_products<kInKTiles, kInAccSplit, kXStride>(part, in_s + warp * kInKTiles * kMTiles * 32 + lane,
+                                                             x_w, 0);
+        sum_sets<kInAccSplit>(acc, part);
     }
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < kNTiles; ++nt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                float sum = part[0][mt][nt][i];
-#pragma unroll
-                for (int s = 1; s < kAccSplit; ++s) sum += part[s][mt][nt][i];
-                acc[mt][nt][i] = sum;
-            }
 }
 
 // Gate nonlinearities on the hardware tanh (MUFU.TANH, relative error ~2^-11): this kernel's values
@@ -346,11 +417,11 @@ __device__ __forceinline__ void store_partials(float* red_s, const Acc& acc) {
             }
 }
 
-// The block's product with the staged vector (stage_packed / stage_tagged), left in red_s. The
-// first barrier keeps the stores off red_s until every thread read the previous step's partials.
+// The block's product with the staged vector (stage_packed / stage_tagged), left in red_s; acc
+// holds the warp's input product first (v12, kInput; ignored otherwise). The first barrier keeps
+// the stores off red_s until every thread read the previous step's partials.
 __device__ __forceinline__ void staged_product(float* red_s, const unsigned int* vec_s, const RegTiles& a_reg,
-                                               const uint4* a_s) {
-    Acc acc;
+                                               const uint4* a_s, Acc& acc) {
     warp_product(acc, a_reg, a_s, vec_s);
     if constexpr (kTagged) __syncthreads();   // v4: the grid barrier orders the reads
     store_partials(red_s, acc);
@@ -359,17 +430,39 @@ __device__ __forceinline__ void staged_product(float* red_s, const unsigned int*
 
 // The block's product with the step's vector from the packed rows src (see stage_packed).
 __device__ __forceinline__ void packed_product(float* red_s, unsigned int* vec_s, const RegTiles& a_reg,
-                                               const uint4* a_s, const unsigned short* src, int k_len) {
+                                               const uint4* a_s, const unsigned short* src, int k_len, Acc& acc) {
     stage_packed(vec_s, src, k_len);
-    staged_product(red_s, vec_s, a_reg, a_s);
+    staged_product(red_s, vec_s, a_reg, a_s, acc);
 }
 
 // The same with the step's vector from the tagged exchange rows src (see stage_tagged).
 __device__ __forceinline__ void tagged_product(float* red_s, unsigned int* vec_s, const RegTiles& a_reg,
                                                const uint4* a_s, const unsigned int* src, int k_len,
-                                               unsigned int tag) {
+                                               unsigned int tag, Acc& acc) {
     stage_tagged(vec_s, src, k_len, tag);
-    staged_product(red_s, vec_s, a_reg, a_s);
+    staged_product(red_s, vec_s, a_reg, a_s, acc);
+}
+
+// ---- v12: the grid barrier split in two (grid.sync plans with the input projection) ----
+// grid_arrive publishes the block's stores as grid.sync() does (block barrier, one thread's fence,
+// one atomic on a counter); grid_wait returns once every block of the grid arrived `rounds` times
+// (the counter is zeroed before the launch and only grows). What the block does in between must
+// not depend on other blocks' stores: the next step's input product.
+__device__ __forceinline__ void grid_arrive(unsigned int* counter) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(counter, 1u);
+    }
+}
+
+__device__ __forceinline__ void grid_wait(const unsigned int* counter, unsigned int rounds) {
+    if (threadIdx.x == 0) {
+        const unsigned int target = rounds * gridDim.x;
+        for (long long polls = 0; load_acquire_word(counter) < target; ++polls)
+            if (polls > kMaxPolls) __trap();
+    }
+    __syncthreads();
 }
 
 // One pointwise thread per (unit, batch) pair (units * B <= threads). v11, grid.sync passes of
@@ -403,11 +496,14 @@ __device__ __forceinline__ Slot slot_of(int H, int units, int blocks_per_dir, in
     return s;
 }
 
-// Shared memory: A tiles (uint4) | partials (float) | staged vectors (words), each 16-byte aligned.
+// Shared memory: A tiles (uint4) | partials (float) | staged vectors (words) | v12: W_ih tiles
+// (uint4) | staged inputs (words), each 16-byte aligned.
 struct Carve {
     uint4* a;
     float* red;
     unsigned int* vec;
+    uint4* in_a;
+    unsigned int* xs;
 };
 
 __device__ __forceinline__ Carve carve(uint4* smem) {
@@ -415,6 +511,8 @@ __device__ __forceinline__ Carve carve(uint4* smem) {
     s.a = smem;
     s.red = reinterpret_cast<float*>(smem + kSmemTileU4);
     s.vec = reinterpret_cast<unsigned int*>(s.red + kRedFloats);
+    s.in_a = reinterpret_cast<uint4*>(s.vec + kWarps * kVecWordsPerWarp);
+    s.xs = reinterpret_cast<unsigned int*>(s.in_a + kInTileU4);
     return s;
 }
 
@@ -439,21 +537,28 @@ __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
     return z;
 }
 
-// tiles [D][blocks][NWARPS][K_TILES][M_TILES][32] uint4; xw [D][T][B][4H] (gate-interleaved,
-// without biases); bias [D][4H] (b_ih + b_hh, gate-interleaved); h0, c0, hT, cT [D][B][H]; y [T][B][ldy] (direction d at columns d*H);
-// gates_out [D][T][B][4H] activated, cells_out [D][T][B][H] (both null at inference);
-// xch zeroed: [D][2][B][exchange_ld(H)] tagged words (TAGGED=1) or [D][2][B][packed_ld(H)] 16-bit
-// values (TAGGED=0).
+// tiles [D][blocks][NWARPS][K_TILES][M_TILES][32] uint4; xin: xw [D][T][B][4H] fp32 (gate-interleaved,
+// without biases), or with IN_K_TILES the layer input x [T][B][in_size] as 16-bit values (in_size a
+// multiple of 8) and in_tiles [D][blocks][NWARPS][IN_K_TILES][M_TILES][32] the packed W_ih rows;
+// bias [D][4H] (b_ih + b_hh, gate-interleaved); h0, c0, hT, cT [D][B][H]; y [T][B][ldy] (direction d
+// at columns d*H); gates_out [D][T][B][4H] activated, cells_out [D][T][B][H] (both null at
+// inference); xch zeroed: [D][2][B][exchange_ld(H)] tagged words (TAGGED=1) or
+// [D][2][B][packed_ld(H)] 16-bit values (TAGGED=0); barrier: a zeroed word (the split grid barrier
+// of the grid.sync plans with IN_K_TILES).
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
-persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ xw,
+persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ xin,
                     const float* __restrict__ h0, const float* __restrict__ c0, float* y, float* hT,
                     float* cT, float* gates_out, float* cells_out, int T, int H, int units,
-                    int blocks_per_dir, int ldy, int dir0, unsigned int* xch, const float* __restrict__ bias) {
+                    int blocks_per_dir, int ldy, int dir0, unsigned int* xch, const float* __restrict__ bias,
+                    const uint4* __restrict__ in_tiles, int in_size, unsigned int* barrier) {
     extern __shared__ __align__(16) uint4 smem[];
     const Carve s = carve(smem);
     const Slot p = slot_of(H, units, blocks_per_dir, dir0);
     RegTiles a_reg;
     load_tiles(a_reg, s.a, tiles, p.tile);
+    if constexpr (kInput)
+        for (int i = threadIdx.x; i < kInTileU4; i += kThreads) s.in_a[i] = in_tiles[p.tile * kInTileU4 + i];
+    const unsigned short* x16 = reinterpret_cast<const unsigned short*>(xin);
     float c = p.active ? c0[p.state_at] : 0.0f;   // cell state stays in this thread's register
     const size_t G = 4 * (size_t)H;
     // The unit's 4 gate biases, added here rather than to all of xw by a kernel of its own.
@@ -467,23 +572,30 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
             reinterpret_cast<unsigned short*>(xch)[packed_rows(p.d, -1, H) + (size_t)p.b * packed_ld(H) + p.j] =
                 half_bits(h0[p.state_at]);
     }
-    __syncthreads();
     cg::grid_group grid = cg::this_grid();
-    if constexpr (!kTagged) grid.sync();           // every block's h0 is published
+    constexpr bool kSplitBarrier = kInput && !kTagged;
+    if constexpr (kSplitBarrier) grid_arrive(barrier);   // every block's h0 is published ...
+    else __syncthreads();
+    Acc acc;   // kInput: this warp's slice of the next step's input product
+    if constexpr (kInput)   // (the W_ih tiles are in shared memory after the block barrier above)
+        input_product(acc, s.in_a, s.xs, x16 + (size_t)(p.reverse ? T - 1 : 0) * kBatch * in_size, in_size);
+    if constexpr (kSplitBarrier) grid_wait(barrier, 1u);   // ... round 1
+    else if constexpr (!kTagged) grid.sync();
     for (int step = 0; step < T; ++step) {
         const int t = p.reverse ? T - 1 - step : step;
         const size_t row = ((size_t)p.d * T + t) * kBatch + p.b;
         // Issued now, used after the product: the load's latency hides behind it.
         float4 xz = b4;
-        if (p.active) {
-            const float4 x4 = __ldg(reinterpret_cast<const float4*>(xw + row * G + 4 * (size_t)p.j));
+        if (!kInput && p.active) {
+            const float4 x4 = __ldg(reinterpret_cast<const float4*>(xin + row * G + 4 * (size_t)p.j));
             xz = make_float4(x4.x + b4.x, x4.y + b4.y, x4.z + b4.z, x4.w + b4.w);
         }
         if constexpr (kTagged) {   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1
-            tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.d, step - 1, H), H, (step + 1) & 0xffffu);
+            tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.d, step - 1, H), H, (step + 1) & 0xffffu,
+                           acc);
         } else {   // h_{step-1} (h0 at step 0), packed by the step before
             packed_product(s.red, s.vec, a_reg, s.a,
-                           reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.d, step - 1, H), H);
+                           reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.d, step - 1, H), H, acc);
         }
         if (p.active) {
             const float4 z = unit_sums(s.red, p.u, p.b);
@@ -507,7 +619,13 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
                 cT[p.state_at] = c;
             }
         }
-        if constexpr (!kTagged) grid.sync();   // also orders this step's reads of red before the next stores
+        if constexpr (kSplitBarrier) grid_arrive(barrier);   // h_t published (also orders the reads of red)
+        if (kInput && step + 1 < T) {   // the next step's input product while the other blocks finish
+            const int t_next = p.reverse ? t - 1 : t + 1;
+            input_product(acc, s.in_a, s.xs, x16 + (size_t)t_next * kBatch * in_size, in_size);
+        }
+        if constexpr (kSplitBarrier) grid_wait(barrier, step + 2u);
+        else if constexpr (!kTagged) grid.sync();   // also orders this step's reads of red before the next stores
     }
 }
 #else
@@ -566,13 +684,15 @@ persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ d
             if (step > 0)
                 in = load_bwd_inputs<kBatch>(gates, cells, c0, dy, p.d, T, H, ldy, step - 1, p.reverse, p.b, p.j);
         }
+        Acc acc;
         if constexpr (kTagged) {
             tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.d, T - 1 - step, (int)G), (int)G,
-                           (T - step) & 0xffffu);
+                           (T - step) & 0xffffu, acc);
         } else {
             grid.sync();   // dz_t of every block is written; also orders red reads before the next stores
             packed_product(s.red, s.vec, a_reg, s.a,
-                           reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.d, T - 1 - step, (int)G), (int)G);
+                           reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.d, T - 1 - step, (int)G), (int)G,
+                           acc);
         }
         if (p.active) dh_rec = unit_sum(s.red, p.u, p.b);
     }

@@ -4,6 +4,8 @@ The fragment map is written here from the comment in kernels/mma_common.cuh (the
 m16n8k16 map), independently of layouts.persistent.pack_mma_fragments, so a packing bug or an
 index slip in the kernel's staging / partial-sum formulas (mirrored below) fails on the CPU.
 """
+from dataclasses import replace
+
 import ml_dtypes
 import numpy as np
 
@@ -129,3 +131,23 @@ def _read_partials(red, forward, warps, rows, batch, n_pad):
             idx = (w * rows + row) * (n_pad + 4) + b
         sums += red[:, idx]
     return sums
+
+
+def input_projection(plan, x16, input_tiles):
+    """[D, T, B, 4H] x W_ih^T as the in-kernel projection (v12) makes it, without the biases: x16
+    [T, B, I] (the 16-bit storage, bf16 as uint16 words) through the packed W_ih tiles, block by
+    block, own rows only."""
+    bf16 = plan.dtype == "bfloat16"
+    x = to_float(np.asarray(x16).view(np.uint16), bf16)
+    shape = plan.input_tile_shape()
+    as_tiles = replace(plan, k_tiles=plan.input_k_tiles)
+    hidden, rows = plan.hidden, 4 * plan.hidden
+    out = np.zeros((input_tiles.shape[0], x.shape[0], x.shape[1], rows))
+    for d in range(input_tiles.shape[0]):
+        for t in range(x.shape[0]):
+            vec = np.zeros((shape.padded_cols, x.shape[1]))
+            vec[: x.shape[2]] = x[t].T
+            sums = block_sums(as_tiles, input_tiles[d], vec)
+            out[d, t] = sums[:, : plan.rows_per_unit * plan.units].reshape(-1, x.shape[1])[:rows].T
+    assert hidden * 4 == rows
+    return out.astype(np.float32)

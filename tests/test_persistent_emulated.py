@@ -51,9 +51,13 @@ def _sig(z):
     return 1.0 / (1.0 + np.exp(-z))
 
 
-def emulate_forward(plan, args, dir0, bias=None):
+def emulate_forward(plan, args, dir0, bias=None, input_projection=None):
+    """``input_projection``: a function of the kernel's x argument that returns xw (the mma kernel's
+    in-kernel projection, v12: args[1] is then the 16-bit layer input)."""
     tiles, xw, h0, c0, y, hT, cT, gates, cells, steps, hidden = args[:11]
     steps, hidden = int(steps), int(hidden)
+    if input_projection is not None:
+        xw = input_projection(xw)
     if bias is not None:   # the mma kernel adds the biases itself (xw comes without them)
         xw = xw + bias[:, None, None, :]
     for d in range(dir0, dir0 + plan.directions_per_launch):
@@ -124,12 +128,19 @@ def emulate_backward_rows(plan, args, dir0):
         dh0[d], dc0[d] = dh_next, dc_next
 
 
-def _emulated_launch(plan, args, directions=1, bias=None):
+input_projection_emulator = None   # (plan, x16, input_tiles) -> xw: set by the mma emulation tests
+
+
+def _emulated_launch(plan, args, directions=1, bias=None, input_tiles=None, input_size=0):
     for launch in range(plan.launches):
         if plan.kind == "rows":
             emulate_backward_rows(plan, args, launch)
         elif plan.pass_name == "forward":
-            emulate_forward(plan, args, launch, bias)
+            project = None
+            if input_tiles is not None:
+                assert input_size == args[1].shape[-1]
+                project = lambda x16: input_projection_emulator(plan, x16, input_tiles)  # noqa: E731
+            emulate_forward(plan, args, launch, bias, project)
         else:
             emulate_backward(plan, args, launch)
 

@@ -1,4 +1,6 @@
 """Capacity model of the tensor-core kernel (kernels/persistent_mma.cu) on synthetic devices."""
+from dataclasses import replace
+
 import pytest
 
 from ecornn import LSTMConfig, NotSupported
@@ -91,10 +93,11 @@ def test_spill_backoff_moves_k_tiles_to_shared_memory():
                                                              ("backward", 1024, 8, "float16"),
                                                              ("backward", 2048, 4, "bfloat16")])
 def test_defines_match_the_kernel_check_lines(pass_name, hidden, batch, dtype):
-    """The nvcc build check (tests/test_kernel_build.py) compiles exactly the model's H100 plans."""
-    plan = cap.plan_mma(H100, pass_name, hidden, batch, dtype=dtype)
+    """The nvcc build check (tests/test_kernel_build.py) compiles exactly the model's H100 plans (of
+    a layer with input = hidden: the forward's in-kernel projection where it fits, v12)."""
+    plan = cap.plan_mma_config(H100, LSTMConfig(hidden, hidden, 1, False, dtype, batch, 8), True)[pass_name]
     line = " ".join(f"-D{k}={v}" for k, v in plan.defines().items())
-    assert line in source("persistent_mma.cu")
+    assert line + "\n" in source("persistent_mma.cu")
 
 
 def test_plan_describe_and_kind():
@@ -124,3 +127,42 @@ def test_exchange_buffer_shape():
     from dataclasses import replace
     assert replace(fwd, tagged=False).exchange_shape(1) == (1, 2, 3, 24)   # 48 packed 16-bit values
     assert replace(bwd, tagged=False).exchange_shape(1) == (1, 2, 3, 84)
+
+
+# ---- v12: the input projection inside the forward kernel ----
+def _forward(dtype, inp, hidden, batch, layers=1, bidir=False):
+    return cap.plan_mma_config(H100, LSTMConfig(inp, hidden, layers, bidir, dtype, batch, 8), False)["forward"]
+
+
+def test_input_projection_adds_its_tiles_and_staging_to_shared_memory():
+    plain = cap.plan_mma(H100, "forward", 1024, 8, dtype="float16")
+    plan = _forward("float16", 1024, 1024, 8)
+    assert plan.input_k_tiles == 8                       # 1024 inputs over 8 warps of 16-column tiles
+    assert plan.smem_bytes - plain.smem_bytes == 8 * 8 * 2 * 32 * 16 + 4 * 8 * 8 * (8 * 8 + 4)
+    assert plan.regs_per_thread - plain.regs_per_thread == 4 * plan.m_tiles * plan.n_tiles
+    assert plan.defines()["IN_K_TILES"] == 8 and "IN_K_TILES" not in plain.defines()
+    assert plan.input_tile_shape() == replace(plain.tile_shape(), k_tiles=8)
+    assert plan.without_input_projection() == plain
+    assert "input projection in the kernel" in plan.describe()
+
+
+def test_input_projection_takes_the_widest_layer_input():
+    plan = _forward("bfloat16", 40, 96, 3, layers=3, bidir=True)       # inputs 40, 192, 192
+    assert plan.input_k_tiles == -(-192 // (16 * plan.warps))
+
+
+@pytest.mark.parametrize("dtype, inp, hidden, batch, layers, why", [
+    ("float16", 37, 256, 4, 1, "input not a multiple of 8"),
+    ("bfloat16", 64, 100, 3, 2, "layer 1's input of 100"),
+    ("bfloat16", 2048, 2048, 4, 1, "213 KB of shared memory already"),
+])
+def test_input_projection_stays_a_gemm_where_it_cannot_run(dtype, inp, hidden, batch, layers, why):
+    plan = _forward(dtype, inp, hidden, batch, layers)
+    assert plan.input_k_tiles == 0, why
+    assert plan == cap.plan_mma(H100, "forward", hidden, batch, dtype=dtype)
+
+
+def test_backward_plans_never_carry_the_projection():
+    plans = cap.plan_mma_config(H100, LSTMConfig(1024, 1024, 1, False, "float16", 8, 8), True)
+    assert plans["forward"].input_k_tiles > 0 and plans["backward"].input_k_tiles == 0
+    assert cap.with_input_projection(H100, plans["backward"], [1024]) is plans["backward"]

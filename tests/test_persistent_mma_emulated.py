@@ -61,7 +61,9 @@ def cpu_engine(monkeypatch):
     monkeypatch.setattr(persistent, "_props", cap.h100_properties)
     monkeypatch.setattr(persistent, "_build", lambda plans: None)
     monkeypatch.setattr(persistent, "_launch", grid_emulation._emulated_launch)
+    monkeypatch.setattr(persistent, "_final", lambda plan: plan)   # as planned: nothing is compiled
     monkeypatch.setattr(grid_emulation, "_block_sums", _block_sums)
+    monkeypatch.setattr(grid_emulation, "input_projection_emulator", emu.input_projection)
     return persistent
 
 
@@ -70,6 +72,8 @@ CONFIGS = [  # (input, hidden, layers, bidirectional, batch, steps)
     (37, 100, 1, False, 3, 4),
     (30, 64, 2, True, 9, 3),
     (20, 300, 1, False, 16, 2),
+    (16, 24, 2, True, 3, 4),     # every input size a multiple of 8: the in-kernel projection (v12)
+    (64, 64, 1, False, 9, 3),
 ]
 
 
@@ -152,6 +156,7 @@ def test_gemm_operands_follow_sixteen_bit_gemms(cpu_engine, rng, monkeypatch, si
         return fake_gemm(*args, **kw)
     monkeypatch.setattr(gpu_blas, "gemm", recording_gemm)
     monkeypatch.setattr(persistent, "SIXTEEN_BIT_GEMMS", sixteen_bit)
+    monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", False)   # the forward's projections are GEMMs too
     config = LSTMConfig(24, 40, 2, True, "bfloat16", 3, 4)
     weights, x, h0, c0 = random_problem(rng, config)
     weights = [LayerWeights(*(np.asarray(a, np.float32).astype(_dtype("bfloat16")) for a in w)) for w in weights]
@@ -174,14 +179,14 @@ def test_gemm_operands_follow_sixteen_bit_gemms(cpu_engine, rng, monkeypatch, si
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_refresh_leaves_what_a_fresh_prepare_makes(cpu_engine, rng, dtype):
-    """v10's refresh (casting copies, one gather per packed tile from the 16-bit W_hh, the 16-bit W_ih
+    """v10's refresh (casting copies, one gather per packed tile from the 16-bit W_hh or W_ih, the 16-bit W_ih
     from the new fp32 copy) against a fresh prepare: every array bitwise, forward and backward tiles."""
     config = LSTMConfig(24, 40, 2, True, dtype, 3, 5)
     weights, x, h0, c0 = random_problem(rng, config)
     prepared = cpu_engine.prepare(config, weights)
     out = cpu_engine.forward(config, x, weights, h0, c0, training=True, prepared=prepared)
     cpu_engine.backward(out[3], *(rng.standard_normal(a.shape).astype(a.dtype) for a in out[:3]))
-    assert {key[1] for key in prepared.tile_plans} == {"forward", "backward"}
+    assert {key[1] for key in prepared.tile_plans} == {"forward", "backward", "input"}   # input: W_ih (v12)
     assert all(s.w_ih_16bit is not None for s in prepared.slots)
     new, _, _, _ = random_problem(rng, config)
     cpu_engine.refresh(prepared, config, new)
@@ -192,6 +197,19 @@ def test_refresh_leaves_what_a_fresh_prepare_makes(cpu_engine, rng, dtype):
         np.testing.assert_array_equal(old.w_ih_16bit, made.input_weight_16bit(dtype))
     for key, packed in prepared.tiles.items():
         want = (persistent._biases(fresh, key[1], packed.shape[0]) if key[0] == "bias"
-                else persistent._tiles(fresh, *prepared.tile_plans[key]))
+                else persistent._tiles(fresh, *prepared.tile_plans[key], persistent._tile_matrix(key)))
         assert packed.dtype == want.dtype
         np.testing.assert_array_equal(packed, want)
+
+
+def test_in_kernel_projection_flag_and_spill_backoff(cpu_engine, monkeypatch):
+    """v12: IN_KERNEL_PROJECTION=False plans the GEMM; a build that spills gives the projection up
+    before it moves any register k-tile to shared memory."""
+    config = LSTMConfig(1024, 1024, 1, False, "float16", 8, 4)
+    plan = cpu_engine.plans_for(config)["forward"]
+    assert plan.input_k_tiles == 8
+    backed_off = persistent._fewer_register_tiles(plan, cap.h100_properties())
+    assert backed_off == plan.without_input_projection() and backed_off.reg_k_tiles == plan.reg_k_tiles
+    monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", False)
+    assert cpu_engine.plans_for(config)["forward"] == plan.without_input_projection()
+    assert persistent._graph_mode("auto")[-1] is False

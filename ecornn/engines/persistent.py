@@ -73,6 +73,8 @@ BACKWARD_BY_ROWS = "auto"  # fp32 backward: the rows kernel (v7) per capacity.ro
 SIXTEEN_BIT_GEMMS = True  # fp16/bf16: the GEMMs (projection, dX, dW) take 16-bit operands (cuBLAS, fp32
                           # accumulation and output): twice TF32's tensor-core rate, half the bytes;
                           # False: TF32 on fp32 copies (v5)
+IN_KERNEL_PROJECTION = True  # tensor-core forward: x W_ih^T inside the kernel where it fits (v12,
+                             # capacity.with_input_projection); False: one GEMM before it (the ablation)
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
                           # per the capacity model's rule; True / False force one (tests, ablation)
 last_kinds: dict = {}    # pass -> kernel kind ("grid", "cluster", "mma") of the latest call (tests, benchmarks)
@@ -124,10 +126,13 @@ def _plans_for(props_items: tuple, config, training: bool, variant: str, by_rows
 def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
     """Capacity plans of a call, cached per (device, config, training, variant): planning is
     Python work. "auto": tensor-core plans for 16-bit dtypes where they fit, else grid plans.
-    TAGGED_EXCHANGE True/False forces the grid and tensor-core plans' exchange (tests, the ablation)."""
+    TAGGED_EXCHANGE True/False forces the grid and tensor-core plans' exchange (tests, the ablation);
+    IN_KERNEL_PROJECTION False takes the tensor-core forward's projection out of the kernel."""
     props = _props()
     by_rows = BACKWARD_BY_ROWS if by_rows is None else by_rows
     plans = _plans_for(tuple(sorted(props.items())), config, training, variant, by_rows)
+    if not IN_KERNEL_PROJECTION and plans["forward"].kind == "mma":
+        plans = {**plans, "forward": plans["forward"].without_input_projection()}
     if TAGGED_EXCHANGE == "auto":
         return plans
     return {k: p.with_exchange(bool(TAGGED_EXCHANGE)) for k, p in plans.items()}
@@ -233,11 +238,11 @@ def _refresh_eager(prepared: PersistentWeights, config, weights) -> None:
                 cp.copyto(packed[d], prepared.slots[s0 + d].bias)
             continue
         layer, directions, plan = prepared.tile_plans[key]
-        index = _tile_index(prepared, key)
+        index, matrix = _tile_index(prepared, key), _tile_matrix(key)
         for d in range(directions):
             s = slot(layer, d, directions)
-            source = (_bits16(weights[s].w_hh) if plan.kind == "mma"   # the framework's 16-bit values
-                      else prepared.slots[s].w_hh)                    # the refreshed fp32 copy
+            source = (_bits16(getattr(weights[s], matrix)) if plan.kind == "mma"   # the framework's 16-bit values
+                      else getattr(prepared.slots[s], matrix))                    # the refreshed fp32 copy
             gather(source, index, packed[d].view(source.dtype))
 
 
@@ -254,7 +259,7 @@ def _bits16(a):
     cp = _cp()
     a = cp.ascontiguousarray(cp.asarray(a))
     if a.dtype.itemsize != 2:
-        raise ValueError(f"refresh: expected 16-bit W_hh for the tensor-core tiles, got {a.dtype}")
+        raise ValueError(f"refresh: expected 16-bit weights for the tensor-core tiles, got {a.dtype}")
     return a.view(cp.uint16)
 
 
@@ -264,31 +269,48 @@ def _tile_index(prepared: PersistentWeights, key):
     gate-interleaved fp32 copy."""
     if key not in prepared.tile_index:
         layer, directions, plan = prepared.tile_plans[key]
-        rows, cols = prepared.slots[slot(layer, 0, directions)].w_hh.shape
-        interleave = plan.kind == "mma"   # its source is the framework's gate-blocked W_hh
+        matrix = _tile_matrix(key)
+        rows, cols = getattr(prepared.slots[slot(layer, 0, directions)], matrix).shape
+        interleave = plan.kind == "mma"   # its source is the framework's gate-blocked weights
 
         def layout(ids):
-            return _pack(plan, gate_interleave(ids, prepared.hidden) if interleave else ids, order_only=True)
+            return _pack(plan, gate_interleave(ids, prepared.hidden) if interleave else ids, order_only=True,
+                         matrix=matrix)
         prepared.tile_index[key] = gather_index(layout, rows, cols, _cp())
     return prepared.tile_index[key]
 
 
-def _tiles(prepared: PersistentWeights, layer: int, directions: int, plan):
-    """Packed recurrent tiles of all directions of ``layer`` for ``plan`` ([D, blocks, ...])."""
-    key = (layer, plan.pass_name, plan.kind, plan.tile_shape())
+def _tiles(prepared: PersistentWeights, layer: int, directions: int, plan, matrix: str = "w_hh"):
+    """Packed tiles of all directions of ``layer`` for ``plan`` ([D, blocks, ...]): the recurrent
+    weights, or with matrix="w_ih" the input weights of an in-kernel projection (v12)."""
+    key = _tile_key(layer, plan, matrix)
     if key not in prepared.tiles:
-        mats = [prepared.slots[slot(layer, d, directions)].w_hh for d in range(directions)]
-        prepared.tiles[key] = _cp().stack([_pack(plan, m) for m in mats])
+        mats = [getattr(prepared.slots[slot(layer, d, directions)], matrix) for d in range(directions)]
+        prepared.tiles[key] = _cp().stack([_pack(plan, m, matrix=matrix) for m in mats])
         prepared.tile_plans[key] = (layer, directions, plan)
     return prepared.tiles[key]
 
 
-def _pack(plan, w_hh, order_only=False):
-    """``plan``'s tile of the gate-interleaved [4H, H] ``w_hh`` (transposed for the grid and mma
-    backward; rows: the forward's rows). ``order_only``: the pure-layout part (mma: the values in
+def _tile_key(layer: int, plan, matrix: str) -> tuple:
+    if matrix == "w_ih":
+        return (layer, "input", plan.kind, plan.input_tile_shape())
+    return (layer, plan.pass_name, plan.kind, plan.tile_shape())
+
+
+def _tile_matrix(key: tuple) -> str:
+    """Which weights the tiles under ``key`` hold ("w_ih" or "w_hh")."""
+    return "w_ih" if key[1] == "input" else "w_hh"
+
+
+def _pack(plan, matrix_values, order_only=False, matrix="w_hh"):
+    """``plan``'s tile of the gate-interleaved [4H, H] W_hh (transposed for the grid and mma
+    backward; rows: the forward's rows), or of the [4H, K] W_ih (matrix="w_ih": the mma forward's
+    in-kernel projection, same rows). ``order_only``: the pure-layout part (mma: the values in
     fragment order, not yet packed into 16-bit pairs), which _tile_index applies to indices."""
-    cp, shape = _cp(), plan.tile_shape()
-    m = cp.ascontiguousarray(w_hh.T if plan.pass_name == "backward" and plan.kind != "rows" else w_hh)
+    cp = _cp()
+    shape = plan.input_tile_shape() if matrix == "w_ih" else plan.tile_shape()
+    transpose = matrix == "w_hh" and plan.pass_name == "backward" and plan.kind != "rows"
+    m = cp.ascontiguousarray(matrix_values.T if transpose else matrix_values)
     if plan.kind == "rows":
         return pack_column_tiles(m, shape)
     if plan.kind != "mma":
@@ -314,6 +336,8 @@ def _fewer_register_tiles(plan, props: dict):
     what = f"{plan.kind} {plan.pass_name} kernel"
     if plan.kind == "rows":   # all its weights must be registers: the grid backward takes over
         raise NotSupported(name, f"{what} spills registers ({plan.describe()})")
+    if plan.kind == "mma" and plan.input_k_tiles:   # first give up the optional in-kernel projection
+        return plan.without_input_projection()
     if _register_tiles(plan) == 0:
         raise NotSupported(name, f"{what} uses local memory even without register tiles")
     if plan.kind == "mma":
@@ -419,15 +443,24 @@ def _built_plans(config, training: bool, variant: str) -> dict:
     raise first_error
 
 
-def _launch(plan, args_before_dir: tuple, directions: int, bias=None):
+def _final(plan):
+    """``plan`` as built (after any spill back-off: fewer register tiles, no in-kernel projection)."""
+    return _kernel(plan, _cp().cuda.Device().id)[0]
+
+
+def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tiles=None, input_size: int = 0):
     """Launch ``plan``'s kernel once per direction group (dir0 follows ``args_before_dir``). The
-    kernels take their zeroed exchange buffer next, and the mma forward the biases [D, 4H] last
-    (its xw comes without them)."""
+    kernels take their zeroed exchange buffer next; the mma forward then the biases [D, 4H] (its xw
+    comes without them), the packed W_ih tiles and input size of an in-kernel projection (v12;
+    null and 0 otherwise) and a zeroed barrier word (one memset with the exchange buffer)."""
     cp = _cp()
     final, kern = _kernel(plan, cp.cuda.Device().id)
-    tail = (cp.zeros(final.exchange_shape(directions), cp.uint32),)
+    shape = final.exchange_shape(directions)
+    words = int(np.prod(shape))
+    zeroed = cp.zeros(words + 32, cp.uint32)   # the barrier word on a 128-byte line of its own
+    tail = (zeroed[:words].reshape(shape),)
     if final.kind == "mma" and final.pass_name == "forward":
-        tail += (bias,)
+        tail += (bias, input_tiles if input_tiles is not None else _null(), np.int32(input_size), zeroed[words:])
     for launch in range(final.launches):
         kern((final.grid,), (final.threads,), args_before_dir + (np.int32(launch),) + tail,
              shared_mem=final.smem_bytes)
@@ -669,7 +702,8 @@ def _last_kinds_kept():
 
 def _graph_mode(variant) -> tuple:
     """What a captured graph depends on besides the configuration and dtypes."""
-    return (variant, TAGGED_EXCHANGE, FP32_GEMMS, MIN_3XTF32_FLOPS, BACKWARD_BY_ROWS, SIXTEEN_BIT_GEMMS)
+    return (variant, TAGGED_EXCHANGE, FP32_GEMMS, MIN_3XTF32_FLOPS, BACKWARD_BY_ROWS, SIXTEEN_BIT_GEMMS,
+            IN_KERNEL_PROJECTION)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
@@ -741,20 +775,29 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
         s0 = slot(layer, 0, dirs)
         fwd = plans["forward"]
         in_kernel_bias = fwd.kind == "mma"
+        projection_in_kernel = in_kernel_bias and _final(fwd).input_k_tiles > 0
         gemm_dtype = _gemm_dtype(config)
-        layer_in_16bit = _storage16(layer_in, gemm_dtype) if gemm_dtype else None
-        xw = _input_projections(layer_in, prep.slots[s0:s0 + dirs], _tf32_for(config), not in_kernel_bias,
-                                layer_in_16bit, gemm_dtype)
+        x16_dtype = config.dtype if projection_in_kernel else gemm_dtype
+        layer_in_16bit = _storage16(layer_in, x16_dtype) if x16_dtype else None
+        if projection_in_kernel:   # v12: the kernel reads x (16-bit) and W_ih tiles itself
+            xin = layer_in_16bit
+        else:
+            xin = cp.ascontiguousarray(_input_projections(layer_in, prep.slots[s0:s0 + dirs], _tf32_for(config),
+                                                          not in_kernel_bias, layer_in_16bit, gemm_dtype))
         y = _output((steps, batch, dirs * hidden))
         gates = _output((dirs, steps, batch, 4 * hidden)) if training else None
         cells = _output((dirs, steps, batch, hidden)) if training else None
         states = slice(s0, s0 + dirs)
-        args = (_tiles(prep, layer, dirs, fwd), cp.ascontiguousarray(xw), h0[states], c0[states],
+        args = (_tiles(prep, layer, dirs, fwd), xin, h0[states], c0[states],
                 y, h_final[states], c_final[states],
                 gates if training else _null(), cells if training else _null(),
                 np.int32(steps), np.int32(hidden), np.int32(fwd.units))
         if fwd is cluster:
             _launch_cluster(fwd, args + (np.int32(dirs * hidden),))
+        elif projection_in_kernel:
+            _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs,
+                    _biases(prep, layer, dirs), _tiles(prep, layer, dirs, _final(fwd), "w_ih"),
+                    config.layer_input_size(layer))
         else:
             _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs,
                     _biases(prep, layer, dirs) if in_kernel_bias else None)

@@ -546,6 +546,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
     regs_per_thread: int    # estimate; the compiled kernel reports the real count
     smem_bytes: int
     tagged: bool = True     # v5 tagged exchange between steps (False: grid.sync; tagged_exchange_pays)
+    input_k_tiles: int = 0  # v12 forward: W_ih k-tiles per warp in shared memory, x W_ih^T in the kernel
+                            # (with_input_projection); 0: the input projection is a GEMM before it
 
     kind = "mma"
     kernel_file = "persistent_mma.cu"
@@ -570,7 +572,21 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
         """Compile-time constants of kernels/persistent_mma.cu."""
         return {"PASS": 0 if self.pass_name == "forward" else 1, "BF16": int(self.dtype == "bfloat16"),
                 "BATCH": self.batch, "NWARPS": self.warps, "M_TILES": self.m_tiles,
-                "K_TILES": self.k_tiles, "REG_K_TILES": self.reg_k_tiles, "TAGGED": int(self.tagged)}
+                "K_TILES": self.k_tiles, "REG_K_TILES": self.reg_k_tiles, "TAGGED": int(self.tagged),
+                **({"IN_K_TILES": self.input_k_tiles} if self.input_k_tiles else {})}
+
+    def input_tile_shape(self) -> MmaTileShape:
+        """How W_ih's rows of a block are cut (the same rows as tile_shape, input columns)."""
+        return replace(self.tile_shape(), k_tiles=self.input_k_tiles)
+
+    def without_input_projection(self) -> "MmaPlan":
+        """The same plan with the input projection as a GEMM before the kernel (the ablation)."""
+        if not self.input_k_tiles:
+            return self
+        return replace(self, input_k_tiles=0,
+                       smem_bytes=self.smem_bytes - mma_input_smem_bytes(self.batch, self.warps, self.m_tiles,
+                                                                         self.input_k_tiles),
+                       regs_per_thread=self.regs_per_thread - 4 * self.m_tiles * self.n_tiles)
 
     def exchange_shape(self, directions: int) -> tuple:
         """uint32 words of the exchange buffer [D][2][B][row] (zeroed before each launch) through which
@@ -582,9 +598,10 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
         return (directions, 2, self.batch, row)
 
     def describe(self) -> str:
+        projection = f", input projection in the kernel ({self.input_k_tiles} k-tiles)" if self.input_k_tiles else ""
         return (f"{self.pass_name} (tensor cores, {self.dtype}): {self.grid} blocks x {self.threads} threads, "
                 f"{self.units} units/block, {self.reg_k_tiles}/{self.k_tiles} k-tiles in registers, "
-                f"{self.smem_bytes // 1024} KB smem, {self.launches} launch(es)")
+                f"{self.smem_bytes // 1024} KB smem, {self.launches} launch(es){projection}")
 
     def with_exchange(self, tagged: bool) -> "MmaPlan":
         """The same plan with the other exchange (same shared memory)."""
@@ -615,6 +632,27 @@ def mma_smem_bytes(pass_name: str, batch: int, warps: int, m_tiles: int, k_tiles
         partials = warps * 16 * m_tiles * (n_pad + 4)
     vectors = warps * batch * (8 * k_tiles + 4)
     return tiles + 4 * partials + 4 * vectors
+
+
+def mma_input_smem_bytes(batch: int, warps: int, m_tiles: int, input_k_tiles: int) -> int:
+    """Shared memory the in-kernel input projection (v12) adds: the W_ih tiles and staged x_t."""
+    return warps * input_k_tiles * m_tiles * 32 * 16 + 4 * warps * batch * (8 * input_k_tiles + 4)
+
+
+def with_input_projection(props: dict, plan: MmaPlan, input_sizes) -> MmaPlan:
+    """``plan`` (a forward) computing x W_ih^T itself (v12) where every layer's input size (a
+    multiple of 8: x rows are loaded 16 bytes at a time) fits: the W_ih tiles of the widest input
+    in shared memory next to everything else, and the carried input accumulators in registers.
+    Otherwise ``plan`` unchanged (a GEMM before the kernel). One plan serves every layer, so the
+    narrower inputs run zero-padded k-tiles."""
+    if plan.pass_name != "forward" or any(k % 8 for k in input_sizes):
+        return plan
+    in_k = -(-max(input_sizes) // (16 * plan.warps))
+    smem = plan.smem_bytes + mma_input_smem_bytes(plan.batch, plan.warps, plan.m_tiles, in_k)
+    regs = plan.regs_per_thread + 4 * plan.m_tiles * plan.n_tiles
+    if smem > props["smem_per_block_optin"] - SMEM_RESERVED_PER_BLOCK or regs > register_cap(props, plan.threads):
+        return plan
+    return replace(plan, input_k_tiles=in_k, smem_bytes=smem, regs_per_thread=regs)
 
 
 def tagged_exchange_pays(batch: int, k_tiles: int) -> bool:
@@ -716,7 +754,8 @@ def _mma_why_not(props, pass_name, dtype, hidden, batch) -> str:
 def plan_mma_config(props: dict, config, training: bool) -> dict:
     """Tensor-core plans of every pass a call needs, or NotSupported."""
     args = (config.hidden_size, config.batch, config.num_directions, config.dtype)
-    plans = {"forward": plan_mma(props, "forward", *args)}
+    inputs = [config.layer_input_size(layer) for layer in range(config.num_layers)]
+    plans = {"forward": with_input_projection(props, plan_mma(props, "forward", *args), inputs)}
     if training:
         plans["backward"] = plan_mma(props, "backward", *args)
     return plans
@@ -763,6 +802,6 @@ def small_gpu_properties(sm_count: int = 20) -> dict:
     return props
 
 
-__all__ = ["KernelPlan", "ClusterPlan", "MmaPlan", "plan_mma", "plan_mma_config", "plan_grid_config", "plan_cluster", "predicted_cluster_us_per_step", "plan_pass", "plan_config", "largest_hidden", "choose_lanes",
+__all__ = ["KernelPlan", "ClusterPlan", "MmaPlan", "plan_mma", "plan_mma_config", "with_input_projection", "plan_grid_config", "plan_cluster", "predicted_cluster_us_per_step", "plan_pass", "plan_config", "largest_hidden", "choose_lanes",
            "h100_properties", "a100_properties", "small_gpu_properties", "predicted_us_per_step",
            "largest_mma_hidden", "predicted_mma_us_per_step"]
