@@ -39,14 +39,14 @@
 //
 // ecornn-persistent
 // The check lines are the capacity model's H100 plans (v5, exchange per tagged_exchange_pays; v12,
-// the in-kernel projection of a layer with input = hidden where it fits): fwd bf16 H=1024 B=4,
-// fp16 H=1024 B=8 and B=16, bf16 H=2048 B=4, bf16 H=100 B=3; bwd fp16 H=1024 B=8 and B=16, bf16
-// H=2048 B=4; then the other exchange of four of them (forced: tests, ablation; the tagged fp16
-// B=16 forward with the projection spills 168 bytes at 128 registers, and the engine's back-off
-// builds it without); then three forwards with the projection as a GEMM (IN_KERNEL_PROJECTION=False).
+// the in-kernel projection of a layer with input = hidden where input_projection_pays): fwd bf16
+// H=1024 B=4, fp16 H=1024 B=8 and B=16, bf16 H=2048 B=4, bf16 H=100 B=3; bwd fp16 H=1024 B=8 and
+// B=16, bf16 H=2048 B=4; then the other exchange of four of them (forced: tests, ablation; the
+// tagged fp16 B=16 forward with the projection would spill 168 bytes at 128 registers, and the
+// engine's back-off builds it without); then three forwards with IN_KERNEL_PROJECTION forced.
 // ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=0 -DIN_K_TILES=8
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=2 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=0 -DIN_K_TILES=4
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=0
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=2 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=0
 // ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=16 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=3 -DTAGGED=1
 // ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=3 -DNWARPS=4 -DM_TILES=1 -DK_TILES=2 -DREG_K_TILES=2 -DTAGGED=1
 // ecornn-check: -DPASS=1 -DBF16=0 -DBATCH=8 -DNWARPS=16 -DM_TILES=1 -DK_TILES=16 -DREG_K_TILES=9 -DTAGGED=0
@@ -57,8 +57,8 @@
 // ecornn-check: -DPASS=1 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=1 -DK_TILES=16 -DREG_K_TILES=9 -DTAGGED=1
 // ecornn-check: -DPASS=1 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=1 -DK_TILES=64 -DREG_K_TILES=31 -DTAGGED=1
 // ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=0
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=2 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=0
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=0 -DIN_K_TILES=8
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=2 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=0 -DIN_K_TILES=4
 #include <cooperative_groups.h>
 
 #include "mma_common.cuh"
@@ -74,6 +74,9 @@ namespace cg = cooperative_groups;
 #endif
 #ifndef IN_K_TILES
 #define IN_K_TILES 0
+#endif
+#ifndef SPLIT_BARRIER   // grid.sync plans: the split barrier (default with the in-kernel projection) or grid.sync()
+#define SPLIT_BARRIER (IN_K_TILES > 0)
 #endif
 
 constexpr bool kBf16 = BF16 != 0;
@@ -573,7 +576,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
                 half_bits(h0[p.state_at]);
     }
     cg::grid_group grid = cg::this_grid();
-    constexpr bool kSplitBarrier = kInput && !kTagged;
+    constexpr bool kSplitBarrier = !kTagged && SPLIT_BARRIER != 0;
     if constexpr (kSplitBarrier) grid_arrive(barrier);   // every block's h0 is published ...
     else __syncthreads();
     Acc acc;   // kInput: this warp's slice of the next step's input product

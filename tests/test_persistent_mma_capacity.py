@@ -136,7 +136,7 @@ def _forward(dtype, inp, hidden, batch, layers=1, bidir=False):
 
 def test_input_projection_adds_its_tiles_and_staging_to_shared_memory():
     plain = cap.plan_mma(H100, "forward", 1024, 8, dtype="float16")
-    plan = _forward("float16", 1024, 1024, 8)
+    plan = cap.with_input_projection(H100, plain, [1024])
     assert plan.input_k_tiles == 8                       # 1024 inputs over 8 warps of 16-column tiles
     assert plan.smem_bytes - plain.smem_bytes == 8 * 8 * 2 * 32 * 16 + 4 * 8 * 8 * (8 * 8 + 4)
     assert plan.regs_per_thread - plain.regs_per_thread == 4 * plan.m_tiles * plan.n_tiles
@@ -144,6 +144,13 @@ def test_input_projection_adds_its_tiles_and_staging_to_shared_memory():
     assert plan.input_tile_shape() == replace(plain.tile_shape(), k_tiles=8)
     assert plan.without_input_projection() == plain
     assert "input projection in the kernel" in plan.describe()
+
+
+def test_the_model_takes_the_projection_with_the_tagged_exchange_only():
+    tagged = _forward("bfloat16", 1024, 1024, 4)
+    assert tagged.tagged and tagged.input_k_tiles == 8 and cap.input_projection_pays(tagged)
+    grid = _forward("float16", 1024, 1024, 8)
+    assert not grid.tagged and grid.input_k_tiles == 0 and not cap.input_projection_pays(grid)
 
 
 def test_input_projection_takes_the_widest_layer_input():
@@ -163,6 +170,6 @@ def test_input_projection_stays_a_gemm_where_it_cannot_run(dtype, inp, hidden, b
 
 
 def test_backward_plans_never_carry_the_projection():
-    plans = cap.plan_mma_config(H100, LSTMConfig(1024, 1024, 1, False, "float16", 8, 8), True)
+    plans = cap.plan_mma_config(H100, LSTMConfig(1024, 1024, 1, False, "bfloat16", 4, 8), True)
     assert plans["forward"].input_k_tiles > 0 and plans["backward"].input_k_tiles == 0
     assert cap.with_input_projection(H100, plans["backward"], [1024]) is plans["backward"]

@@ -203,13 +203,18 @@ def test_refresh_leaves_what_a_fresh_prepare_makes(cpu_engine, rng, dtype):
 
 
 def test_in_kernel_projection_flag_and_spill_backoff(cpu_engine, monkeypatch):
-    """v12: IN_KERNEL_PROJECTION=False plans the GEMM; a build that spills gives the projection up
-    before it moves any register k-tile to shared memory."""
-    config = LSTMConfig(1024, 1024, 1, False, "float16", 8, 4)
-    plan = cpu_engine.plans_for(config)["forward"]
-    assert plan.input_k_tiles == 8
+    """v12: "auto" puts the projection in the kernel of tagged plans only; True wherever it fits,
+    False nowhere; a build that spills gives the projection up before it moves any register k-tile
+    to shared memory."""
+    grid_plan = LSTMConfig(1024, 1024, 1, False, "float16", 8, 4)
+    tagged_plan = grid_plan.replace(dtype="bfloat16", batch=4)
+    assert cpu_engine.plans_for(grid_plan)["forward"].input_k_tiles == 0
+    assert cpu_engine.plans_for(tagged_plan)["forward"].input_k_tiles == 8
+    monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", True)
+    plan = cpu_engine.plans_for(grid_plan)["forward"]
+    assert plan.input_k_tiles == 8 and not plan.tagged
     backed_off = persistent._fewer_register_tiles(plan, cap.h100_properties())
     assert backed_off == plan.without_input_projection() and backed_off.reg_k_tiles == plan.reg_k_tiles
     monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", False)
-    assert cpu_engine.plans_for(config)["forward"] == plan.without_input_projection()
+    assert cpu_engine.plans_for(tagged_plan)["forward"].input_k_tiles == 0
     assert persistent._graph_mode("auto")[-1] is False

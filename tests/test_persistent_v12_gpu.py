@@ -1,8 +1,9 @@
 """`persistent` v12 on the GPU: the tensor-core forward computes x W_ih^T itself (W_ih tiles in shared
 memory, the next step's input product while the block waits at a split grid barrier or before it
-polls the tagged exchange). Forward, final states and every gradient against the float64
-reference, with the projection in the kernel and as the GEMM before it (IN_KERNEL_PROJECTION=False);
-run-to-run bitwise; the spill back-off that gives the projection up."""
+polls the tagged exchange; "auto" takes it with the tagged exchange only). Forward, final states and
+every gradient against the float64 reference, with the projection in the kernel (by the rule or
+forced: the split barrier) and as the GEMM before it (IN_KERNEL_PROJECTION=False); run-to-run
+bitwise; the spill back-off that gives the projection up."""
 import numpy as np
 import pytest
 
@@ -18,18 +19,20 @@ def _forward_plan(config):
     return persistent._final(persistent.plans_for(config, training=True)["forward"])
 
 
-@pytest.mark.parametrize("dtype, inp, hidden, layers, bidir, batch, steps", [
-    ("float16", 1024, 1024, 1, False, 8, 40),     # grid.sync plan: the split barrier
-    ("float16", 1024, 1024, 1, False, 16, 33),    # 16 warps, 4 input k-tiles per warp
-    ("bfloat16", 1024, 1024, 1, False, 4, 30),    # tagged plan
-    ("bfloat16", 40, 96, 3, True, 3, 17),         # both directions in one grid; inputs 40, 192, 192
-    ("float16", 16, 200, 2, True, 1, 12),         # B=1; inputs 16 and 400 (zero-padded k-tiles in layer 0)
-    ("float16", 8, 1000, 1, False, 1, 12),        # odd H: 125 blocks, the last with 0 padded units
+@pytest.mark.parametrize("force, dtype, inp, hidden, layers, bidir, batch, steps", [
+    (True, "float16", 1024, 1024, 1, False, 8, 40),     # grid.sync plan, forced: the split barrier
+    (True, "float16", 1024, 1024, 1, False, 16, 33),    # 16 warps, 4 input k-tiles per warp, forced
+    ("auto", "bfloat16", 1024, 1024, 1, False, 4, 30),  # tagged plan: the rule's choice
+    ("auto", "bfloat16", 40, 96, 3, True, 3, 17),       # both directions in one grid; inputs 40, 192, 192
+    ("auto", "float16", 16, 200, 2, True, 1, 12),       # B=1; inputs 16 and 400 (zero-padded k-tiles in layer 0)
+    ("auto", "float16", 8, 1000, 1, False, 1, 12),      # odd H: 125 blocks, the last with 0 padded units
 ])
-def test_in_kernel_projection_matches_the_reference(monkeypatch, dtype, inp, hidden, layers, bidir, batch, steps):
+def test_in_kernel_projection_matches_the_reference(monkeypatch, force, dtype, inp, hidden, layers, bidir, batch,
+                                                    steps):
     config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)
+    monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", force)
     plan = _forward_plan(config)
-    assert plan.kind == "mma" and plan.input_k_tiles > 0, plan.describe()
+    assert plan.kind == "mma" and plan.input_k_tiles > 0 and plan.tagged is (force == "auto"), plan.describe()
     _compare(np.random.default_rng(inp + hidden + batch), config, HALF_TOL)
     assert persistent.last_kinds == {"forward": "mma", "backward": "mma"}
     monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", False)
@@ -37,8 +40,14 @@ def test_in_kernel_projection_matches_the_reference(monkeypatch, dtype, inp, hid
     _compare(np.random.default_rng(inp + hidden + batch), config, HALF_TOL)
 
 
+def test_auto_keeps_the_gemm_for_grid_sync_plans():
+    config = LSTMConfig(1024, 1024, 1, False, "float16", 8, 10)
+    plan = _forward_plan(config)
+    assert not plan.tagged and plan.input_k_tiles == 0
+
+
 def test_in_kernel_projection_is_bitwise_identical_run_to_run(rng):
-    config = LSTMConfig(64, 1024, 1, False, "float16", 8, 50)
+    config = LSTMConfig(64, 1024, 1, False, "float16", 4, 50)
     assert _forward_plan(config).input_k_tiles > 0
     weights, x, h0, c0 = random_problem(rng, config)
     seeds = _gradient_seeds(rng, config, config.dtype)
@@ -55,9 +64,10 @@ def test_input_size_not_a_multiple_of_8_keeps_the_gemm(rng):
 
 
 def test_a_spilling_projection_build_falls_back_to_the_gemm(monkeypatch, rng):
-    """The tagged fp16 B=16 forward (forced) spills with the projection at 128 registers: the build
-    gives the projection up (persistent._fewer_register_tiles) instead of failing."""
+    """The tagged fp16 B=16 forward with the projection (both forced) spills at 128 registers: the
+    build gives the projection up (persistent._fewer_register_tiles) instead of failing."""
     monkeypatch.setattr(persistent, "TAGGED_EXCHANGE", True)
+    monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", True)
     config = LSTMConfig(1024, 1024, 1, False, "float16", 16, 20)
     planned = persistent.plans_for(config, training=True)["forward"]
     assert planned.input_k_tiles > 0 and planned.tagged

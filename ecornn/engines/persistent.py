@@ -73,8 +73,9 @@ BACKWARD_BY_ROWS = "auto"  # fp32 backward: the rows kernel (v7) per capacity.ro
 SIXTEEN_BIT_GEMMS = True  # fp16/bf16: the GEMMs (projection, dX, dW) take 16-bit operands (cuBLAS, fp32
                           # accumulation and output): twice TF32's tensor-core rate, half the bytes;
                           # False: TF32 on fp32 copies (v5)
-IN_KERNEL_PROJECTION = True  # tensor-core forward: x W_ih^T inside the kernel where it fits (v12,
-                             # capacity.with_input_projection); False: one GEMM before it (the ablation)
+IN_KERNEL_PROJECTION = "auto"  # tensor-core forward: x W_ih^T inside the kernel (v12) where it fits and
+                               # capacity.input_projection_pays; True: wherever it fits; False: one GEMM
+                               # before the kernel (tests, the ablation)
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
                           # per the capacity model's rule; True / False force one (tests, ablation)
 last_kinds: dict = {}    # pass -> kernel kind ("grid", "cluster", "mma") of the latest call (tests, benchmarks)
@@ -127,12 +128,16 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
     """Capacity plans of a call, cached per (device, config, training, variant): planning is
     Python work. "auto": tensor-core plans for 16-bit dtypes where they fit, else grid plans.
     TAGGED_EXCHANGE True/False forces the grid and tensor-core plans' exchange (tests, the ablation);
-    IN_KERNEL_PROJECTION False takes the tensor-core forward's projection out of the kernel."""
+    IN_KERNEL_PROJECTION True/False puts the tensor-core forward's projection in the kernel wherever it
+    fits / takes it out (tests, the ablation)."""
     props = _props()
     by_rows = BACKWARD_BY_ROWS if by_rows is None else by_rows
     plans = _plans_for(tuple(sorted(props.items())), config, training, variant, by_rows)
-    if not IN_KERNEL_PROJECTION and plans["forward"].kind == "mma":
-        plans = {**plans, "forward": plans["forward"].without_input_projection()}
+    if IN_KERNEL_PROJECTION != "auto" and plans["forward"].kind == "mma":
+        forward = plans["forward"].without_input_projection()
+        if IN_KERNEL_PROJECTION:
+            forward = capacity.with_input_projection(props, forward, capacity.layer_input_sizes(config))
+        plans = {**plans, "forward": forward}
     if TAGGED_EXCHANGE == "auto":
         return plans
     return {k: p.with_exchange(bool(TAGGED_EXCHANGE)) for k, p in plans.items()}

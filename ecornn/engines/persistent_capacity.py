@@ -655,6 +655,20 @@ def with_input_projection(props: dict, plan: MmaPlan, input_sizes) -> MmaPlan:
     return replace(plan, input_k_tiles=in_k, smem_bytes=smem, regs_per_thread=regs)
 
 
+def layer_input_sizes(config) -> list:
+    return [config.layer_input_size(layer) for layer in range(config.num_layers)]
+
+
+def input_projection_pays(plan: MmaPlan) -> bool:
+    """Whether the in-kernel projection (v12) beats the GEMM before the kernel: with the tagged
+    exchange, yes (H100, kernel alone, bf16 H=1024 B=4: 1.93 vs 2.14 us/step; whole forward 1.89 vs
+    2.23). Under grid.sync it costs more than the GEMM saves: every block stages all of x_t from
+    L2 and reads its W_ih tiles from shared memory each step (0.8 us at fp16 H=1024 B=8 when not
+    overlapped), and the split barrier's window hides only part of it (kernel 2.39 vs 2.21, B=16
+    3.44 vs 2.58; whole forward 2.65 vs 2.48, 3.67 vs 3.07; results/persistent_v12)."""
+    return plan.pass_name == "forward" and plan.tagged
+
+
 def tagged_exchange_pays(batch: int, k_tiles: int) -> bool:
     """Whether the tagged exchange (v5) beats grid.sync() for a plan. Polling reloads a warp's whole
     slice of the step's vector (B x 16 * k_tiles words, i.e. B * k_tiles / 8 uint4 loads per lane)
@@ -754,8 +768,10 @@ def _mma_why_not(props, pass_name, dtype, hidden, batch) -> str:
 def plan_mma_config(props: dict, config, training: bool) -> dict:
     """Tensor-core plans of every pass a call needs, or NotSupported."""
     args = (config.hidden_size, config.batch, config.num_directions, config.dtype)
-    inputs = [config.layer_input_size(layer) for layer in range(config.num_layers)]
-    plans = {"forward": with_input_projection(props, plan_mma(props, "forward", *args), inputs)}
+    forward = plan_mma(props, "forward", *args)
+    if input_projection_pays(forward):
+        forward = with_input_projection(props, forward, layer_input_sizes(config))
+    plans = {"forward": forward}
     if training:
         plans["backward"] = plan_mma(props, "backward", *args)
     return plans
@@ -802,6 +818,7 @@ def small_gpu_properties(sm_count: int = 20) -> dict:
     return props
 
 
-__all__ = ["KernelPlan", "ClusterPlan", "MmaPlan", "plan_mma", "plan_mma_config", "with_input_projection", "plan_grid_config", "plan_cluster", "predicted_cluster_us_per_step", "plan_pass", "plan_config", "largest_hidden", "choose_lanes",
+__all__ = ["KernelPlan", "ClusterPlan", "MmaPlan", "plan_mma", "plan_mma_config", "with_input_projection",
+           "input_projection_pays", "layer_input_sizes", "plan_grid_config", "plan_cluster", "predicted_cluster_us_per_step", "plan_pass", "plan_config", "largest_hidden", "choose_lanes",
            "h100_properties", "a100_properties", "small_gpu_properties", "predicted_us_per_step",
            "largest_mma_hidden", "predicted_mma_us_per_step"]
