@@ -34,8 +34,9 @@ for exchange in ("auto", False):
     print("mma H=1024 run ok", exchange, float(np.abs(np.asarray(grads.dx, np.float32)).sum()))
 persistent.TAGGED_EXCHANGE = "auto"
 
-# v12: the input projection inside the forward kernel (every input size a multiple of 8), both
-# exchanges (grid.sync: the split barrier), 2 layers bidirectional.
+# v12: the input projection inside the forward kernel (forced at B=3; every input size a multiple
+# of 8), both exchanges (grid.sync: the split barrier), 2 layers bidirectional.
+persistent.IN_KERNEL_PROJECTION = True
 for dtype, exchange in (("float16", "auto"), ("bfloat16", False)):
     persistent.TAGGED_EXCHANGE = exchange
     config = LSTMConfig(24, 40, 2, True, dtype, 3, 5)
@@ -47,6 +48,7 @@ for dtype, exchange in (("float16", "auto"), ("bfloat16", False)):
     assert persistent.last_kinds == {"forward": "mma", "backward": "mma"}, persistent.last_kinds
     print("mma in-kernel projection run ok", dtype, exchange, float(np.abs(np.asarray(grads.dx, np.float32)).sum()))
 persistent.TAGGED_EXCHANGE = "auto"
+persistent.IN_KERNEL_PROJECTION = "auto"
 
 # v5: inference with prepared weights replays a CUDA graph from the second call on.
 from ecornn import prepare_weights  # noqa: E402

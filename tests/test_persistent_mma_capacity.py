@@ -146,15 +146,17 @@ def test_input_projection_adds_its_tiles_and_staging_to_shared_memory():
     assert "input projection in the kernel" in plan.describe()
 
 
-def test_the_model_takes_the_projection_with_the_tagged_exchange_only():
+def test_the_model_takes_the_projection_with_the_tagged_exchange_from_batch_4():
     tagged = _forward("bfloat16", 1024, 1024, 4)
     assert tagged.tagged and tagged.input_k_tiles == 8 and cap.input_projection_pays(tagged)
     grid = _forward("float16", 1024, 1024, 8)
     assert not grid.tagged and grid.input_k_tiles == 0 and not cap.input_projection_pays(grid)
+    one = _forward("float16", 1024, 1024, 1)
+    assert one.tagged and one.input_k_tiles == 0 and not cap.input_projection_pays(one)
 
 
 def test_input_projection_takes_the_widest_layer_input():
-    plan = _forward("bfloat16", 40, 96, 3, layers=3, bidir=True)       # inputs 40, 192, 192
+    plan = _forward("bfloat16", 40, 96, 4, layers=3, bidir=True)       # inputs 40, 192, 192
     assert plan.input_k_tiles == -(-192 // (16 * plan.warps))
 
 

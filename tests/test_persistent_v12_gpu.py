@@ -23,16 +23,16 @@ def _forward_plan(config):
     (True, "float16", 1024, 1024, 1, False, 8, 40),     # grid.sync plan, forced: the split barrier
     (True, "float16", 1024, 1024, 1, False, 16, 33),    # 16 warps, 4 input k-tiles per warp, forced
     ("auto", "bfloat16", 1024, 1024, 1, False, 4, 30),  # tagged plan: the rule's choice
-    ("auto", "bfloat16", 40, 96, 3, True, 3, 17),       # both directions in one grid; inputs 40, 192, 192
-    ("auto", "float16", 16, 200, 2, True, 1, 12),       # B=1; inputs 16 and 400 (zero-padded k-tiles in layer 0)
-    ("auto", "float16", 8, 1000, 1, False, 1, 12),      # odd H: 125 blocks, the last with 0 padded units
+    (True, "bfloat16", 40, 96, 3, True, 3, 17),         # both directions in one grid; inputs 40, 192, 192
+    (True, "float16", 16, 200, 2, True, 1, 12),         # B=1; inputs 16 and 400 (zero-padded k-tiles in layer 0)
+    (True, "float16", 8, 1000, 1, False, 1, 12),        # odd H: 125 blocks, the last with 0 padded units
 ])
 def test_in_kernel_projection_matches_the_reference(monkeypatch, force, dtype, inp, hidden, layers, bidir, batch,
                                                     steps):
     config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)
     monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", force)
     plan = _forward_plan(config)
-    assert plan.kind == "mma" and plan.input_k_tiles > 0 and plan.tagged is (force == "auto"), plan.describe()
+    assert plan.kind == "mma" and plan.input_k_tiles > 0, plan.describe()
     _compare(np.random.default_rng(inp + hidden + batch), config, HALF_TOL)
     assert persistent.last_kinds == {"forward": "mma", "backward": "mma"}
     monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", False)
@@ -40,14 +40,15 @@ def test_in_kernel_projection_matches_the_reference(monkeypatch, force, dtype, i
     _compare(np.random.default_rng(inp + hidden + batch), config, HALF_TOL)
 
 
-def test_auto_keeps_the_gemm_for_grid_sync_plans():
-    config = LSTMConfig(1024, 1024, 1, False, "float16", 8, 10)
-    plan = _forward_plan(config)
-    assert not plan.tagged and plan.input_k_tiles == 0
+def test_auto_keeps_the_gemm_for_grid_sync_plans_and_batch_1():
+    grid = _forward_plan(LSTMConfig(1024, 1024, 1, False, "float16", 8, 10))
+    assert not grid.tagged and grid.input_k_tiles == 0
+    batch_1 = _forward_plan(LSTMConfig(1024, 1024, 1, False, "float16", 1, 10))
+    assert batch_1.tagged and batch_1.input_k_tiles == 0
 
 
 def test_in_kernel_projection_is_bitwise_identical_run_to_run(rng):
-    config = LSTMConfig(64, 1024, 1, False, "float16", 4, 50)
+    config = LSTMConfig(64, 1024, 1, False, "float16", 4, 50)   # tagged, B=4: the rule's choice
     assert _forward_plan(config).input_k_tiles > 0
     weights, x, h0, c0 = random_problem(rng, config)
     seeds = _gradient_seeds(rng, config, config.dtype)

@@ -30,6 +30,7 @@ MAX_REGS_PER_THREAD = 255
 REG_ALLOC_GRANULE = 8
 SMEM_RESERVED_PER_BLOCK = 1024  # the driver keeps 1 KB of each block's shared memory
 TAGGED_MAX_LOADS_PER_LANE = 4   # the tagged exchange pays up to this many 16-byte polls per lane (v5)
+INPUT_PROJECTION_MIN_BATCH = 4  # the in-kernel projection (v12) measured faster at B=4, slower at B=1
 
 
 @dataclass(frozen=True)
@@ -660,13 +661,14 @@ def layer_input_sizes(config) -> list:
 
 
 def input_projection_pays(plan: MmaPlan) -> bool:
-    """Whether the in-kernel projection (v12) beats the GEMM before the kernel: with the tagged
-    exchange, yes (H100, kernel alone, bf16 H=1024 B=4: 1.93 vs 2.14 us/step; whole forward 1.89 vs
-    2.23). Under grid.sync it costs more than the GEMM saves: every block stages all of x_t from
-    L2 and reads its W_ih tiles from shared memory each step (0.8 us at fp16 H=1024 B=8 when not
-    overlapped), and the split barrier's window hides only part of it (kernel 2.39 vs 2.21, B=16
-    3.44 vs 2.58; whole forward 2.65 vs 2.48, 3.67 vs 3.07; results/persistent_v12)."""
-    return plan.pass_name == "forward" and plan.tagged
+    """Whether the in-kernel projection (v12) beats the GEMM before the kernel (H100, whole forward,
+    results/persistent_v12): with the tagged exchange at B >= INPUT_PROJECTION_MIN_BATCH, yes (bf16
+    H=1024 B=4: 1.89-1.90 vs 2.18-2.23 us/step). At B=1 the GEMM is small and the kernel's share
+    costs as much (fp16 H=1024: 1.57-1.68 vs 1.52-1.55). Under grid.sync it costs more than the
+    GEMM saves: every block stages all of x_t from L2 and reads its W_ih tiles from shared memory
+    each step (0.8 us at fp16 H=1024 B=8 when not overlapped), and the split barrier's window
+    hides only part of it (fp16 B=8 2.65-2.83 vs 2.48-2.61, B=16 3.67-3.71 vs 3.07-3.14)."""
+    return plan.pass_name == "forward" and plan.tagged and plan.batch >= INPUT_PROJECTION_MIN_BATCH
 
 
 def tagged_exchange_pays(batch: int, k_tiles: int) -> bool:
