@@ -33,6 +33,8 @@ backward at H >= 1024, B >= 4, and wherever the grid backward does not fit, runs
 kernels/persistent_bwd_rows.cu (split by gate rows; BACKWARD_BY_ROWS; kind "rows"). v9: training
 calls with prepared weights replay CUDA graphs (persistent_train_graph); fp16/bf16 GEMMs take 16-bit
 operands (SIXTEEN_BIT_GEMMS); ``refresh`` rewrites prepared weights in place, so graphs survive.
+v12: the tensor-core forward computes x W_ih^T itself (packed W_ih tiles in shared memory) where
+capacity.input_projection_pays (tagged plans, B >= 4; IN_KERNEL_PROJECTION) instead of the GEMM.
 """
 from __future__ import annotations
 
