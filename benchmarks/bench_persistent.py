@@ -222,6 +222,28 @@ def measured_row(measure, dtype, hidden, batch, repeats, *args) -> dict:
     return add_cudnn(entry, dtype, hidden, batch, repeats)
 
 
+def ab_bench_main(argv, rows: list, row, markdown, name: str, order_flag: str, order_help: str) -> None:
+    """The command line of the A/B benches (v11, v12): OUT_DIR [--repeats N] [--rows N] [--name NAME]
+    [order_flag]; row(dtype, hidden, batch, repeats, order_flag's value) per row of ``rows``, saved
+    after each row (OUT_DIR/NAME.{json,md}) and printed at the end."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--rows", type=int, default=len(rows))
+    parser.add_argument("--name", default=name)
+    parser.add_argument(order_flag, action="store_true", help=order_help)
+    args = parser.parse_args(argv)
+    order = getattr(args, order_flag.lstrip("-").replace("-", "_"))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    meta = bench_meta()
+    done = []
+    for dtype, hidden, batch in rows[:args.rows]:
+        done.append(row(dtype, hidden, batch, args.repeats, order))
+        save_rows(out, args.name, meta, done, markdown(done))
+    print(markdown(done))
+
+
 def save_rows(out: Path, stem: str, meta: dict, rows: list, table: str = None, extra: dict = None) -> None:
     """OUT/stem.json (meta, rows and ``extra``) and, with ``table``, OUT/stem.md headed by the meta."""
     (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows, **(extra or {})}, indent=1, default=str))

@@ -10,27 +10,18 @@ Writes OUT_DIR/NAME.{json,md} (NAME: persistent_v11_bench) and prints the table.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_persistent import STEPS, _median_ms, _problem, bench_meta, fmt, kernel_launcher, measured_row, save_rows  # noqa: E402
+from bench_persistent import STEPS, _median_ms, _problem, ab_bench_main, fmt, kernel_launcher, measured_row  # noqa: E402
 from bench_persistent_v5 import _train_ms  # noqa: E402
 
-from ecornn.engines import persistent, persistent_capacity as capacity  # noqa: E402
+from ecornn.engines import persistent  # noqa: E402
 
 ROWS = [("float16", 1024, 8), ("float16", 1024, 16), ("bfloat16", 1024, 4), ("bfloat16", 2048, 4),
         ("bfloat16", 512, 8), ("float16", 1024, 1)]
 EXCHANGES = [("tagged", True), ("grid_sync", False)]
-_defines, _kernels = capacity.MmaPlan.defines, persistent._kernel
-
-
-def _old_order(enabled: bool) -> None:
-    """Build the tensor-core kernels with the v10 pointwise thread order (ablation; a kernel cache of
-    its own, as the plans are the same) or the v11 one."""
-    capacity.MmaPlan.defines = (lambda plan: {**_defines(plan), "UNITS_FASTEST": 0}) if enabled else _defines
-    persistent._kernel = persistent._remembered(_kernels.__wrapped__) if enabled else _kernels
 
 
 def measure(dtype, hidden, batch, repeats, old_first=False):
@@ -38,9 +29,10 @@ def measure(dtype, hidden, batch, repeats, old_first=False):
     plans = persistent.plans_for(config, True)
     out = {"default": {k: "tagged" if p.tagged else "grid_sync" for k, p in plans.items()}}
     for order in ("old", "new") if old_first else ("new", "old"):
-        _old_order(order == "old")
+        persistent.UNITS_FASTEST = order == "new"
         suffix = "" if order == "new" else "_old_order"
         try:
+            plans = persistent.plans_for(config, True)       # this order's plans (and kernels)
             prepared = persistent.prepare(config, weights)   # graphs captured with this order's kernels
             for name, tagged in EXCHANGES:
                 launch = kernel_launcher(config, prepared, x, h0, c0, plans["forward"].with_exchange(tagged))
@@ -49,7 +41,7 @@ def measure(dtype, hidden, batch, repeats, old_first=False):
             out[f"graph_fwd{suffix}_us"] = _median_ms(fwd, repeats) * 1e3 / STEPS
             out[f"train{suffix}_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
         finally:
-            _old_order(False)
+            persistent.UNITS_FASTEST = True
     return out
 
 
@@ -78,21 +70,7 @@ def markdown(rows):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser()
-    parser.add_argument("out")
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--rows", type=int, default=len(ROWS))
-    parser.add_argument("--name", default="persistent_v11_bench")
-    parser.add_argument("--old-first", action="store_true", help="time the old thread order first (order bias check)")
-    args = parser.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    meta = bench_meta()
-    rows = []
-    for dtype, hidden, batch in ROWS[:args.rows]:
-        rows.append(row(dtype, hidden, batch, args.repeats, args.old_first))
-        save_rows(out, args.name, meta, rows, markdown(rows))
-    print(markdown(rows))
+    ab_bench_main(argv, ROWS, row, markdown, "persistent_v11_bench", "--old-first", "time the old thread order first (order bias check)")
 
 
 if __name__ == "__main__":

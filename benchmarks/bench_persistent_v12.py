@@ -11,12 +11,11 @@ Writes OUT_DIR/NAME.{json,md} (NAME: persistent_v12_bench) and prints the table.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_persistent import STEPS, _median_ms, _problem, bench_meta, fmt, kernel_launcher, measured_row, save_rows  # noqa: E402
+from bench_persistent import STEPS, _median_ms, _problem, ab_bench_main, fmt, kernel_launcher, measured_row  # noqa: E402
 from bench_persistent_v5 import _train_ms  # noqa: E402
 
 from ecornn.engines import persistent  # noqa: E402
@@ -72,21 +71,7 @@ def markdown(rows):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser()
-    parser.add_argument("out")
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--rows", type=int, default=len(ROWS))
-    parser.add_argument("--name", default="persistent_v12_bench")
-    parser.add_argument("--gemm-first", action="store_true", help="time the GEMM mode first (order bias check)")
-    args = parser.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    meta = bench_meta()
-    rows = []
-    for dtype, hidden, batch in ROWS[:args.rows]:
-        rows.append(row(dtype, hidden, batch, args.repeats, args.gemm_first))
-        save_rows(out, args.name, meta, rows, markdown(rows))
-    print(markdown(rows))
+    ab_bench_main(argv, ROWS, row, markdown, "persistent_v12_bench", "--gemm-first", "time the GEMM mode first (order bias check)")
 
 
 if __name__ == "__main__":

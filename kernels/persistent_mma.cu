@@ -321,6 +321,19 @@ __device__ __forceinline__ void smem_tile_products(float (&part)[Split][kMTiles]
     }
 }
 
+// The accumulator sets at the start of a product: zero, the first set from acc where from_acc.
+template <int Split>
+__device__ __forceinline__ void start_sets(float (&part)[Split][kMTiles][kNTiles][4], const Acc& acc, bool from_acc) {
+#pragma unroll
+    for (int s = 0; s < Split; ++s)
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) part[s][mt][nt][i] = from_acc && s == 0 ? acc[mt][nt][i] : 0.0f;
+}
+
 // acc = the sets part[0] + part[1] + ... in set order.
 template <int Split>
 __device__ __forceinline__ void sum_sets(Acc& acc, const float (&part)[Split][kMTiles][kNTiles][4]) {
@@ -345,14 +358,7 @@ __device__ __forceinline__ void warp_product(Acc& acc, const RegTiles& a_reg, co
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const unsigned int* vec_w = vec_s + warp * kVecWordsPerWarp;
     float part[kAccSplit][kMTiles][kNTiles][4];
-#pragma unroll
-    for (int s = 0; s < kAccSplit; ++s)
-#pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < kNTiles; ++nt)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) part[s][mt][nt][i] = kInput && s == 0 ? acc[mt][nt][i] : 0.0f;
+    start_sets<kAccSplit>(part, acc, kInput);
 #pragma unroll
     for (int kt = 0; kt < kRegKTiles; ++kt)
 #pragma unroll
@@ -371,14 +377,7 @@ __device__ __forceinline__ void input_product(Acc& acc, const uint4* in_s, unsig
         unsigned int* x_w = xs + warp * kXWordsPerWarp;
         stage_rows<kInWarpK, kXStride>(x_w, x_rows, in_size, in_size);
         float part[kInAccSplit][kMTiles][kNTiles][4];
-#pragma unroll
-        for (int s = 0; s < kInAccSplit; ++s)
-#pragma unroll
-            for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-                for (int nt = 0; nt < kNTiles; ++nt)
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) part[s][mt][nt][i] = 0.0f;
+        start_sets<kInAccSplit>(part, acc, false);
         smem_tile_products<kInKTiles, kInAccSplit, kXStride>(part, in_s + warp * kInKTiles * kMTiles * 32 + lane,
                                                              x_w, 0);
         sum_sets<kInAccSplit>(acc, part);

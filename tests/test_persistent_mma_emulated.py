@@ -3,6 +3,8 @@ fragment-level emulation of kernels/persistent_mma.cu (tests/mma_emulation.py) s
 launch, inside the step loop of tests/test_persistent_emulated.py. Checks plan choice, fragment
 packing, the kernel's staging / partial-sum index formulas and the engine's Python side against
 the float64 reference; tests/test_persistent_mma_gpu.py checks the real kernels."""
+from dataclasses import replace
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -210,6 +212,7 @@ def test_in_kernel_projection_flag_and_spill_backoff(cpu_engine, monkeypatch):
     to shared memory."""
     grid_plan = LSTMConfig(1024, 1024, 1, False, "float16", 8, 4)
     tagged_plan = grid_plan.replace(dtype="bfloat16", batch=4)
+    auto_mode = persistent._graph_mode("auto")
     assert cpu_engine.plans_for(grid_plan)["forward"].input_k_tiles == 0
     assert cpu_engine.plans_for(tagged_plan)["forward"].input_k_tiles == 8
     monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", True)
@@ -219,4 +222,17 @@ def test_in_kernel_projection_flag_and_spill_backoff(cpu_engine, monkeypatch):
     assert backed_off == plan.without_input_projection() and backed_off.reg_k_tiles == plan.reg_k_tiles
     monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", False)
     assert cpu_engine.plans_for(tagged_plan)["forward"].input_k_tiles == 0
-    assert persistent._graph_mode("auto")[-1] is False
+    assert persistent._graph_mode("auto") != auto_mode   # graphs captured under "auto" are not replayed
+
+
+def test_units_fastest_flag_builds_the_v10_order(cpu_engine, monkeypatch):
+    """UNITS_FASTEST=False (the v11 ablation): every tensor-core plan compiles with UNITS_FASTEST=0."""
+    config = LSTMConfig(1024, 1024, 1, False, "float16", 16, 4)
+    plans = cpu_engine.plans_for(config, training=True)
+    assert all("UNITS_FASTEST" not in p.defines() for p in plans.values())
+    auto_mode = persistent._graph_mode("auto")
+    monkeypatch.setattr(persistent, "UNITS_FASTEST", False)
+    old = cpu_engine.plans_for(config, training=True)
+    assert all(p.defines()["UNITS_FASTEST"] == 0 for p in old.values())
+    assert {k: replace(p, units_fastest=True) for k, p in old.items()} == plans
+    assert persistent._graph_mode("auto") != auto_mode

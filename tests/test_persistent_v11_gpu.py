@@ -7,16 +7,9 @@ import pytest
 
 from ecornn import LSTMConfig
 from ecornn.engines import persistent
-from ecornn.engines import persistent_capacity as capacity
 from tests.test_persistent_gpu import HALF_TOL, _compare
 
 pytestmark = pytest.mark.gpu
-
-
-def _v10_order(monkeypatch):
-    defines = capacity.MmaPlan.defines
-    monkeypatch.setattr(capacity.MmaPlan, "defines", lambda plan: {**defines(plan), "UNITS_FASTEST": 0})
-    monkeypatch.setattr(persistent, "_kernel", persistent._remembered(persistent._kernel.__wrapped__))
 
 
 def _bits(a):
@@ -36,7 +29,8 @@ def test_thread_orders_agree_bitwise_and_match_the_reference(monkeypatch, dtype,
     seed = hidden + batch
     v11 = _compare(np.random.default_rng(seed), config, HALF_TOL)
     assert persistent.last_kinds == {"forward": "mma", "backward": "mma"}
-    _v10_order(monkeypatch)
+    monkeypatch.setattr(persistent, "UNITS_FASTEST", False)
+    assert persistent.plans_for(config, True)["forward"].defines()["UNITS_FASTEST"] == 0
     v10 = _compare(np.random.default_rng(seed), config, HALF_TOL)
     for a, b in zip(v11, v10):
         assert np.array_equal(_bits(a), _bits(b))

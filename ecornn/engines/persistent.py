@@ -42,7 +42,7 @@ import contextlib
 import ctypes
 import functools
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -78,6 +78,7 @@ SIXTEEN_BIT_GEMMS = True  # fp16/bf16: the GEMMs (projection, dX, dW) take 16-bi
 IN_KERNEL_PROJECTION = "auto"  # tensor-core forward: x W_ih^T inside the kernel (v12) where it fits and
                                # capacity.input_projection_pays; True: wherever it fits; False: one GEMM
                                # before the kernel (tests, the ablation)
+UNITS_FASTEST = True     # tensor-core kernels: the v11 pointwise thread order; False: the v10 one (ablation)
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
                           # per the capacity model's rule; True / False force one (tests, ablation)
 last_kinds: dict = {}    # pass -> kernel kind ("grid", "cluster", "mma") of the latest call (tests, benchmarks)
@@ -131,7 +132,7 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
     Python work. "auto": tensor-core plans for 16-bit dtypes where they fit, else grid plans.
     TAGGED_EXCHANGE True/False forces the grid and tensor-core plans' exchange (tests, the ablation);
     IN_KERNEL_PROJECTION True/False puts the tensor-core forward's projection in the kernel wherever it
-    fits / takes it out (tests, the ablation)."""
+    fits / takes it out, UNITS_FASTEST=False the v10 pointwise thread order (tests, the ablations)."""
     props = _props()
     by_rows = BACKWARD_BY_ROWS if by_rows is None else by_rows
     plans = _plans_for(tuple(sorted(props.items())), config, training, variant, by_rows)
@@ -140,6 +141,8 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
         if IN_KERNEL_PROJECTION:
             forward = capacity.with_input_projection(props, forward, capacity.layer_input_sizes(config))
         plans = {**plans, "forward": forward}
+    if not UNITS_FASTEST:
+        plans = {k: replace(p, units_fastest=False) if p.kind == "mma" else p for k, p in plans.items()}
     if TAGGED_EXCHANGE == "auto":
         return plans
     return {k: p.with_exchange(bool(TAGGED_EXCHANGE)) for k, p in plans.items()}
@@ -710,7 +713,7 @@ def _last_kinds_kept():
 def _graph_mode(variant) -> tuple:
     """What a captured graph depends on besides the configuration and dtypes."""
     return (variant, TAGGED_EXCHANGE, FP32_GEMMS, MIN_3XTF32_FLOPS, BACKWARD_BY_ROWS, SIXTEEN_BIT_GEMMS,
-            IN_KERNEL_PROJECTION)
+            IN_KERNEL_PROJECTION, UNITS_FASTEST)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,

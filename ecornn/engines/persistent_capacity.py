@@ -549,6 +549,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
     tagged: bool = True     # v5 tagged exchange between steps (False: grid.sync; tagged_exchange_pays)
     input_k_tiles: int = 0  # v12 forward: W_ih k-tiles per warp in shared memory, x W_ih^T in the kernel
                             # (with_input_projection); 0: the input projection is a GEMM before it
+    units_fastest: bool = True  # v11 pointwise thread order where it applies (kernel's slot_of); False:
+                                # the v10 order, UNITS_FASTEST=0 (the ablation)
 
     kind = "mma"
     kernel_file = "persistent_mma.cu"
@@ -574,7 +576,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
         return {"PASS": 0 if self.pass_name == "forward" else 1, "BF16": int(self.dtype == "bfloat16"),
                 "BATCH": self.batch, "NWARPS": self.warps, "M_TILES": self.m_tiles,
                 "K_TILES": self.k_tiles, "REG_K_TILES": self.reg_k_tiles, "TAGGED": int(self.tagged),
-                **({"IN_K_TILES": self.input_k_tiles} if self.input_k_tiles else {})}
+                **({"IN_K_TILES": self.input_k_tiles} if self.input_k_tiles else {}),
+                **({} if self.units_fastest else {"UNITS_FASTEST": 0})}
 
     def input_tile_shape(self) -> MmaTileShape:
         """How W_ih's rows of a block are cut (the same rows as tile_shape, input columns)."""
