@@ -66,10 +66,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows = []
+    meta, rows = bench_meta(), []
     for dtype, hidden, batch, tagged in ROWS:
         rows.append(measure(dtype, hidden, batch, tagged, args.repeats))
-        save_rows(out, "probe_v12_barrier", bench_meta(), rows, markdown(rows))
+        save_rows(out, "probe_v12_barrier", meta, rows, markdown(rows))
     print(markdown(rows))
 
 
