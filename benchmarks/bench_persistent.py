@@ -100,7 +100,8 @@ def kernel_launcher(config, prepared, x, h0, c0, plan):
     from ecornn.engines import persistent
     hidden, batch = config.hidden_size, config.batch
     mma = plan.kind == "mma"   # the mma kernel adds the biases itself
-    in_kernel = mma and persistent._final(plan).input_k_tiles > 0
+    built = persistent._final(plan) if mma else plan
+    in_kernel = mma and built.input_k_tiles > 0
     if in_kernel:
         xin = persistent._storage16(persistent._f32(x), config.dtype)
     else:
@@ -112,7 +113,7 @@ def kernel_launcher(config, prepared, x, h0, c0, plan):
             np.int32(plan.blocks_per_dir), np.int32(hidden))
     bias = persistent._biases(prepared, 0, 1) if mma else None
     if in_kernel:
-        tiles = persistent._tiles(prepared, 0, 1, persistent._final(plan), "w_ih")
+        tiles = persistent._tiles(prepared, 0, 1, built, "w_ih")
         return lambda: persistent._launch(plan, args, 1, bias, tiles, config.input_size)
     return lambda: persistent._launch(plan, args, 1, bias)
 
@@ -222,26 +223,41 @@ def measured_row(measure, dtype, hidden, batch, repeats, *args) -> dict:
     return add_cudnn(entry, dtype, hidden, batch, repeats)
 
 
-def ab_bench_main(argv, rows: list, row, markdown, name: str, order_flag: str, order_help: str) -> None:
-    """The command line of the A/B benches (v11, v12): OUT_DIR [--repeats N] [--rows N] [--name NAME]
-    [order_flag]; row(dtype, hidden, batch, repeats, order_flag's value) per row of ``rows``, saved
-    after each row (OUT_DIR/NAME.{json,md}) and printed at the end."""
+def bench_args(argv, repeats: int = 20, configure=None):
+    """(args, out): OUT_DIR [--repeats N] plus what ``configure(parser)`` adds, with OUT_DIR created."""
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--rows", type=int, default=len(rows))
-    parser.add_argument("--name", default=name)
-    parser.add_argument(order_flag, action="store_true", help=order_help)
+    parser.add_argument("--repeats", type=int, default=repeats)
+    if configure is not None:
+        configure(parser)
     args = parser.parse_args(argv)
-    order = getattr(args, order_flag.lstrip("-").replace("-", "_"))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    meta = bench_meta()
-    done = []
-    for dtype, hidden, batch in rows[:args.rows]:
-        done.append(row(dtype, hidden, batch, args.repeats, order))
-        save_rows(out, args.name, meta, done, markdown(done))
-    print(markdown(done))
+    return args, out
+
+
+def measure_rows(out: Path, stem: str, meta: dict, specs, measure, markdown) -> list:
+    """measure(*spec) per spec, OUT/stem.{json,md} saved after every row (a timeout keeps what was
+    measured), the table printed at the end."""
+    rows = []
+    for spec in specs:
+        rows.append(measure(*spec))
+        save_rows(out, stem, meta, rows, markdown(rows))
+    print(markdown(rows))
+    return rows
+
+
+def ab_bench_main(argv, rows: list, row, markdown, name: str, order_flag: str, order_help: str) -> None:
+    """The command line of the A/B benches (v11, v12): OUT_DIR [--repeats N] [--rows N] [--name NAME]
+    [order_flag]; row(dtype, hidden, batch, repeats, order_flag's value) per row of ``rows``."""
+    def configure(parser):
+        parser.add_argument("--rows", type=int, default=len(rows))
+        parser.add_argument("--name", default=name)
+        parser.add_argument(order_flag, action="store_true", help=order_help)
+    args, out = bench_args(argv, configure=configure)
+    order = getattr(args, order_flag.lstrip("-").replace("-", "_"))
+    measure_rows(out, args.name, bench_meta(), rows[:args.rows],
+                 lambda dtype, hidden, batch: row(dtype, hidden, batch, args.repeats, order), markdown)
 
 
 def save_rows(out: Path, stem: str, meta: dict, rows: list, table: str = None, extra: dict = None) -> None:

@@ -9,7 +9,6 @@ Writes OUT_DIR/profile_training_kernels.{json,md}.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_persistent import STEPS, _problem, bench_meta, fmt, save_rows  # noqa: E402
+from bench_persistent import STEPS, _problem, bench_args, bench_meta, fmt, measure_rows  # noqa: E402
 
 ROWS = [("float16", 1024, 8), ("float16", 1024, 16), ("float32", 1024, 8), ("bfloat16", 1024, 4)]
 
@@ -113,17 +112,9 @@ def markdown(rows, top=12):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser()
-    parser.add_argument("out")
-    parser.add_argument("--iterations", type=int, default=5)
-    args = parser.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    rows, meta = [], bench_meta()
-    for dtype, hidden, batch in ROWS:
-        rows.append(profile_row(dtype, hidden, batch, args.iterations))
-        save_rows(out, "profile_training_kernels", meta, rows, markdown(rows))
-    print(markdown(rows))
+    args, out = bench_args(argv, configure=lambda parser: parser.add_argument("--iterations", type=int, default=5))
+    measure_rows(out, "profile_training_kernels", bench_meta(), ROWS,
+                 lambda dtype, hidden, batch: profile_row(dtype, hidden, batch, args.iterations), markdown)
 
 
 if __name__ == "__main__":

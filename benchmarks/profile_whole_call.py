@@ -14,7 +14,6 @@ Writes OUT_DIR/profile_whole_call.{json,md}.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -22,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_persistent import STEPS, _problem, bench_meta, fmt, kernel_launcher, save_rows  # noqa: E402
+from bench_persistent import STEPS, _problem, bench_args, bench_meta, fmt, kernel_launcher, measure_rows  # noqa: E402
 
 ROWS = [("float32", 512, 4), ("float32", 1024, 4), ("bfloat16", 1024, 4), ("float16", 1024, 8), ("float16", 1024, 16),
         ("bfloat16", 2048, 4)]
@@ -138,26 +137,21 @@ def markdown(rows):
     return "\n".join(lines) + "\n"
 
 
+def whole_call_row(dtype, hidden, batch, repeats) -> dict:
+    row = {"dtype": dtype, "hidden": hidden, "batch": batch, "steps": STEPS}
+    try:
+        row.update(profile(dtype, hidden, batch, repeats))
+        row.update(cudnn_profile(dtype, hidden, batch, repeats))
+    except Exception as exc:  # recorded, never hidden
+        row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser()
-    parser.add_argument("out")
-    parser.add_argument("--repeats", type=int, default=20)
-    args = parser.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for dtype, hidden, batch in ROWS:
-        row = {"dtype": dtype, "hidden": hidden, "batch": batch, "steps": STEPS}
-        try:
-            row.update(profile(dtype, hidden, batch, args.repeats))
-            row.update(cudnn_profile(dtype, hidden, batch, args.repeats))
-        except Exception as exc:  # recorded, never hidden
-            row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-    table = markdown(rows)
-    save_rows(out, "profile_whole_call", bench_meta(), rows, table)
-    print(table)
+    args, out = bench_args(argv)
+    measure_rows(out, "profile_whole_call", bench_meta(), ROWS,
+                 lambda dtype, hidden, batch: whole_call_row(dtype, hidden, batch, args.repeats), markdown)
 
 
 if __name__ == "__main__":

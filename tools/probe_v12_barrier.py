@@ -8,12 +8,11 @@ Writes OUT_DIR/probe_v12_barrier.{json,md}.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from bench_persistent import STEPS, _median_ms, _problem, bench_meta, fmt, kernel_launcher, save_rows  # noqa: E402
+from bench_persistent import STEPS, _median_ms, _problem, bench_args, bench_meta, fmt, kernel_launcher, measure_rows  # noqa: E402
 
 from ecornn.engines import persistent, persistent_capacity as capacity  # noqa: E402
 
@@ -60,17 +59,9 @@ def markdown(rows):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser()
-    parser.add_argument("out")
-    parser.add_argument("--repeats", type=int, default=20)
-    args = parser.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    meta, rows = bench_meta(), []
-    for dtype, hidden, batch, tagged in ROWS:
-        rows.append(measure(dtype, hidden, batch, tagged, args.repeats))
-        save_rows(out, "probe_v12_barrier", meta, rows, markdown(rows))
-    print(markdown(rows))
+    args, out = bench_args(argv)
+    measure_rows(out, "probe_v12_barrier", bench_meta(), ROWS,
+                 lambda dtype, hidden, batch, tagged: measure(dtype, hidden, batch, tagged, args.repeats), markdown)
 
 
 if __name__ == "__main__":

@@ -785,7 +785,8 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
         s0 = slot(layer, 0, dirs)
         fwd = plans["forward"]
         in_kernel_bias = fwd.kind == "mma"
-        projection_in_kernel = in_kernel_bias and _final(fwd).input_k_tiles > 0
+        built = _final(fwd) if in_kernel_bias else fwd
+        projection_in_kernel = in_kernel_bias and built.input_k_tiles > 0
         gemm_dtype = _gemm_dtype(config)
         x16_dtype = config.dtype if projection_in_kernel else gemm_dtype
         layer_in_16bit = _storage16(layer_in, x16_dtype) if x16_dtype else None
@@ -806,7 +807,7 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
             _launch_cluster(fwd, args + (np.int32(dirs * hidden),))
         elif projection_in_kernel:
             _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs,
-                    _biases(prep, layer, dirs), _tiles(prep, layer, dirs, _final(fwd), "w_ih"),
+                    _biases(prep, layer, dirs), _tiles(prep, layer, dirs, built, "w_ih"),
                     config.layer_input_size(layer))
         else:
             _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs,

@@ -1,0 +1,48 @@
+"""The benchmarks' shared command line and row loop (benchmarks/bench_persistent.py), without a GPU."""
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import bench_persistent as bp  # noqa: E402
+
+
+def test_bench_args_creates_the_output_directory_and_takes_extra_options(tmp_path):
+    out_dir = tmp_path / "a" / "b"
+    args, out = bp.bench_args([str(out_dir), "--iterations", "3"], repeats=7,
+                              configure=lambda p: p.add_argument("--iterations", type=int, default=5))
+    assert out == out_dir and out.is_dir()
+    assert (args.repeats, args.iterations) == (7, 3)
+
+
+def test_measure_rows_saves_after_every_row_and_prints_the_table(tmp_path, capsys):
+    seen = []
+
+    def measure(name, value):
+        if seen:   # the first row is on disk before the second is measured
+            assert json.loads((tmp_path / "t.json").read_text())["rows"] == seen
+        seen.append({"name": name, "value": value})
+        return seen[-1]
+
+    def table(rows):
+        return "\n".join(f"| {r['name']} | {r['value']} |" for r in rows)
+    rows = bp.measure_rows(tmp_path, "t", {"device": "none"}, [("a", 1), ("b", 2)], measure, table)
+    assert rows == [{"name": "a", "value": 1}, {"name": "b", "value": 2}]
+    saved = json.loads((tmp_path / "t.json").read_text())
+    assert saved == {"meta": {"device": "none"}, "rows": rows}
+    assert (tmp_path / "t.md").read_text().endswith("| a | 1 |\n| b | 2 |\n")
+    assert capsys.readouterr().out == "| a | 1 |\n| b | 2 |\n"
+
+
+def test_ab_bench_main_passes_repeats_and_the_order_flag(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(bp, "bench_meta", lambda: {"device": "none"})
+    calls = []
+
+    def row(dtype, hidden, batch, repeats, first):
+        calls.append((dtype, hidden, batch, repeats, first))
+        return {"dtype": dtype}
+    bp.ab_bench_main([str(tmp_path), "--repeats", "3", "--rows", "1", "--gemm-first"],
+                     [("float16", 8, 1), ("bfloat16", 16, 2)], row, lambda rows: str(len(rows)), "x",
+                     "--gemm-first", "help")
+    assert calls == [("float16", 8, 1, 3, True)]
+    assert json.loads((tmp_path / "x.json").read_text())["rows"] == [{"dtype": "float16"}]
