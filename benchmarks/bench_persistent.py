@@ -115,6 +115,9 @@ def kernel_launcher(config, prepared, x, h0, c0, plan):
     if in_kernel:
         tiles = persistent._tiles(prepared, 0, 1, built, "w_ih")
         return lambda: persistent._launch(plan, args, 1, bias, tiles, config.input_size)
+    if mma and built.parts == 2:   # v13's fp32 split (h0's term would be in xw: the kernel alone skips it)
+        unscale = persistent._split_unscale(prepared, 0, built)
+        return lambda: persistent._launch(plan, args, 1, bias, unscale=unscale)
     return lambda: persistent._launch(plan, args, 1, bias)
 
 

@@ -48,8 +48,10 @@ def persistent_fit(config: LSTMConfig, device: DeviceSpec, training: bool = Fals
     ``tensor_cores=False``: the plans without the 16-bit tensor-core kernel (the engine's fallback)."""
     from .engines import persistent_capacity
     props = device.as_dict()
-    plans_of = persistent_capacity.plan_config if tensor_cores else persistent_capacity.plan_grid_config
-    passes = plans_of(props, config, training)
+    if tensor_cores:   # the cost model knows the fp32 FFMA kernels, not yet the v13 split forward
+        passes = persistent_capacity.plan_config(props, config, training, fp32_tensor_cores=False)
+    else:
+        passes = persistent_capacity.plan_grid_config(props, config, training)
     forward = passes["forward"]
     kernel = {"blocks": forward.grid, "threads": forward.threads, "launches": forward.launches,
               "passes": {name: p.describe() for name, p in passes.items()}}

@@ -43,7 +43,9 @@
 // H=1024 B=4, fp16 H=1024 B=8 and B=16, bf16 H=2048 B=4, bf16 H=100 B=3; bwd fp16 H=1024 B=8 and
 // B=16, bf16 H=2048 B=4; then the other exchange of four of them (forced: tests, ablation; the
 // tagged fp16 B=16 forward with the projection would spill 168 bytes at 128 registers, and the
-// engine's back-off builds it without); then three forwards with IN_KERNEL_PROJECTION forced.
+// engine's back-off builds it without); then three forwards with IN_KERNEL_PROJECTION forced; then
+// v13's fp32 split forwards (H=512 B=4, H=1024 B=4 / B=8 / B=1, H=1536 B=4; and the other exchange
+// of H=1024 B=4).
 // ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=0
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=2 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=0
@@ -59,6 +61,12 @@
 // ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=0 -DIN_K_TILES=8
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=2 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=0 -DIN_K_TILES=4
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=1 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=1 -DSPLIT=1
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=0 -DSPLIT=1
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=16 -DM_TILES=2 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=0 -DSPLIT=1
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=1 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DSPLIT=1
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=3 -DK_TILES=12 -DREG_K_TILES=5 -DTAGGED=0 -DSPLIT=1
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DSPLIT=1
 #include <cooperative_groups.h>
 
 #include "mma_common.cuh"
@@ -74,6 +82,9 @@ namespace cg = cooperative_groups;
 #endif
 #ifndef IN_K_TILES
 #define IN_K_TILES 0
+#endif
+#ifndef SPLIT
+#define SPLIT 0
 #endif
 #ifndef SPLIT_BARRIER   // grid.sync plans: the split barrier (default with the in-kernel projection) or grid.sync()
 #define SPLIT_BARRIER (IN_K_TILES > 0)
@@ -92,7 +103,20 @@ constexpr int kKTiles = K_TILES;
 constexpr int kRegKTiles = REG_K_TILES;
 constexpr int kSmemKTiles = K_TILES - REG_K_TILES;
 constexpr int kWarpK = 16 * K_TILES;              // columns per warp
-constexpr int kTileU4 = kWarps * kKTiles * kMTiles * 32;   // one block's packed tile (uint4)
+// v13, SPLIT=1 (fp32 layers, forward only): fp32 on the fp16 tensor cores. Every weight is
+// w = hi + lo / 2^11 with hi, lo fp16 (hi = w rounded, lo = the residual scaled up so that it stays a
+// normal fp16), and so is every h; W . h = hi.hi + (lo.hi + hi.lo) / 2^11, the dropped lo.lo term
+// 2^-22 relative: ~22 significant bits for 3 mma per tile (fp32 FFMA: 24). The lo A-fragments are
+// the tile's m-tiles M_TILES..2*M_TILES-1, the lo halves of the vector its rows BATCH..2*BATCH-1
+// (exchanged and staged like the hi rows), and the correction products accumulate in
+// acc[M_TILES + mt]. Gate functions are the accurate ones (the 16-bit kernels' MUFU.TANH is 2^-11).
+constexpr bool kSplit = SPLIT != 0;
+constexpr int kATiles = (kSplit ? 2 : 1) * M_TILES;   // packed A m-tiles per k-tile
+constexpr int kVecRows = (kSplit ? 2 : 1) * BATCH;    // rows of the exchanged and staged vector
+constexpr float kLoScale = 2048.0f;                   // lo = (x - hi) * 2^11
+static_assert(!kSplit || (PASS == 0 && BF16 == 0 && IN_K_TILES == 0),
+              "SPLIT: fp16 halves, forward, input projection before the kernel");
+constexpr int kTileU4 = kWarps * kKTiles * kATiles * 32;   // one block's packed tile (uint4)
 
 static_assert(REG_K_TILES >= 0 && REG_K_TILES <= K_TILES, "REG_K_TILES must be in [0, K_TILES]");
 static_assert(IN_K_TILES == 0 || PASS == 0, "the input projection runs in the forward kernel only");
@@ -120,12 +144,12 @@ constexpr int kRedFloats = kWarps * (kRows / 4) * kRedStride;
 constexpr int kRedStride = kNPad + 4;
 constexpr int kRedFloats = kWarps * kRows * kRedStride;
 #endif
-constexpr int kSmemTileU4 = kWarps * kSmemKTiles * kMTiles * 32;
-// Per-warp staged vector [n < BATCH][k] as 16-bit pairs (words); the padding columns n >= BATCH
+constexpr int kSmemTileU4 = kWarps * kSmemKTiles * kATiles * 32;
+// Per-warp staged vector [n < kVecRows][k] as 16-bit pairs (words); the padding columns n >= BATCH
 // of the mma are zero registers, not shared memory. Row stride kWarpK/2 + 4 words: an odd
 // multiple of 4, so the 8 rows g of one B-fragment load fall in distinct bank quads (conflict-free).
 constexpr int kVecStride = kWarpK / 2 + 4;
-constexpr int kVecWordsPerWarp = kBatch * kVecStride;
+constexpr int kVecWordsPerWarp = kVecRows * kVecStride;
 constexpr int kStageChunk = 8;                    // float4 loads per lane in flight while staging
 // Per-warp staged input x_t (IN_K_TILES > 0), the same format: row stride kInWarpK/2 + 4 words.
 constexpr int kXStride = kInWarpK / 2 + 4;
@@ -135,13 +159,13 @@ constexpr int kXWordsPerWarp = kInput ? kBatch * kXStride : 0;
 // fixed order): each mma.sync waits ~30 clocks for its accumulator, so a warp with fewer than 4
 // (m, n) tiles would otherwise run one long dependent chain (backward H=2048: 64 mma in a row).
 // Mirrored by persistent_capacity.mma_acc_split.
-constexpr int kChains = M_TILES * kNTiles;
+constexpr int kChains = kATiles * kNTiles;
 constexpr int kAccSplitWanted = kChains >= 4 ? 1 : (kChains >= 2 ? 2 : 4);
 constexpr int kAccSplit = kAccSplitWanted < K_TILES ? kAccSplitWanted : K_TILES;
 constexpr int kInAccSplit = kAccSplitWanted < IN_K_TILES ? kAccSplitWanted : (IN_K_TILES > 0 ? IN_K_TILES : 1);
 
-using RegTiles = unsigned int[kRegKTiles > 0 ? kRegKTiles : 1][kMTiles][4];
-using Acc = float[kMTiles][kNTiles][4];
+using RegTiles = unsigned int[kRegKTiles > 0 ? kRegKTiles : 1][kATiles][4];
+using Acc = float[kATiles][kNTiles][4];
 
 // The block's tile `tile`: register k-tiles into a_reg, the rest into shared memory a_s.
 __device__ __forceinline__ void load_tiles(RegTiles& a_reg, uint4* a_s, const uint4* tiles, size_t tile) {
@@ -150,14 +174,14 @@ __device__ __forceinline__ void load_tiles(RegTiles& a_reg, uint4* a_s, const ui
 #pragma unroll
     for (int kt = 0; kt < kRegKTiles; ++kt)
 #pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) {
-            const uint4 q = src[((warp * kKTiles + kt) * kMTiles + mt) * 32 + lane];
+        for (int mt = 0; mt < kATiles; ++mt) {
+            const uint4 q = src[((warp * kKTiles + kt) * kATiles + mt) * 32 + lane];
             a_reg[kt][mt][0] = q.x; a_reg[kt][mt][1] = q.y; a_reg[kt][mt][2] = q.z; a_reg[kt][mt][3] = q.w;
         }
-    constexpr int per_warp = kSmemKTiles * kMTiles * 32 > 0 ? kSmemKTiles * kMTiles * 32 : 1;
+    constexpr int per_warp = kSmemKTiles * kATiles * 32 > 0 ? kSmemKTiles * kATiles * 32 : 1;
     for (int idx = threadIdx.x; idx < kSmemTileU4; idx += kThreads) {
         const int wi = idx / per_warp, rest = idx % per_warp;
-        a_s[idx] = src[(wi * kKTiles + kRegKTiles) * kMTiles * 32 + rest];
+        a_s[idx] = src[(wi * kKTiles + kRegKTiles) * kATiles * 32 + rest];
     }
 }
 
@@ -172,9 +196,9 @@ __device__ __forceinline__ unsigned int tagged_word(float x, unsigned int tag) {
     return half_bits(x) | (tag << 16);
 }
 
-// Offset of slot step & 1 of direction d in an exchange buffer [D][2][B][ld] (both exchanges).
+// Offset of slot step & 1 of direction d in an exchange buffer [D][2][kVecRows][ld] (both exchanges).
 __device__ __forceinline__ size_t slot_offset(int d, int step, int ld) {
-    return ((size_t)d * 2 + (step & 1)) * kBatch * ld;
+    return ((size_t)d * 2 + (step & 1)) * kVecRows * ld;
 }
 
 // Exchange words per row: k_len rounded up to 4, so every row starts 16-byte aligned.
@@ -191,14 +215,14 @@ __device__ __forceinline__ bool tagged_ready(const uint4& q, unsigned int tag, i
     return (diff >> 16) == 0;
 }
 
-// The warp's K-slice of the tagged exchange rows src[n * ld + k] (n < BATCH, k < k_len): waits until
+// The warp's K-slice of the tagged exchange rows src[n * ld + k] (n < kVecRows, k < k_len): waits until
 // every word of the warp's K-slice carries `tag`, then keeps the 16-bit halves (no conversion).
 __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned int* src, int k_len,
                                              unsigned int tag) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int ld = exchange_ld(k_len);
     unsigned int* mine = vec_s + warp * kVecWordsPerWarp;
-    constexpr int quads = kWarpK / 4, count = kBatch * quads;
+    constexpr int quads = kWarpK / 4, count = kVecRows * quads;
     constexpr int iters = (count + 31) / 32, chunk = iters < kStageChunk ? iters : kStageChunk;
 #pragma unroll 1
     for (int base = 0; base < iters; base += chunk) {
@@ -241,14 +265,14 @@ __device__ __forceinline__ size_t packed_rows(int d, int step, int k_len) {
     return slot_offset(d, step, packed_ld(k_len));
 }
 
-// The warp's K-slice (WarpK columns) of the 16-bit rows src[n * ld + k] (n < BATCH, k < k_len,
+// The warp's K-slice (WarpK columns) of the 16-bit rows src[n * ld + k] (n < Rows, k < k_len,
 // ld and k_len multiples of 8) into its region `mine` (row stride Stride words): 16-byte loads of
 // 8 values, stored as they are. The packed exchange (written by every block before the grid
 // barrier) and, v12, the layer input x_t.
-template <int WarpK, int Stride>
+template <int WarpK, int Stride, int Rows>
 __device__ __forceinline__ void stage_rows(unsigned int* mine, const unsigned short* src, int ld, int k_len) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    constexpr int octs = WarpK / 8, count = kBatch * octs;
+    constexpr int octs = WarpK / 8, count = Rows * octs;
     constexpr int iters = (count + 31) / 32, chunk = iters < kStageChunk ? iters : kStageChunk;
 #pragma unroll 1
     for (int base = 0; base < iters; base += chunk) {
@@ -270,13 +294,14 @@ __device__ __forceinline__ void stage_rows(unsigned int* mine, const unsigned sh
 
 // The warp's K-slice of the packed exchange rows src (k_len values per row) into its vec_s region.
 __device__ __forceinline__ void stage_packed(unsigned int* vec_s, const unsigned short* src, int k_len) {
-    stage_rows<kWarpK, kVecStride>(vec_s + (threadIdx.x / 32) * kVecWordsPerWarp, src, packed_ld(k_len), k_len);
+    stage_rows<kWarpK, kVecStride, kVecRows>(vec_s + (threadIdx.x / 32) * kVecWordsPerWarp, src, packed_ld(k_len), k_len);
 }
 
 // mma of k-tile kt of the warp's slice (b0, b1 per the fragment map: n = g, k = 2c (+8); zero
-// for the batch padding n >= BATCH); vec_w: the warp's staged rows, Stride words apart.
+// for the batch padding n >= BATCH); vec_w: the warp's staged rows, Stride words apart. SPLIT:
+// a_lo is the tile's lo fragment, and the two correction products go to acc[kMTiles + mt].
 template <int Stride = kVecStride>
-__device__ __forceinline__ void mma_ktile(Acc& acc, const unsigned int (&a)[4],
+__device__ __forceinline__ void mma_ktile(Acc& acc, const unsigned int (&a)[4], const unsigned int (&a_lo)[4],
                                           const unsigned int* vec_w, int kt, int mt) {
     const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
 #pragma unroll
@@ -284,7 +309,28 @@ __device__ __forceinline__ void mma_ktile(Acc& acc, const unsigned int (&a)[4],
         const int n = nt * 8 + g;
         const unsigned int* p = vec_w + n * Stride + kt * 8 + c;
         const bool live = kBatch % 8 == 0 || n < kBatch;
-        mma_16816<kBf16>(acc[mt][nt], a, live ? p[0] : 0u, live ? p[4] : 0u);
+        const unsigned int b0 = live ? p[0] : 0u, b1 = live ? p[4] : 0u;
+        mma_16816<kBf16>(acc[mt][nt], a, b0, b1);
+        if constexpr (kSplit) {
+            const unsigned int* q = p + kBatch * Stride;   // the vector's lo rows
+            mma_16816<kBf16>(acc[kMTiles + mt][nt], a_lo, b0, b1);
+            mma_16816<kBf16>(acc[kMTiles + mt][nt], a, live ? q[0] : 0u, live ? q[4] : 0u);
+        }
+    }
+}
+
+// acc += m-tile mt of the shared-memory k-tile at ws (this lane's uint4; SPLIT: its lo fragment
+// kMTiles tiles further) times k-tile kt of the staged vector.
+template <int Stride>
+__device__ __forceinline__ void smem_tile_mma(Acc& acc, const uint4* ws, const unsigned int* vec_w, int kt, int mt) {
+    const uint4 q = ws[mt * 32];
+    const unsigned int a[4] = {q.x, q.y, q.z, q.w};
+    if constexpr (kSplit) {
+        const uint4 r = ws[(kMTiles + mt) * 32];
+        const unsigned int a_lo[4] = {r.x, r.y, r.z, r.w};
+        mma_ktile<Stride>(acc, a, a_lo, vec_w, kt, mt);
+    } else {
+        mma_ktile<Stride>(acc, a, a, vec_w, kt, mt);
     }
 }
 
@@ -293,17 +339,13 @@ __device__ __forceinline__ void mma_ktile(Acc& acc, const unsigned int (&a)[4],
 // everything here comes from shared memory, and full unrolling lets ptxas hoist every tile load
 // (4 registers each) ahead of the mma chain and spill the register tiles.
 template <int KT, int Split, int Stride>
-__device__ __forceinline__ void smem_tile_products(float (&part)[Split][kMTiles][kNTiles][4], const uint4* ws,
+__device__ __forceinline__ void smem_tile_products(float (&part)[Split][kATiles][kNTiles][4], const uint4* ws,
                                                    const unsigned int* vec_w, int kt0) {
     if constexpr (Split == 1) {
 #pragma unroll 2
         for (int ks = 0; ks < KT; ++ks)
 #pragma unroll
-            for (int mt = 0; mt < kMTiles; ++mt) {
-                const uint4 q = ws[(ks * kMTiles + mt) * 32];
-                const unsigned int a[4] = {q.x, q.y, q.z, q.w};
-                mma_ktile<Stride>(part[0], a, vec_w, kt0 + ks, mt);
-            }
+            for (int mt = 0; mt < kMTiles; ++mt) smem_tile_mma<Stride>(part[0], ws + ks * kATiles * 32, vec_w, kt0 + ks, mt);
     } else {   // groups of Split tiles, tile s of a group into set s (compile-time index)
 #pragma unroll 1
         for (int k0 = 0; k0 < KT; k0 += Split)
@@ -311,11 +353,8 @@ __device__ __forceinline__ void smem_tile_products(float (&part)[Split][kMTiles]
             for (int s = 0; s < Split; ++s) {
                 if (KT % Split == 0 || k0 + s < KT) {
 #pragma unroll
-                    for (int mt = 0; mt < kMTiles; ++mt) {
-                        const uint4 q = ws[((k0 + s) * kMTiles + mt) * 32];
-                        const unsigned int a[4] = {q.x, q.y, q.z, q.w};
-                        mma_ktile<Stride>(part[s], a, vec_w, kt0 + k0 + s, mt);
-                    }
+                    for (int mt = 0; mt < kMTiles; ++mt)
+                        smem_tile_mma<Stride>(part[s], ws + (k0 + s) * kATiles * 32, vec_w, kt0 + k0 + s, mt);
                 }
             }
     }
@@ -323,11 +362,11 @@ __device__ __forceinline__ void smem_tile_products(float (&part)[Split][kMTiles]
 
 // The accumulator sets at the start of a product: zero, the first set from acc where from_acc.
 template <int Split>
-__device__ __forceinline__ void start_sets(float (&part)[Split][kMTiles][kNTiles][4], const Acc& acc, bool from_acc) {
+__device__ __forceinline__ void start_sets(float (&part)[Split][kATiles][kNTiles][4], const Acc& acc, bool from_acc) {
 #pragma unroll
     for (int s = 0; s < Split; ++s)
 #pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt)
+        for (int mt = 0; mt < kATiles; ++mt)
 #pragma unroll
             for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
@@ -336,9 +375,9 @@ __device__ __forceinline__ void start_sets(float (&part)[Split][kMTiles][kNTiles
 
 // acc = the sets part[0] + part[1] + ... in set order.
 template <int Split>
-__device__ __forceinline__ void sum_sets(Acc& acc, const float (&part)[Split][kMTiles][kNTiles][4]) {
+__device__ __forceinline__ void sum_sets(Acc& acc, const float (&part)[Split][kATiles][kNTiles][4]) {
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
+    for (int mt = 0; mt < kATiles; ++mt)
 #pragma unroll
         for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
@@ -357,13 +396,14 @@ __device__ __forceinline__ void warp_product(Acc& acc, const RegTiles& a_reg, co
                                              const unsigned int* vec_s) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const unsigned int* vec_w = vec_s + warp * kVecWordsPerWarp;
-    float part[kAccSplit][kMTiles][kNTiles][4];
+    float part[kAccSplit][kATiles][kNTiles][4];
     start_sets<kAccSplit>(part, acc, kInput);
 #pragma unroll
     for (int kt = 0; kt < kRegKTiles; ++kt)
 #pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) mma_ktile(part[kt % kAccSplit], a_reg[kt][mt], vec_w, kt, mt);
-    smem_tile_products<kSmemKTiles, kAccSplit, kVecStride>(part, a_s + warp * kSmemKTiles * kMTiles * 32 + lane,
+        for (int mt = 0; mt < kMTiles; ++mt)
+            mma_ktile(part[kt % kAccSplit], a_reg[kt][mt], a_reg[kt][kSplit ? kMTiles + mt : mt], vec_w, kt, mt);
+    smem_tile_products<kSmemKTiles, kAccSplit, kVecStride>(part, a_s + warp * kSmemKTiles * kATiles * 32 + lane,
                                                            vec_w, kRegKTiles);
     sum_sets<kAccSplit>(acc, part);
 }
@@ -375,8 +415,8 @@ __device__ __forceinline__ void input_product(Acc& acc, const uint4* in_s, unsig
     if constexpr (kInput) {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
         unsigned int* x_w = xs + warp * kXWordsPerWarp;
-        stage_rows<kInWarpK, kXStride>(x_w, x_rows, in_size, in_size);
-        float part[kInAccSplit][kMTiles][kNTiles][4];
+        stage_rows<kInWarpK, kXStride, kBatch>(x_w, x_rows, in_size, in_size);
+        float part[kInAccSplit][kATiles][kNTiles][4];
         start_sets<kInAccSplit>(part, acc, false);
         smem_tile_products<kInKTiles, kInAccSplit, kXStride>(part, in_s + warp * kInKTiles * kMTiles * 32 + lane,
                                                              x_w, 0);
@@ -394,6 +434,10 @@ __device__ __forceinline__ float tanh_fast(float x) {
 }
 
 __device__ __forceinline__ float sigmoid_fast(float x) { return fmaf(0.5f, tanh_fast(0.5f * x), 0.5f); }
+
+// The forward's gate functions: fast for 16-bit layers, accurate for SPLIT (fp32) ones.
+__device__ __forceinline__ float gate_sigmoid(float x) { return kSplit ? sigmoidf_(x) : sigmoid_fast(x); }
+__device__ __forceinline__ float gate_tanh(float x) { return kSplit ? tanhf(x) : tanh_fast(x); }
 
 // Shared-memory index of the partial of (padded row, padded batch column) from warp `warp`.
 __device__ __forceinline__ int partial_index(int warp, int row, int col) {
@@ -415,7 +459,8 @@ __device__ __forceinline__ void store_partials(float* red_s, const Acc& acc) {
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 const int row = mt * 16 + g + 8 * (i / 2), col = nt * 8 + 2 * c + (i % 2);
-                red_s[partial_index(warp, row, col)] = acc[mt][nt][i];
+                red_s[partial_index(warp, row, col)] =
+                    kSplit ? acc[mt][nt][i] + acc[kMTiles + mt][nt][i] * (1.0f / kLoScale) : acc[mt][nt][i];
             }
 }
 
@@ -526,6 +571,27 @@ __device__ __forceinline__ size_t xch_rows(int d, int step, int k_len) {
 }
 
 #if PASS == 0
+// Publish h (unit j, batch b) of step `step` to the forward's exchange: its fp16/bf16 bits (SPLIT:
+// the hi bits in row b, the lo bits, (h - hi) * 2^11, in row BATCH + b), tagged or packed.
+__device__ __forceinline__ void publish_h(unsigned int* xch, int d, int step, int H, int b, int j, float h,
+                                          unsigned int tag) {
+    const unsigned short hi = half_bits(h);
+    const unsigned short lo = kSplit ? half_bits((h - unpack_half<kBf16>(hi)) * kLoScale) : 0;
+    if constexpr (kTagged) {
+        const int ld = exchange_ld(H);
+        unsigned int* word = xch + xch_rows(d, step, H) + (size_t)b * ld + j;
+        store_relaxed(word, hi | (tag << 16));
+        if constexpr (kSplit) store_relaxed(word + (size_t)kBatch * ld, lo | (tag << 16));
+    } else {
+        const int ld = packed_ld(H);
+        unsigned short* value = reinterpret_cast<unsigned short*>(xch) + packed_rows(d, step, H) + (size_t)b * ld + j;
+        *value = hi;
+        if constexpr (kSplit) value[(size_t)kBatch * ld] = lo;
+    }
+}
+#endif
+
+#if PASS == 0
 // The pre-activations of (unit u, batch b): the warps' partials summed in warp order.
 __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
     float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -544,15 +610,18 @@ __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
 // multiple of 8) and in_tiles [D][blocks][NWARPS][IN_K_TILES][M_TILES][32] the packed W_ih rows;
 // bias [D][4H] (b_ih + b_hh, gate-interleaved); h0, c0, hT, cT [D][B][H]; y [T][B][ldy] (direction d
 // at columns d*H); gates_out [D][T][B][4H] activated, cells_out [D][T][B][H] (both null at
-// inference); xch zeroed: [D][2][B][exchange_ld(H)] tagged words (TAGGED=1) or
-// [D][2][B][packed_ld(H)] 16-bit values (TAGGED=0); barrier: a zeroed word (the split grid barrier
-// of the grid.sync plans with IN_K_TILES).
+// inference); xch zeroed: [D][2][kVecRows][exchange_ld(H)] tagged words (TAGGED=1) or
+// [D][2][kVecRows][packed_ld(H)] 16-bit values (TAGGED=0); barrier: a zeroed word (the split grid
+// barrier of the grid.sync plans with IN_K_TILES); w_unscale [D]: SPLIT, the factor that undoes the
+// power-of-two scale of the packed W_hh halves (null otherwise). SPLIT ignores h0: the host adds
+// W_hh h0 to the first step's xw in fp32 (h0 is unbounded, fp16 is not).
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ xin,
                     const float* __restrict__ h0, const float* __restrict__ c0, float* y, float* hT,
                     float* cT, float* gates_out, float* cells_out, int T, int H, int units,
                     int blocks_per_dir, int ldy, int dir0, unsigned int* xch, const float* __restrict__ bias,
-                    const uint4* __restrict__ in_tiles, int in_size, unsigned int* barrier) {
+                    const uint4* __restrict__ in_tiles, int in_size, unsigned int* barrier,
+                    const float* __restrict__ w_unscale) {
     extern __shared__ __align__(16) uint4 smem[];
     const Carve s = carve(smem);
     const Slot p = slot_of(H, units, blocks_per_dir, dir0);
@@ -566,14 +635,9 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     // The unit's 4 gate biases, added here rather than to all of xw by a kernel of its own.
     const float4 b4 = p.active ? __ldg(reinterpret_cast<const float4*>(bias + p.d * G + 4 * (size_t)p.j))
                                : make_float4(0.f, 0.f, 0.f, 0.f);
-    if (p.active) {   // h0 is "step -1": slot 1 (tagged: tag 1; h_t of step t gets tag t + 2)
-        if constexpr (kTagged)
-            store_relaxed(xch + xch_rows(p.d, -1, H) + (size_t)p.b * exchange_ld(H) + p.j,
-                          tagged_word(h0[p.state_at], 1u));
-        else
-            reinterpret_cast<unsigned short*>(xch)[packed_rows(p.d, -1, H) + (size_t)p.b * packed_ld(H) + p.j] =
-                half_bits(h0[p.state_at]);
-    }
+    const float unscale = kSplit ? w_unscale[p.d] : 1.0f;
+    // h0 is "step -1": slot 1 (tagged: tag 1; h_t of step t gets tag t + 2)
+    if (p.active) publish_h(xch, p.d, -1, H, p.b, p.j, kSplit ? 0.0f : h0[p.state_at], 1u);
     cg::grid_group grid = cg::this_grid();
     constexpr bool kSplitBarrier = !kTagged && SPLIT_BARRIER != 0;
     if constexpr (kSplitBarrier) grid_arrive(barrier);   // every block's h0 is published ...
@@ -601,17 +665,12 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         }
         if (p.active) {
             const float4 z = unit_sums(s.red, p.u, p.b);
-            const float gi = sigmoid_fast(z.x + xz.x), gf = sigmoid_fast(z.y + xz.y);
-            const float gg = tanh_fast(z.z + xz.z), go = sigmoid_fast(z.w + xz.w);
+            const float gi = gate_sigmoid(fmaf(z.x, unscale, xz.x)), gf = gate_sigmoid(fmaf(z.y, unscale, xz.y));
+            const float gg = gate_tanh(fmaf(z.z, unscale, xz.z)), go = gate_sigmoid(fmaf(z.w, unscale, xz.w));
             c = gf * c + gi * gg;
-            const float h = go * tanh_fast(c);
+            const float h = go * gate_tanh(c);
             y[((size_t)t * kBatch + p.b) * ldy + (size_t)p.d * H + p.j] = h;
-            if (kTagged && step + 1 < T)
-                store_relaxed(xch + xch_rows(p.d, step, H) + (size_t)p.b * exchange_ld(H) + p.j,
-                              tagged_word(h, (step + 2) & 0xffffu));
-            if (!kTagged && step + 1 < T)
-                reinterpret_cast<unsigned short*>(xch)[packed_rows(p.d, step, H) + (size_t)p.b * packed_ld(H) + p.j] =
-                    half_bits(h);
+            if (step + 1 < T) publish_h(xch, p.d, step, H, p.b, p.j, h, (step + 2) & 0xffffu);
             if (gates_out != nullptr) {
                 *reinterpret_cast<float4*>(gates_out + row * G + 4 * (size_t)p.j) = make_float4(gi, gf, gg, go);
                 cells_out[row * H + p.j] = c;

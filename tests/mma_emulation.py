@@ -120,6 +120,19 @@ def block_sums(plan, tiles, vec):
     return _read_partials(red, forward, shape.warps, rows, batch, n_pad)
 
 
+def split_block_sums(plan, tiles, vec):
+    """block_sums of the fp32 split (v13): tiles [..., 2 * m_tiles, 32, 4] hold the hi fragments,
+    then the lo ones; the vector is split as the kernel publishes it (hi = fp16(h), lo =
+    fp16((h - hi) * 2^11)), and the products combine as hi.hi + (lo.hi + hi.lo) / 2^11."""
+    halves = replace(plan, dtype="float16")
+    m = plan.m_tiles
+    hi_tiles, lo_tiles = tiles[..., :m, :, :], tiles[..., m:, :, :]
+    vec_hi = round_16(vec, False)
+    vec_lo = round_16((vec - vec_hi) * 2048.0, False)
+    correction = block_sums(halves, lo_tiles, vec_hi) + block_sums(halves, hi_tiles, vec_lo)
+    return block_sums(halves, hi_tiles, vec_hi) + correction / 2048.0
+
+
 def _read_partials(red, forward, warps, rows, batch, n_pad):
     """The pointwise threads' reads (unit_sums / unit_sum of the kernel), summed in warp order."""
     row, b = np.meshgrid(np.arange(rows), np.arange(batch), indexing="ij")

@@ -51,9 +51,11 @@ def _sig(z):
     return 1.0 / (1.0 + np.exp(-z))
 
 
-def emulate_forward(plan, args, dir0, bias=None, input_projection=None):
+def emulate_forward(plan, args, dir0, bias=None, input_projection=None, unscale=None):
     """``input_projection``: a function of the kernel's x argument that returns xw (the mma kernel's
-    in-kernel projection, v12: args[1] is then the 16-bit layer input)."""
+    in-kernel projection, v12: args[1] is then the 16-bit layer input). ``unscale`` [D]: the fp32
+    split's factors (v13): the product is scaled by them, and the kernel starts from h = 0 (the
+    engine put W_hh h0 into xw)."""
     tiles, xw, h0, c0, y, hT, cT, gates, cells, steps, hidden = args[:11]
     steps, hidden = int(steps), int(hidden)
     if input_projection is not None:
@@ -66,7 +68,11 @@ def emulate_forward(plan, args, dir0, bias=None, input_projection=None):
             t = steps - 1 - step if d == 1 else step
             tp = t + 1 if d == 1 else t - 1
             h_prev = h0[d] if step == 0 else y[tp, :, d * hidden:(d + 1) * hidden]
+            if step == 0 and unscale is not None:
+                h_prev = np.zeros_like(h_prev)
             sums = _block_sums(plan, tiles[d], _vector(_exchanged(plan, h_prev, step), plan.tile_shape().padded_cols))
+            if unscale is not None:
+                sums = sums * unscale[d]
             z = _own_rows(plan, sums, 4 * hidden).T.reshape(-1, hidden, 4) + xw[d, t].reshape(-1, hidden, 4)
             gi, gf, gg, go = _sig(z[..., 0]), _sig(z[..., 1]), np.tanh(z[..., 2]), _sig(z[..., 3])
             c = gf * c.T + gi * gg
@@ -131,7 +137,7 @@ def emulate_backward_rows(plan, args, dir0):
 input_projection_emulator = None   # (plan, x16, input_tiles) -> xw: set by the mma emulation tests
 
 
-def _emulated_launch(plan, args, directions=1, bias=None, input_tiles=None, input_size=0):
+def _emulated_launch(plan, args, directions=1, bias=None, input_tiles=None, input_size=0, unscale=None):
     for launch in range(plan.launches):
         if plan.kind == "rows":
             emulate_backward_rows(plan, args, launch)
@@ -140,7 +146,7 @@ def _emulated_launch(plan, args, directions=1, bias=None, input_tiles=None, inpu
             if input_tiles is not None:
                 assert input_size == args[1].shape[-1]
                 project = lambda x16: input_projection_emulator(plan, x16, input_tiles)  # noqa: E731
-            emulate_forward(plan, args, launch, bias, project)
+            emulate_forward(plan, args, launch, bias, project, unscale)
         else:
             emulate_backward(plan, args, launch)
 
@@ -151,6 +157,7 @@ def cpu_engine(monkeypatch):
     monkeypatch.setattr(persistent, "_props", cap.h100_properties)
     monkeypatch.setattr(persistent, "_build", lambda plans: None)
     monkeypatch.setattr(persistent, "_launch", _emulated_launch)
+    monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", False)   # the fp32 kernels (v13's split: its own tests)
     return persistent
 
 

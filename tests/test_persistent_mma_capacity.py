@@ -55,9 +55,11 @@ def test_one_above_capacity_names_the_limit():
         cap.plan_mma(SMALL, "forward", largest + 64, 4)
 
 
-def test_fp32_and_old_gpus_are_not_supported():
+def test_fp32_backward_other_dtypes_and_old_gpus_are_not_supported():
+    with pytest.raises(NotSupported, match="forwards only"):   # v13 splits fp32 forwards only
+        cap.plan_mma(H100, "backward", 256, 4, dtype="float32")
     with pytest.raises(NotSupported, match="float16/bfloat16"):
-        cap.plan_mma(H100, "forward", 256, 4, dtype="float32")
+        cap.plan_mma(H100, "forward", 256, 4, dtype="float64")
     old = dict(H100, compute_capability=(7, 5), name="T4")
     with pytest.raises(NotSupported, match="sm_80.*sm_75"):
         cap.plan_mma(old, "forward", 256, 4)

@@ -22,7 +22,7 @@ _grid_block_sums = grid_emulation._block_sums
 
 def _block_sums(plan, tiles, vec):
     if plan.kind == "mma":
-        return emu.block_sums(plan, tiles, vec)
+        return (emu.split_block_sums if plan.parts == 2 else emu.block_sums)(plan, tiles, vec)
     return _grid_block_sums(plan, tiles, vec)
 
 
@@ -113,10 +113,16 @@ def test_auto_takes_mma_for_16bit_and_grid_for_fp32(cpu_engine):
     assert cpu_engine.plans_for(half, variant="grid")["forward"].kind == "grid"
 
 
-def test_mma_variant_with_fp32_is_not_supported(cpu_engine):
+def test_mma_variant_runs_fp32_forwards_split_and_fp32_backwards(cpu_engine):
+    """v13: fp32 under variant="mma" is the split forward; its backward stays on the fp32 kernels."""
     config = LSTMConfig(64, 64, 1, False, "float32", 4, 3)
+    plans = cpu_engine.plans_for(config, training=True, variant="mma")
+    assert plans["forward"].kind == "mma" and plans["forward"].defines()["SPLIT"] == 1
+    assert plans["backward"].kind != "mma"
+    with pytest.raises(NotSupported, match="forwards only"):
+        cap.plan_mma(cap.h100_properties(), "backward", 64, 4, dtype="float32")
     with pytest.raises(NotSupported, match="float16/bfloat16"):
-        cpu_engine.forward(config, np.zeros(config.input_shape, np.float32), None, None, None, variant="mma")
+        cap.plan_mma(cap.h100_properties(), "forward", 64, 4, dtype="float64")
 
 
 def test_16bit_h2048_fits_with_mma_only(cpu_engine):

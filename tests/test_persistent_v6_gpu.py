@@ -22,6 +22,12 @@ from tests.helpers import random_problem, rel_err
 pytestmark = pytest.mark.gpu
 
 
+@pytest.fixture(autouse=True)
+def _fp32_kernels(monkeypatch):
+    """These tests are about the fp32 FFMA kernels: v13's split forward has its own (v13)."""
+    monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", False)
+
+
 @pytest.mark.parametrize("inp, hidden, layers, bidir, batch, steps", [
     (40, 397, 1, False, 3, 9),
     (37, 100, 3, True, 3, 1),

@@ -35,6 +35,10 @@ calls with prepared weights replay CUDA graphs (persistent_train_graph); fp16/bf
 operands (SIXTEEN_BIT_GEMMS); ``refresh`` rewrites prepared weights in place, so graphs survive.
 v12: the tensor-core forward computes x W_ih^T itself (packed W_ih tiles in shared memory) where
 capacity.input_projection_pays (tagged plans, B >= 4; IN_KERNEL_PROJECTION) instead of the GEMM.
+v13: fp32 forwards run on the same tensor-core kernel with every weight and h split into fp16 hi/lo
+halves (SPLIT=1, three mma per tile, ~22 significant bits) where capacity.fp32_split_pays
+(FP32_TENSOR_CORES); W_hh is scaled by a power of two into fp16 range first (_split_tiles), and
+W_hh h0 goes into the first step's xw in fp32 (h0 is not bounded). The backward stays fp32.
 """
 from __future__ import annotations
 
@@ -78,6 +82,8 @@ SIXTEEN_BIT_GEMMS = True  # fp16/bf16: the GEMMs (projection, dX, dW) take 16-bi
 IN_KERNEL_PROJECTION = "auto"  # tensor-core forward: x W_ih^T inside the kernel (v12) where it fits and
                                # capacity.input_projection_pays; True: wherever it fits; False: one GEMM
                                # before the kernel (tests, the ablation)
+FP32_TENSOR_CORES = "auto"  # fp32 forward split into fp16 halves on the tensor cores (v13) where
+                            # capacity.fp32_split_pays; True: wherever it fits; False: FFMA kernels
 UNITS_FASTEST = True     # tensor-core kernels: the v11 pointwise thread order; False: the v10 one (ablation)
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
                           # per the capacity model's rule; True / False force one (tests, ablation)
@@ -118,12 +124,12 @@ def _check_dtype(config) -> None:
 
 
 @functools.lru_cache(maxsize=256)
-def _plans_for(props_items: tuple, config, training: bool, variant: str, by_rows) -> dict:
+def _plans_for(props_items: tuple, config, training: bool, variant: str, by_rows, fp32_tensor_cores) -> dict:
     props = dict(props_items)
     if variant == "mma":
         return capacity.plan_mma_config(props, config, training)
     if variant == "auto":
-        return capacity.plan_config(props, config, training, by_rows)
+        return capacity.plan_config(props, config, training, by_rows, fp32_tensor_cores)
     return capacity.plan_grid_config(props, config, training, by_rows)
 
 
@@ -135,7 +141,7 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
     fits / takes it out, UNITS_FASTEST=False the v10 pointwise thread order (tests, the ablations)."""
     props = _props()
     by_rows = BACKWARD_BY_ROWS if by_rows is None else by_rows
-    plans = _plans_for(tuple(sorted(props.items())), config, training, variant, by_rows)
+    plans = _plans_for(tuple(sorted(props.items())), config, training, variant, by_rows, FP32_TENSOR_CORES)
     if IN_KERNEL_PROJECTION != "auto" and plans["forward"].kind == "mma":
         forward = plans["forward"].without_input_projection()
         if IN_KERNEL_PROJECTION:
@@ -211,8 +217,9 @@ def refresh(prepared: PersistentWeights, config, weights) -> None:
     backward has not run yet would mix both, so refresh after the backwards of the calls that used
     the old values."""
     _check_same_shapes(prepared, weights)
-    for key in prepared.tile_plans:   # built outside any capture: they live with the prepared weights
-        _tile_index(prepared, key)
+    for key, (_, _, plan) in prepared.tile_plans.items():   # built outside any capture: they live
+        if not _is_split(plan):                              # with the prepared weights
+            _tile_index(prepared, key)
     if not persistent_refresh.refresh(prepared, config, weights, _refresh_eager):
         _refresh_eager(prepared, config, weights)
 
@@ -247,7 +254,12 @@ def _refresh_eager(prepared: PersistentWeights, config, weights) -> None:
             for d in range(packed.shape[0]):
                 cp.copyto(packed[d], prepared.slots[s0 + d].bias)
             continue
+        if key[0] == "unscale":                  # rewritten with its split tiles
+            continue
         layer, directions, plan = prepared.tile_plans[key]
+        if _is_split(plan):                      # values, not a layout: split the refreshed fp32 copies again
+            _split_tiles_into(prepared, key, layer, directions, plan)
+            continue
         index, matrix = _tile_index(prepared, key), _tile_matrix(key)
         for d in range(directions):
             s = slot(layer, d, directions)
@@ -295,10 +307,64 @@ def _tiles(prepared: PersistentWeights, layer: int, directions: int, plan, matri
     weights, or with matrix="w_ih" the input weights of an in-kernel projection (v12)."""
     key = _tile_key(layer, plan, matrix)
     if key not in prepared.tiles:
-        mats = [getattr(prepared.slots[slot(layer, d, directions)], matrix) for d in range(directions)]
-        prepared.tiles[key] = _cp().stack([_pack(plan, m, matrix=matrix) for m in mats])
+        if _is_split(plan):
+            tiles, unscale = _split_pack(prepared, layer, directions, plan)
+            prepared.tiles[key], prepared.tiles[("unscale", key)] = tiles, unscale
+        else:
+            mats = [getattr(prepared.slots[slot(layer, d, directions)], matrix) for d in range(directions)]
+            prepared.tiles[key] = _cp().stack([_pack(plan, m, matrix=matrix) for m in mats])
         prepared.tile_plans[key] = (layer, directions, plan)
     return prepared.tiles[key]
+
+
+# ---- v13: fp32 W_hh as fp16 hi/lo halves for the tensor cores ---------------------------------------
+SPLIT_MAX_WEIGHT = 2.0 ** 14   # scaled weights stay below this (fp16 max 65504; lo adds at most 2^-11)
+SPLIT_LO_SCALE = 2048.0        # the kernel's kLoScale: lo = (w - hi) * 2^11 stays a normal fp16
+
+
+def _is_split(plan) -> bool:
+    return plan.kind == "mma" and plan.parts == 2
+
+
+def split_halves(w, xp):
+    """(hi, lo, unscale) of fp32 ``w``: w * scale = hi + lo / 2^11 (both fp16-exact fp32 arrays, hi
+    rounded to nearest) with scale = 2^-e the power of two that brings max|w| below SPLIT_MAX_WEIGHT
+    (1 if it is already), unscale = 1 / scale as a [1] fp32 array. Computed on the device (no host
+    sync: refresh runs inside graph captures)."""
+    peak = xp.abs(w).max().astype(xp.float32)
+    exponent = xp.maximum(xp.ceil(xp.log2(xp.maximum(peak, xp.float32(1e-30)) / xp.float32(SPLIT_MAX_WEIGHT))), 0)
+    scale = xp.exp2(-exponent).astype(xp.float32)
+    scaled = w * scale
+    hi = scaled.astype(xp.float16).astype(xp.float32)
+    lo = ((scaled - hi) * xp.float32(SPLIT_LO_SCALE)).astype(xp.float16).astype(xp.float32)
+    return hi, lo, (1 / scale).reshape(1).astype(xp.float32)
+
+
+def pack_split_fragments(hi, lo, shape, xp):
+    """The fp32 split's packed tile: the hi fragments' m-tiles, then the lo ones (kernel: kATiles)."""
+    return xp.concatenate([pack_mma_fragments(hi, shape, False), pack_mma_fragments(lo, shape, False)], axis=3)
+
+
+def _split_pack(prepared: PersistentWeights, layer: int, directions: int, plan):
+    """([D, blocks, ...] split tiles, [D] unscale factors) of ``layer``'s W_hh for ``plan``."""
+    cp = _cp()
+    tiles, unscales = [], []
+    for d in range(directions):
+        hi, lo, unscale = split_halves(prepared.slots[slot(layer, d, directions)].w_hh, cp)
+        tiles.append(pack_split_fragments(hi, lo, plan.tile_shape(), cp))
+        unscales.append(unscale)
+    return cp.stack(tiles), cp.concatenate(unscales)
+
+
+def _split_tiles_into(prepared: PersistentWeights, key, layer: int, directions: int, plan) -> None:
+    tiles, unscale = _split_pack(prepared, layer, directions, plan)
+    _cp().copyto(prepared.tiles[key], tiles)
+    _cp().copyto(prepared.tiles[("unscale", key)], unscale)
+
+
+def _split_unscale(prepared: PersistentWeights, layer: int, plan):
+    """The [D] unscale factors of ``layer``'s split tiles (made with them by _tiles)."""
+    return prepared.tiles[("unscale", _tile_key(layer, plan, "w_hh"))]
 
 
 def _tile_key(layer: int, plan, matrix: str) -> tuple:
@@ -458,11 +524,13 @@ def _final(plan):
     return _kernel(plan, _cp().cuda.Device().id)[0]
 
 
-def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tiles=None, input_size: int = 0):
+def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tiles=None, input_size: int = 0,
+            unscale=None):
     """Launch ``plan``'s kernel once per direction group (dir0 follows ``args_before_dir``). The
     kernels take their zeroed exchange buffer next; the mma forward then the biases [D, 4H] (its xw
     comes without them), the packed W_ih tiles and input size of an in-kernel projection (v12;
-    null and 0 otherwise) and a zeroed barrier word (one memset with the exchange buffer)."""
+    null and 0 otherwise), a zeroed barrier word (one memset with the exchange buffer) and the [D]
+    unscale factors of split tiles (v13; null otherwise)."""
     cp = _cp()
     final, kern = _kernel(plan, cp.cuda.Device().id)
     shape = final.exchange_shape(directions)
@@ -470,7 +538,8 @@ def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tile
     zeroed = cp.zeros(words + 32, cp.uint32)   # the barrier word on a 128-byte line of its own
     tail = (zeroed[:words].reshape(shape),)
     if final.kind == "mma" and final.pass_name == "forward":
-        tail += (bias, input_tiles if input_tiles is not None else _null(), np.int32(input_size), zeroed[words:])
+        tail += (bias, input_tiles if input_tiles is not None else _null(), np.int32(input_size), zeroed[words:],
+                 unscale if unscale is not None else _null())
     for launch in range(final.launches):
         kern((final.grid,), (final.threads,), args_before_dir + (np.int32(launch),) + tail,
              shared_mem=final.smem_bytes)
@@ -713,7 +782,7 @@ def _last_kinds_kept():
 def _graph_mode(variant) -> tuple:
     """What a captured graph depends on besides the configuration and dtypes."""
     return (variant, TAGGED_EXCHANGE, FP32_GEMMS, MIN_3XTF32_FLOPS, BACKWARD_BY_ROWS, SIXTEEN_BIT_GEMMS,
-            IN_KERNEL_PROJECTION, UNITS_FASTEST)
+            IN_KERNEL_PROJECTION, UNITS_FASTEST, FP32_TENSOR_CORES)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
@@ -810,8 +879,12 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
                     _biases(prep, layer, dirs), _tiles(prep, layer, dirs, built, "w_ih"),
                     config.layer_input_size(layer))
         else:
+            split = _is_split(built)
+            if split:   # the kernel starts from h = 0: W_hh h0 joins the first step's xw, in fp32
+                _add_initial_recurrence(xin, h0[states], prep.slots[s0:s0 + dirs])
             _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs,
-                    _biases(prep, layer, dirs) if in_kernel_bias else None)
+                    _biases(prep, layer, dirs) if in_kernel_bias else None,
+                    unscale=_split_unscale(prep, layer, built) if split else None)
         if training:
             reserve.layers.append(LayerSave(layer_in, y, gates, cells, layer_in_16bit))
         layer_in = y
@@ -823,6 +896,13 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
     return (layer_in.astype(dtype, copy=False), h_final.astype(dtype, copy=False),
             c_final.astype(dtype, copy=False),
             reserve if training else None)
+
+
+def _add_initial_recurrence(xw, h0, preps) -> None:
+    """xw[d, first step of d] += h0[d] W_hh^T (direction 1 runs from t = T-1), strict fp32."""
+    steps = xw.shape[1]
+    for d, prep in enumerate(preps):
+        _matmul(h0[d], prep.w_hh.T, xw[d, steps - 1 if d == 1 else 0], accumulate=True)
 
 
 # ---- backward ---------------------------------------------------------------------------------

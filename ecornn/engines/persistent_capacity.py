@@ -278,16 +278,34 @@ def _why_not(props, pass_name, hidden, batch) -> str:
     return what
 
 
-def plan_config(props: dict, config, training: bool, backward_by_rows="auto") -> dict:
+def plan_config(props: dict, config, training: bool, backward_by_rows="auto", fp32_tensor_cores="auto") -> dict:
     """Plans the engine's "auto" variant runs for every pass a call needs ({'forward': plan[,
     'backward': plan]}): the tensor-core kernel for fp16/bf16 where it fits (MmaPlan), else the
-    fp32 kernels (plan_grid_config); NotSupported when neither fits."""
+    fp32 kernels (plan_grid_config); NotSupported when neither fits. fp32 forwards run split on the
+    tensor cores (v13) where ``fp32_tensor_cores`` says so ("auto": fp32_split_pays; True; False)."""
     if config.dtype in MMA_DTYPES:
         try:
             return plan_mma_config(props, config, training)
         except NotSupported:
             pass
-    return plan_grid_config(props, config, training, backward_by_rows)
+    plans = plan_grid_config(props, config, training, backward_by_rows)
+    if config.dtype == MMA_SPLIT_DTYPE and fp32_tensor_cores:
+        try:
+            split = plan_mma(props, "forward", config.hidden_size, config.batch, config.num_directions,
+                             MMA_SPLIT_DTYPE)
+        except NotSupported:
+            return plans
+        if fp32_tensor_cores is True or fp32_split_pays(split):
+            plans = {**plans, "forward": split}
+    return plans
+
+
+FP32_SPLIT_MIN_HIDDEN = 512   # a-priori (v13): below it the fp32 kernels' whole-H tiles are small
+
+
+def fp32_split_pays(plan) -> bool:
+    """Whether the fp32 forward runs split on the tensor cores (v13) rather than on FFMA."""
+    return plan.hidden >= FP32_SPLIT_MIN_HIDDEN
 
 
 def plan_grid_config(props: dict, config, training: bool, backward_by_rows="auto") -> dict:
@@ -528,6 +546,11 @@ MMA_REG_OVERHEAD = {("forward", 16): 64, ("forward", 8): 160, ("forward", 4): 16
 # where the fit said 104, the engine's back-off then ran out of shared memory and "auto" fell back to
 # the fp32 grid kernel (33 µs/step in the bf16 sweep instead of ~6).
 MMA_REG_PER_BATCH_ABOVE_16 = 1
+# v13: fp32 forwards on the tensor cores as fp16 hi/lo halves (SPLIT=1: twice the A tiles, three mma
+# per tile). Besides tiles and accumulators ptxas 13.0 needed 45 (16 warps) and 72-94 (8 and 4 warps)
+# registers with every k-tile in registers (sm_90 and sm_80: fp32 H=512/1024, B=1..8).
+MMA_SPLIT_DTYPE = "float32"
+MMA_SPLIT_REG_OVERHEAD = {("forward", 16): 48, ("forward", 8): 96, ("forward", 4): 96}
 MMA_MIN_COMPUTE = (8, 0)          # mma.sync m16n8k16 with bf16 inputs
 MMA_STAGE_CHUNK = 8               # float4 loads per lane in flight while staging (kStageChunk)
 MMA_L2_ROUND_TRIP_CLOCKS = 400    # ~0.23 us at 1.75 GHz: ranks plans by their staging round trips
@@ -540,7 +563,7 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
     16-column tiles of which the first ``reg_k_tiles`` live in registers, the rest in shared memory."""
 
     pass_name: str          # "forward" or "backward"
-    dtype: str              # "float16" or "bfloat16"
+    dtype: str              # "float16" or "bfloat16"; "float32": the v13 hi/lo split (forward only)
     m_tiles: int
     k_tiles: int
     reg_k_tiles: int
@@ -560,12 +583,17 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
         return -(-self.batch // 8)
 
     @property
+    def parts(self) -> int:
+        """16-bit halves per weight and per h value: 2 for the fp32 split (v13), else 1."""
+        return mma_parts(self.dtype)
+
+    @property
     def register_tiles(self) -> int:
         return self.reg_k_tiles
 
     @property
     def acc_split(self) -> int:
-        return mma_acc_split(self.m_tiles, self.n_tiles, self.k_tiles)
+        return mma_acc_split(self.parts * self.m_tiles, self.n_tiles, self.k_tiles)
 
     def tile_shape(self) -> MmaTileShape:
         return MmaTileShape(blocks=self.blocks_per_dir, rows_per_block=self.rows_per_unit * self.units,
@@ -576,6 +604,7 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
         return {"PASS": 0 if self.pass_name == "forward" else 1, "BF16": int(self.dtype == "bfloat16"),
                 "BATCH": self.batch, "NWARPS": self.warps, "M_TILES": self.m_tiles,
                 "K_TILES": self.k_tiles, "REG_K_TILES": self.reg_k_tiles, "TAGGED": int(self.tagged),
+                **({"SPLIT": 1} if self.parts == 2 else {}),
                 **({"IN_K_TILES": self.input_k_tiles} if self.input_k_tiles else {}),
                 **({} if self.units_fastest else {"UNITS_FASTEST": 0})}
 
@@ -599,7 +628,7 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
         values, i.e. 4 words)."""
         k = self.hidden if self.pass_name == "forward" else 4 * self.hidden
         row = -(-k // 4) * 4 if self.tagged else -(-k // 8) * 4
-        return (directions, 2, self.batch, row)
+        return (directions, 2, self.parts * self.batch, row)   # split: the lo rows after the hi rows
 
     def describe(self) -> str:
         projection = f", input projection in the kernel ({self.input_k_tiles} k-tiles)" if self.input_k_tiles else ""
@@ -614,9 +643,14 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
     def with_reg_tiles(self, reg_k_tiles: int) -> "MmaPlan":
         """The same tiling with fewer register k-tiles (after a spill): more shared memory."""
         moved = self.reg_k_tiles - reg_k_tiles
+        a_tiles = self.parts * self.m_tiles
         return replace(self, reg_k_tiles=reg_k_tiles,
-                       smem_bytes=self.smem_bytes + moved * self.m_tiles * self.threads * 16,
-                       regs_per_thread=self.regs_per_thread - 4 * self.m_tiles * moved)
+                       smem_bytes=self.smem_bytes + moved * a_tiles * self.threads * 16,
+                       regs_per_thread=self.regs_per_thread - 4 * a_tiles * moved)
+
+
+def mma_parts(dtype: str) -> int:
+    return 2 if dtype == MMA_SPLIT_DTYPE else 1
 
 
 def mma_acc_split(m_tiles: int, n_tiles: int, k_tiles: int) -> int:
@@ -626,15 +660,17 @@ def mma_acc_split(m_tiles: int, n_tiles: int, k_tiles: int) -> int:
     return min(k_tiles, 1 if chains >= 4 else (2 if chains >= 2 else 4))
 
 
-def mma_smem_bytes(pass_name: str, batch: int, warps: int, m_tiles: int, k_tiles: int, smem_k_tiles: int) -> int:
-    """Shared memory of kernels/persistent_mma.cu: A tiles, warp partials, staged vectors."""
+def mma_smem_bytes(pass_name: str, batch: int, warps: int, m_tiles: int, k_tiles: int, smem_k_tiles: int,
+                   parts: int = 1) -> int:
+    """Shared memory of kernels/persistent_mma.cu: A tiles, warp partials, staged vectors (``parts``
+    = 2: the fp32 split's hi and lo tiles and vector rows)."""
     n_pad = 8 * -(-batch // 8)
-    tiles = warps * smem_k_tiles * m_tiles * 32 * 16
+    tiles = warps * smem_k_tiles * parts * m_tiles * 32 * 16
     if pass_name == "forward":
         partials = warps * 4 * m_tiles * (4 * n_pad + 4)
     else:
         partials = warps * 16 * m_tiles * (n_pad + 4)
-    vectors = warps * batch * (8 * k_tiles + 4)
+    vectors = warps * parts * batch * (8 * k_tiles + 4)
     return tiles + 4 * partials + 4 * vectors
 
 
@@ -649,7 +685,7 @@ def with_input_projection(props: dict, plan: MmaPlan, input_sizes) -> MmaPlan:
     in shared memory next to everything else, and the carried input accumulators in registers.
     Otherwise ``plan`` unchanged (a GEMM before the kernel). One plan serves every layer, so the
     narrower inputs run zero-padded k-tiles."""
-    if plan.pass_name != "forward" or any(k % 8 for k in input_sizes):
+    if plan.pass_name != "forward" or plan.parts != 1 or any(k % 8 for k in input_sizes):
         return plan
     in_k = -(-max(input_sizes) // (16 * plan.warps))
     smem = plan.smem_bytes + mma_input_smem_bytes(plan.batch, plan.warps, plan.m_tiles, in_k)
@@ -692,32 +728,38 @@ def _mma_candidate(props, pass_name, dtype, hidden, batch, directions, warps, un
     m_tiles = -(-rows_per_unit * units // 16)
     k_tiles = -(-k // (16 * warps))
     n_tiles = -(-batch // 8)
-    base = (MMA_REG_OVERHEAD[(pass_name, warps)] + MMA_REG_PER_BATCH_ABOVE_16 * max(0, batch - 16)
-            + 4 * m_tiles * n_tiles * mma_acc_split(m_tiles, n_tiles, k_tiles))
+    parts = mma_parts(dtype)
+    a_tiles = parts * m_tiles
+    overhead = (MMA_SPLIT_REG_OVERHEAD if parts == 2 else MMA_REG_OVERHEAD)[(pass_name, warps)]
+    base = (overhead + MMA_REG_PER_BATCH_ABOVE_16 * max(0, batch - 16)
+            + 4 * a_tiles * n_tiles * mma_acc_split(a_tiles, n_tiles, k_tiles))
     spare = register_cap(props, 32 * warps) - base
     if spare < 0:
         return None
-    reg_k_tiles = min(k_tiles, spare // (4 * m_tiles))
-    smem = mma_smem_bytes(pass_name, batch, warps, m_tiles, k_tiles, k_tiles - reg_k_tiles)
+    reg_k_tiles = min(k_tiles, spare // (4 * a_tiles))
+    smem = mma_smem_bytes(pass_name, batch, warps, m_tiles, k_tiles, k_tiles - reg_k_tiles, parts)
     if smem > props["smem_per_block_optin"] - SMEM_RESERVED_PER_BLOCK:
         return None
     return MmaPlan(hidden=hidden, batch=batch, directions_per_launch=directions, launches=1, units=units,
                    blocks_per_dir=-(-hidden // units), warps=warps, pass_name=pass_name, dtype=dtype,
                    m_tiles=m_tiles, k_tiles=k_tiles, reg_k_tiles=reg_k_tiles,
-                   regs_per_thread=base + 4 * m_tiles * reg_k_tiles, smem_bytes=smem,
-                   tagged=tagged_exchange_pays(batch, k_tiles))
+                   regs_per_thread=base + 4 * a_tiles * reg_k_tiles, smem_bytes=smem,
+                   tagged=tagged_exchange_pays(parts * batch, k_tiles))
 
 
 def mma_step_clocks(plan: MmaPlan) -> float:
     """Rough clocks of one step's block work, to rank plans of one configuration: the mma issue of
     one scheduler (~8 clocks per mma.sync) or the longest accumulator chain (~35 clocks per mma;
     k-tiles split over mma_acc_split sets), whichever is longer, plus shared-memory tile loads,
-    staging (one L2 round trip per chunk of kStageChunk loads) and the warp-partial sums."""
-    per_warp_mma = plan.k_tiles * plan.m_tiles * plan.n_tiles
+    staging (one L2 round trip per chunk of kStageChunk loads) and the warp-partial sums. The fp32
+    split (v13): 3 mma per tile, the lo correction chain 2 mma long per k-tile, twice the tile and
+    staging loads."""
+    parts = plan.parts
+    per_warp_mma = plan.k_tiles * plan.m_tiles * plan.n_tiles * (3 if parts == 2 else 1)
     issue = max(1, plan.warps // 4) * per_warp_mma * 8
-    chain = -(-plan.k_tiles // mma_acc_split(plan.m_tiles, plan.n_tiles, plan.k_tiles)) * 35
-    smem_tiles = max(1, plan.warps // 4) * (plan.k_tiles - plan.reg_k_tiles) * plan.m_tiles * 4
-    loads = -(-plan.batch * plan.k_tiles * 4 // 32)           # float4 staging loads per lane
+    chain = -(-plan.k_tiles // plan.acc_split) * 35 * parts
+    smem_tiles = max(1, plan.warps // 4) * (plan.k_tiles - plan.reg_k_tiles) * parts * plan.m_tiles * 4
+    loads = -(-parts * plan.batch * plan.k_tiles * 4 // 32)   # float4 staging loads per lane
     staging = -(-loads // MMA_STAGE_CHUNK) * MMA_L2_ROUND_TRIP_CLOCKS + 4 * loads
     return max(issue, chain) + smem_tiles + staging + 8 * plan.warps
 
@@ -743,8 +785,12 @@ def plan_mma(props: dict, pass_name: str, hidden: int, batch: int, num_direction
     the other), or NotSupported naming the limit."""
     if pass_name not in ("forward", "backward"):
         raise ValueError(f"pass_name: expected 'forward' or 'backward', got {pass_name!r}")
-    if dtype not in MMA_DTYPES:
-        raise NotSupported(STRATEGY, f"the tensor-core kernel takes {'/'.join(MMA_DTYPES)} weights, not {dtype}")
+    if dtype not in MMA_DTYPES + (MMA_SPLIT_DTYPE,):
+        raise NotSupported(STRATEGY, f"the tensor-core kernel takes {'/'.join(MMA_DTYPES)} weights (and "
+                                     f"{MMA_SPLIT_DTYPE} forwards as fp16 halves), not {dtype}")
+    if dtype == MMA_SPLIT_DTYPE and pass_name != "forward":
+        raise NotSupported(STRATEGY, f"the tensor-core kernel runs {MMA_SPLIT_DTYPE} forwards only (v13 split); "
+                                     f"the {pass_name} takes the fp32 kernels")
     cc = tuple(props.get("compute_capability", (0, 0)))
     if cc < MMA_MIN_COMPUTE:
         raise NotSupported(STRATEGY, f"the tensor-core kernel needs sm_80+ (mma.sync bf16); "
@@ -762,7 +808,7 @@ def plan_mma(props: dict, pass_name: str, hidden: int, batch: int, num_direction
 
 
 def _mma_why_not(props, pass_name, dtype, hidden, batch) -> str:
-    weights = 4 * hidden * hidden * 2
+    weights = 4 * hidden * hidden * 2 * mma_parts(dtype)
     on_chip = props["sm_count"] * (props["regs_per_sm"] * 4 + props["smem_per_block_optin"])
     return (f"{pass_name} recurrent weights of hidden_size={hidden} ({dtype}, {weights / 2**20:.1f} MiB as "
             f"mma fragments) plus batch={batch} vectors do not fit one block per SM on "
@@ -771,9 +817,12 @@ def _mma_why_not(props, pass_name, dtype, hidden, batch) -> str:
 
 
 def plan_mma_config(props: dict, config, training: bool) -> dict:
-    """Tensor-core plans of every pass a call needs, or NotSupported."""
+    """Tensor-core plans of every pass a call needs, or NotSupported. fp32: the split forward (v13)
+    and the fp32 kernels' backward."""
     args = (config.hidden_size, config.batch, config.num_directions, config.dtype)
     forward = plan_mma(props, "forward", *args)
+    if config.dtype == MMA_SPLIT_DTYPE:
+        return {**plan_grid_config(props, config, training), "forward": forward}
     if input_projection_pays(forward):
         forward = with_input_projection(props, forward, layer_input_sizes(config))
     plans = {"forward": forward}

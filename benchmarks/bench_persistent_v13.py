@@ -1,0 +1,89 @@
+"""v13 benchmark: fp32 forwards split into fp16 hi/lo halves on the tensor-core kernel against the fp32
+FFMA kernels (FP32_TENSOR_CORES=False: grid kernel, cluster kernel where "auto" takes it), and cuDNN
+in the same process (torch.nn.LSTM fp32, PyTorch defaults). Per row (T=256, 1 layer, input=hidden,
+random non-zero inputs, CUDA events, median): the whole forward (graph replay) and fwd+bwd ms in
+either mode, the split forward with its other exchange (TAGGED_EXCHANGE forced), the forward kernel
+alone, cuDNN's forward µs/step and fwd+bwd ms. The ratios to cuDNN are those of what "auto" takes
+(capacity.fp32_split_pays).
+
+    python benchmarks/bench_persistent_v13.py OUT_DIR [--repeats N] [--rows N] [--name NAME] [--ffma-first]
+Writes OUT_DIR/NAME.{json,md} (NAME: persistent_v13_bench) and prints the table.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_persistent import STEPS, _median_ms, _problem, ab_bench_main, fmt, kernel_launcher, measured_row  # noqa: E402
+from bench_persistent_v5 import _train_ms  # noqa: E402
+
+from ecornn.engines import persistent  # noqa: E402
+
+ROWS = [("float32", 1024, 4), ("float32", 1024, 8), ("float32", 512, 4), ("float32", 256, 1),
+        ("float32", 1024, 1), ("float32", 512, 1), ("float32", 512, 8), ("float32", 1536, 4)]
+MODES = {"split": True, "ffma": False}
+
+
+def _time_mode(config, weights, x, h0, c0, repeats, train=True):
+    plan = persistent._final(persistent.plans_for(config, True)["forward"])
+    prepared = persistent.prepare(config, weights)   # its graphs are this mode's
+    out = {"plan": plan.describe(), "tagged": bool(getattr(plan, "tagged", False)),
+           "kernel_us": _median_ms(kernel_launcher(config, prepared, x, h0, c0, plan), repeats) * 1e3 / STEPS}
+    fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
+    out["graph_fwd_us"] = _median_ms(fwd, repeats) * 1e3 / STEPS
+    out["forward_kind"] = persistent.last_kinds.get("forward")
+    if train:
+        out["train_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
+    return out
+
+
+def measure(dtype, hidden, batch, repeats, ffma_first=False):
+    config, weights, x, h0, c0 = _problem(dtype, hidden, batch, seed=hidden + batch)
+    out = {"auto_split": persistent.plans_for(config)["forward"].kind == "mma"}
+    for mode in sorted(MODES, reverse=not ffma_first):   # "split" first unless ffma_first
+        persistent.FP32_TENSOR_CORES = MODES[mode]
+        try:
+            out.update({f"{mode}_{k}": v for k, v in _time_mode(config, weights, x, h0, c0, repeats).items()})
+            if mode == "split":   # the other exchange of the split plan, inference only
+                persistent.TAGGED_EXCHANGE = not out["split_tagged"]
+                out.update({f"split_other_{k}": v
+                            for k, v in _time_mode(config, weights, x, h0, c0, repeats, train=False).items()})
+        finally:
+            persistent.FP32_TENSOR_CORES = "auto"
+            persistent.TAGGED_EXCHANGE = "auto"
+    return out
+
+
+def row(dtype, hidden, batch, repeats, ffma_first=False):
+    return measured_row(measure, dtype, hidden, batch, repeats, ffma_first)
+
+
+def markdown(rows):
+    head = ("| H | B | auto takes | fwd µs/step split | other exchange | FFMA | target | kernel split | FFMA | "
+            "cuDNN fwd | fwd+bwd ms split | FFMA | cuDNN fwd+bwd | auto fwd vs cuDNN | auto fwd+bwd vs cuDNN |")
+    lines = [head, "|" + "---|" * 15]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['hidden']} | {r['batch']} | error: {r['error'][:200]} |")
+            continue
+        mode = "split" if r.get("auto_split") else "ffma"   # what "auto" runs
+        g, c = r.get(f"{mode}_graph_fwd_us"), r.get("cudnn_us")
+        t, ct = r.get(f"{mode}_train_ms"), r.get("cudnn_train_ms")
+        other = "tagged" if not r.get("split_tagged") else "grid.sync"
+        cells = [str(r["hidden"]), str(r["batch"]), mode,
+                 fmt(r.get("split_graph_fwd_us")) + (" (tagged)" if r.get("split_tagged") else " (grid.sync)"),
+                 f"{fmt(r.get('split_other_graph_fwd_us'))} ({other})", fmt(r.get("ffma_graph_fwd_us")),
+                 fmt(r.get("target_us"), ".1f"), fmt(r.get("split_kernel_us")), fmt(r.get("ffma_kernel_us")), fmt(c),
+                 fmt(r.get("split_train_ms")), fmt(r.get("ffma_train_ms")), fmt(ct),
+                 fmt(c / g if c and g else None) + "x", fmt(ct / t if ct and t else None) + "x"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ab_bench_main(argv, ROWS, row, markdown, "persistent_v13_bench", "--ffma-first", "time the FFMA mode first (order bias check)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""v13 on the CPU: fp32 forwards split into fp16 hi/lo halves on the tensor-core kernel. The halves,
+the scale, the packed tile order, the engine's h0 term and refresh, through the fragment-level
+emulation (tests/mma_emulation.split_block_sums) against the float64 reference at fp32 tolerance;
+tests/test_persistent_v13_gpu.py runs the real kernel."""
+import numpy as np
+import pytest
+
+from ecornn import LSTMConfig, LayerWeights
+from ecornn.engines import persistent, persistent_capacity as cap
+from ecornn.engines import reference
+from tests.helpers import random_problem, rel_err
+from tests.test_persistent_mma_emulated import cpu_engine  # noqa: F401 (fixture)
+
+FP32_TOL = 1e-5
+
+
+def _reference(config, x, weights, h0, c0, dy, dh, dc):
+    f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
+    w64 = [LayerWeights(*(f64(a) for a in w)) for w in weights]
+    want = reference.forward(config.replace(dtype="float64"), f64(x), w64, f64(h0), f64(c0), training=True,
+                             rng=np.random.default_rng(3))
+    return want, reference.backward(want[3], f64(dy), f64(dh), f64(dc))
+
+
+def _worst(got, want, got_grads, want_grads):
+    pairs = list(zip(["y", "hT", "cT"], got[:3], want[:3])) + list(zip(["dx", "dh0", "dc0"], got_grads[:3], want_grads[:3]))
+    pairs += [(f"dW[{i}]", g, w) for i, (gw, ww) in enumerate(zip(got_grads[3], want_grads[3])) for g, w in zip(gw, ww)]
+    errors = {n: rel_err(g, w) for n, g, w in pairs}
+    worst = max(errors, key=errors.get)
+    return worst, errors[worst], errors
+
+
+@pytest.mark.parametrize("inp, hidden, layers, bidir, batch, steps, weight_gain, state_gain", [
+    (7, 5, 1, False, 1, 1, 1.0, 1.0),
+    (37, 100, 1, False, 3, 4, 1.0, 1.0),
+    (30, 64, 2, True, 9, 3, 1.0, 1.0),
+    (20, 48, 1, True, 16, 2, 1.0, 1.0),
+    (9, 40, 1, False, 2, 3, 3e5, 1.0),    # W_hh far past fp16's range: the power-of-two scale
+    (9, 40, 1, True, 2, 3, 1.0, 1e5),     # h0 past fp16's range: W_hh h0 goes through xw in fp32
+])
+def test_split_forward_matches_fp32_reference(cpu_engine, rng, monkeypatch, inp, hidden, layers, bidir, batch, steps,
+                                              weight_gain, state_gain):
+    monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", True)
+    config = LSTMConfig(inp, hidden, layers, bidir, "float32", batch, steps)
+    weights, x, h0, c0 = random_problem(rng, config)
+    weights = [LayerWeights(w.w_ih, w.w_hh * np.float32(weight_gain), w.b_ih, w.b_hh) for w in weights]
+    h0 = h0 * np.float32(state_gain)
+    dy = rng.standard_normal(config.output_shape).astype(np.float32)
+    dh, dc = (rng.standard_normal(config.state_shape).astype(np.float32) for _ in range(2))
+    got = cpu_engine.forward(config, x, weights, h0, c0, training=True, rng=np.random.default_rng(3))
+    assert persistent.last_kinds == {"forward": "mma"}
+    got_grads = cpu_engine.backward(got[3], dy, dh, dc)
+    assert persistent.last_kinds["backward"] in ("grid", "rows")
+    want, want_grads = _reference(config, x, weights, h0, c0, dy, dh, dc)
+    if weight_gain != 1.0 or state_gain != 1.0:   # saturated gates: fp32 gradients are ill-conditioned
+        got_grads = want_grads = ((), (), (), ())  # (through any kernel); the forward is the point here
+    worst, error, errors = _worst(got, want, got_grads, want_grads)
+    assert error <= FP32_TOL, f"{worst}: {error:.3g} (all: {errors})"
+
+
+def test_split_halves_rebuild_the_weights(rng):
+    """hi + lo / 2^11 is w * scale to ~2^-22 relative; both halves are fp16 values (finite), the
+    scale a power of two that keeps hi below SPLIT_MAX_WEIGHT; weights already in range keep scale 1."""
+    for gain, want_unscale in ((0.1, 1.0), (1e6, 2.0 ** 9)):   # 2^14 * 2^8 < max|w| = 4.5e6 <= 2^14 * 2^9
+        w = (rng.standard_normal((64, 48)) * gain).astype(np.float32)
+        w[0, 0] = np.float32(4.5 * gain)
+        w[1, 1] = np.float32(3e-9)                             # subnormal in fp16: absolute error only
+        hi, lo, unscale = persistent.split_halves(w, np)
+        for half in (hi, lo):
+            assert np.all(np.isfinite(half.astype(np.float16)))
+            np.testing.assert_array_equal(half.astype(np.float16).astype(np.float32), half)
+        assert unscale.shape == (1,) and unscale[0] == want_unscale
+        assert np.abs(hi).max() <= persistent.SPLIT_MAX_WEIGHT
+        rebuilt = (hi.astype(np.float64) + lo / persistent.SPLIT_LO_SCALE) * unscale[0]
+        assert rel_err(rebuilt, w) < 2.0 ** -21
+        assert np.abs(rebuilt - w).max() <= 2.0 ** -21 * np.abs(w).max()
+
+
+def test_split_plans_rule_and_flag(cpu_engine, monkeypatch):
+    """"auto" splits fp32 forwards from FP32_SPLIT_MIN_HIDDEN on (cluster-sized layers keep the fp32
+    kernels), True wherever it fits, False never; the flag is part of the graph mode."""
+    small, large = (LSTMConfig(h, h, 1, False, "float32", 4, 3) for h in (256, 1024))
+    assert cpu_engine.plans_for(small)["forward"].kind == "grid"
+    plan = cpu_engine.plans_for(large, training=True)["forward"]
+    assert plan.kind == "mma" and plan.parts == 2 and plan.defines()["SPLIT"] == 1 and plan.defines()["BF16"] == 0
+    assert plan.input_k_tiles == 0   # x W_ih^T stays a GEMM (fp32)
+    assert plan.exchange_shape(1)[2] == 2 * plan.batch
+    assert cpu_engine.plans_for(large, training=True)["backward"].kind in ("grid", "rows")
+    auto_mode = persistent._graph_mode("auto")
+    monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", False)
+    assert cpu_engine.plans_for(large)["forward"].kind == "grid"
+    assert persistent._graph_mode("auto") != auto_mode
+    monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", True)
+    assert cpu_engine.plans_for(small)["forward"].kind == "mma"
+
+
+def test_split_capacity_counts_both_halves():
+    """Twice the tile and vector bytes of fp16: the largest split H on the H100 is the fp32 target
+    (1536), fp16's is 2048."""
+    props = cap.h100_properties()
+    half = cap.plan_mma(props, "forward", 1024, 4, dtype="float16")
+    split = cap.plan_mma(props, "forward", 1024, 4, dtype="float32")
+    assert split.parts == 2 and half.parts == 1
+    assert cap.mma_smem_bytes("forward", 4, 8, 2, 8, 4, parts=2) - cap.mma_smem_bytes("forward", 4, 8, 2, 8, 4) == (
+        8 * 4 * 2 * 32 * 16 + 4 * 8 * 4 * (8 * 8 + 4))
+    fewer = split.with_reg_tiles(split.reg_k_tiles - 1)
+    assert fewer.smem_bytes - split.smem_bytes == 2 * split.m_tiles * split.threads * 16
+    assert cap.largest_mma_hidden(props, 4, dtype="float32") == 1536
+    assert cap.largest_mma_hidden(props, 4, dtype="float16") == 2048
+
+
+def test_refresh_resplits_the_new_weights(cpu_engine, rng, monkeypatch):
+    """refresh rebuilds split tiles and their unscale factors from the new fp32 weights (values,
+    not a layout): bitwise what a fresh prepare packs."""
+    monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", True)
+    config = LSTMConfig(12, 40, 2, True, "float32", 3, 4)
+    weights, x, h0, c0 = random_problem(rng, config)
+    prepared = cpu_engine.prepare(config, weights)
+    cpu_engine.forward(config, x, weights, h0, c0, training=True, prepared=prepared)   # (no cluster kernel)
+    assert any(key[0] == "unscale" for key in prepared.tiles)
+    new, _, _, _ = random_problem(rng, config)
+    new = [LayerWeights(w.w_ih, w.w_hh * np.float32(1e6), w.b_ih, w.b_hh) for w in new]   # a new scale too
+    cpu_engine.refresh(prepared, config, new)
+    fresh = cpu_engine.prepare(config, new)
+    for key, packed in prepared.tiles.items():
+        if key[0] == "unscale":
+            layer, directions, plan = prepared.tile_plans[key[1]]
+            persistent._tiles(fresh, layer, directions, plan)
+            want = fresh.tiles[key]
+        elif key[0] == "bias":
+            want = persistent._biases(fresh, key[1], packed.shape[0])
+        else:
+            want = persistent._tiles(fresh, *prepared.tile_plans[key], persistent._tile_matrix(key))
+        np.testing.assert_array_equal(packed, want)
+
+
+@pytest.mark.parametrize("gain", [1.0, 1e6])
+def test_split_tiles_times_vector_is_the_fp32_product(cpu_engine, rng, monkeypatch, gain):
+    """The engine's packed split tiles and unscale factors through the kernel's fragment emulation:
+    (hi.hi + (lo.hi + hi.lo) / 2^11) * unscale is W_hh . v to fp32 accuracy, also where W_hh needs the scale."""
+    from tests import mma_emulation as emu
+    monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", True)
+    config = LSTMConfig(16, 72, 1, True, "float32", 3, 2)
+    weights, _, _, _ = random_problem(rng, config)
+    weights = [LayerWeights(w.w_ih, w.w_hh * np.float32(gain), w.b_ih, w.b_hh) for w in weights]
+    prepared = cpu_engine.prepare(config, weights)
+    plan = cpu_engine.plans_for(config)["forward"]
+    tiles = persistent._tiles(prepared, 0, 2, plan)
+    unscale = persistent._split_unscale(prepared, 0, plan)
+    assert (unscale[0] > 1) == (gain > 1)
+    for d in range(2):
+        vec = np.zeros((plan.tile_shape().padded_cols, 3), np.float32)
+        vec[:72] = rng.uniform(-1, 1, (72, 3))
+        sums = emu.split_block_sums(plan, tiles[d], vec) * unscale[d]
+        got = sums[:, : 4 * plan.units].reshape(-1, 3)[: 4 * 72]
+        want = prepared.slots[d].w_hh.astype(np.float64) @ vec[:72].astype(np.float64)
+        assert rel_err(got, want) < 1e-6
