@@ -251,15 +251,16 @@ def measure_rows(out: Path, stem: str, meta: dict, specs, measure, markdown) -> 
 
 
 def ab_bench_main(argv, rows: list, row, markdown, name: str, order_flag: str, order_help: str) -> None:
-    """The command line of the A/B benches (v11, v12): OUT_DIR [--repeats N] [--rows N] [--name NAME]
-    [order_flag]; row(dtype, hidden, batch, repeats, order_flag's value) per row of ``rows``."""
+    """The command line of the A/B benches (v11, v12, v13): OUT_DIR [--repeats N] [--rows N] [--start K]
+    [--name NAME] [order_flag]; row(dtype, hidden, batch, repeats, order_flag's value) per row of ``rows``."""
     def configure(parser):
         parser.add_argument("--rows", type=int, default=len(rows))
+        parser.add_argument("--start", type=int, default=0, help="skip the first START rows")
         parser.add_argument("--name", default=name)
         parser.add_argument(order_flag, action="store_true", help=order_help)
     args, out = bench_args(argv, configure=configure)
     order = getattr(args, order_flag.lstrip("-").replace("-", "_"))
-    measure_rows(out, args.name, bench_meta(), rows[:args.rows],
+    measure_rows(out, args.name, bench_meta(), rows[args.start:args.start + args.rows],
                  lambda dtype, hidden, batch: row(dtype, hidden, batch, args.repeats, order), markdown)
 
 

@@ -6,7 +6,7 @@ either mode, the split forward with its other exchange (TAGGED_EXCHANGE forced),
 alone, cuDNN's forward µs/step and fwd+bwd ms. The ratios to cuDNN are those of what "auto" takes
 (capacity.fp32_split_pays).
 
-    python benchmarks/bench_persistent_v13.py OUT_DIR [--repeats N] [--rows N] [--name NAME] [--ffma-first]
+    python benchmarks/bench_persistent_v13.py OUT_DIR [--repeats N] [--rows N] [--start K] [--name NAME] [--ffma-first]
 Writes OUT_DIR/NAME.{json,md} (NAME: persistent_v13_bench) and prints the table.
 """
 from __future__ import annotations
@@ -21,7 +21,8 @@ from bench_persistent_v5 import _train_ms  # noqa: E402
 from ecornn.engines import persistent  # noqa: E402
 
 ROWS = [("float32", 1024, 4), ("float32", 1024, 8), ("float32", 512, 4), ("float32", 256, 1),
-        ("float32", 1024, 1), ("float32", 512, 1), ("float32", 512, 8), ("float32", 1536, 4)]
+        ("float32", 1024, 1), ("float32", 512, 1), ("float32", 512, 8), ("float32", 1536, 4), ("float32", 1024, 16),
+        ("float32", 512, 16)]
 MODES = {"split": True, "ffma": False}
 
 
