@@ -1,4 +1,4 @@
-"""A small tensor-core (v4/v5/v11/v12) forward + backward for compute-sanitizer runs: 2 layers, bidirectional,
+"""A small tensor-core (v4/v5/v11/v12/v13) forward + backward for compute-sanitizer runs: 2 layers, bidirectional,
 odd sizes (H=40: odd 16-row padding, unaligned rows), fp16 and bf16; fails unless the mma kernel ran."""
 import numpy as np
 
@@ -49,6 +49,22 @@ for dtype, exchange in (("float16", "auto"), ("bfloat16", False)):
     print("mma in-kernel projection run ok", dtype, exchange, float(np.abs(np.asarray(grads.dx, np.float32)).sum()))
 persistent.TAGGED_EXCHANGE = "auto"
 persistent.IN_KERNEL_PROJECTION = "auto"
+
+# v13: fp32 forwards split into fp16 halves (forced at this size), both exchanges; fp32 backward.
+persistent.FP32_TENSOR_CORES = True
+for exchange in ("auto", False):
+    persistent.TAGGED_EXCHANGE = exchange
+    config = LSTMConfig(24, 42, 2, True, "float32", 3, 5)
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal(config.input_shape).astype("float32")
+    h0, c0 = (rng.standard_normal(config.state_shape).astype("float32") for _ in range(2))
+    out = lstm_forward(x, init_weights(config, seed=9), h0, c0, bidirectional=True, strategy="persistent",
+                       training=True)
+    grads = lstm_backward(out.reserve, np.ones(config.output_shape, "float32"))
+    assert persistent.last_kinds["forward"] == "mma", persistent.last_kinds
+    print("fp32 split run ok", exchange, float(np.abs(np.asarray(grads.dx, np.float32)).sum()))
+persistent.TAGGED_EXCHANGE = "auto"
+persistent.FP32_TENSOR_CORES = "auto"
 
 # v5: inference with prepared weights replays a CUDA graph from the second call on.
 from ecornn import prepare_weights  # noqa: E402

@@ -77,10 +77,11 @@ def test_split_halves_rebuild_the_weights(rng):
 
 
 def test_split_plans_rule_and_flag(cpu_engine, monkeypatch):
-    """"auto" splits fp32 forwards from FP32_SPLIT_MIN_HIDDEN on (cluster-sized layers keep the fp32
-    kernels), True wherever it fits, False never; the flag is part of the graph mode."""
-    small, large = (LSTMConfig(h, h, 1, False, "float32", 4, 3) for h in (256, 1024))
+    """"auto" splits fp32 forwards from FP32_SPLIT_MIN_HIDDEN and FP32_SPLIT_MIN_BATCH on, True
+    wherever it fits, False never; the flag is part of the graph mode."""
+    small, large = (LSTMConfig(h, h, 1, False, "float32", 8, 3) for h in (256, 1024))
     assert cpu_engine.plans_for(small)["forward"].kind == "grid"
+    assert cpu_engine.plans_for(large.replace(batch=4))["forward"].kind == "grid"
     plan = cpu_engine.plans_for(large, training=True)["forward"]
     assert plan.kind == "mma" and plan.parts == 2 and plan.defines()["SPLIT"] == 1 and plan.defines()["BF16"] == 0
     assert plan.input_k_tiles == 0   # x W_ih^T stays a GEMM (fp32)

@@ -39,13 +39,14 @@ def test_split_forward_matches_the_fp32_reference(monkeypatch, tagged, inp, hidd
     assert persistent.last_kinds["forward"] == "mma" and persistent.last_kinds["backward"] in ("grid", "rows")
 
 
-def test_auto_splits_from_the_rule_size_on():
-    assert _forward_plan(LSTMConfig(1024, 1024, 1, False, "float32", 4, 10)).parts == 2
-    assert _forward_plan(LSTMConfig(256, 256, 1, False, "float32", 4, 10)).kind == "grid"
+def test_auto_splits_from_the_rule_sizes_on():
+    assert _forward_plan(LSTMConfig(1024, 1024, 1, False, "float32", 8, 10)).parts == 2
+    assert _forward_plan(LSTMConfig(1024, 1024, 1, False, "float32", 4, 10)).kind == "grid"
+    assert _forward_plan(LSTMConfig(256, 256, 1, False, "float32", 8, 10)).kind == "grid"
 
 
 def test_split_forward_is_bitwise_identical_run_to_run(rng):
-    config = LSTMConfig(64, 1024, 1, False, "float32", 4, 50)
+    config = LSTMConfig(64, 1024, 1, False, "float32", 8, 50)
     assert _forward_plan(config).parts == 2
     weights, x, h0, c0 = random_problem(rng, config)
     seeds = _gradient_seeds(rng, config, config.dtype)
@@ -59,7 +60,7 @@ def test_split_forward_is_bitwise_identical_run_to_run(rng):
 def test_values_outside_fp16_range(rng, weight_gain, state_gain):
     """W_hh beyond fp16 (the power-of-two scale) and h0 beyond it (W_hh h0 through xw in fp32):
     inference outputs at the fp32 tolerance."""
-    config = LSTMConfig(32, 512, 1, True, "float32", 4, 12)
+    config = LSTMConfig(32, 512, 1, True, "float32", 8, 12)
     assert _forward_plan(config, training=False).parts == 2
     weights, x, h0, c0 = random_problem(rng, config)
     weights = [LayerWeights(w.w_ih, w.w_hh * np.float32(weight_gain), w.b_ih, w.b_hh) for w in weights]

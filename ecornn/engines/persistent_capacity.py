@@ -300,12 +300,17 @@ def plan_config(props: dict, config, training: bool, backward_by_rows="auto", fp
     return plans
 
 
-FP32_SPLIT_MIN_HIDDEN = 512   # a-priori (v13): below it the fp32 kernels' whole-H tiles are small
+FP32_SPLIT_MIN_HIDDEN = 512   # v13, H100: split measured from H=512 on; smaller H untimed (cluster kernel)
+FP32_SPLIT_MIN_BATCH = 8
 
 
 def fp32_split_pays(plan) -> bool:
-    """Whether the fp32 forward runs split on the tensor cores (v13) rather than on FFMA."""
-    return plan.hidden >= FP32_SPLIT_MIN_HIDDEN
+    """Whether the fp32 forward runs split on the tensor cores (v13) rather than on FFMA. H100, whole
+    forward µs/step split vs FFMA (results/persistent_v13): B >= 8 wins (H=1024 B=8 4.07 vs 5.12, B=16
+    5.94 vs 10.69; H=512 B=8 2.63 vs 2.71, B=16 3.91 vs 4.36); B <= 4 loses or ties (H=1024 B=4 3.44
+    vs 3.23, B=1 2.53 vs 2.11; H=512 B=4 2.45 vs 1.99, B=1 1.91 vs 1.90): three mma.sync per tile
+    bound the step where FFMA's work, growing with B, is still small."""
+    return plan.hidden >= FP32_SPLIT_MIN_HIDDEN and plan.batch >= FP32_SPLIT_MIN_BATCH
 
 
 def plan_grid_config(props: dict, config, training: bool, backward_by_rows="auto") -> dict:
