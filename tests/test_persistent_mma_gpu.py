@@ -86,11 +86,14 @@ def test_too_large_hidden_raises_not_supported_before_launch(rng, monkeypatch):
         persistent.forward(config, x, weights, h0, c0, variant="mma")
 
 
-def test_mma_variant_with_fp32_is_not_supported(rng):
+def test_mma_variant_with_fp32_runs_the_split_forward(rng):
+    """v13: variant="mma" takes fp32 too, as fp16 hi/lo halves (tests/test_persistent_v13_gpu.py)."""
     config = LSTMConfig(8, 64, 1, False, "float32", 2, 2)
     x, weights, h0, c0 = _gpu_problem(rng, config)
+    persistent.forward(config, x, weights, h0, c0, variant="mma")
+    assert persistent.last_kinds == {"forward": "mma"}
     with pytest.raises(NotSupported, match="float16/bfloat16"):
-        persistent.forward(config, x, weights, h0, c0, variant="mma")
+        persistent.plans_for(config.replace(dtype="float64"), variant="mma")
 
 
 @pytest.mark.parametrize("pass_name", ["forward", "backward"])

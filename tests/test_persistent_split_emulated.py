@@ -36,6 +36,7 @@ def _worst(got, want, got_grads, want_grads):
     (30, 64, 2, True, 9, 3, 1.0, 1.0),
     (20, 48, 1, True, 16, 2, 1.0, 1.0),
     (9, 40, 1, False, 2, 3, 3e5, 1.0),    # W_hh far past fp16's range: the power-of-two scale
+    (9, 40, 1, False, 2, 3, 1e-6, 1.0),   # W_hh far below it: the scale up (no fp16 subnormals)
     (9, 40, 1, True, 2, 3, 1.0, 1e5),     # h0 past fp16's range: W_hh h0 goes through xw in fp32
 ])
 def test_split_forward_matches_fp32_reference(cpu_engine, rng, monkeypatch, inp, hidden, layers, bidir, batch, steps,
@@ -60,11 +61,11 @@ def test_split_forward_matches_fp32_reference(cpu_engine, rng, monkeypatch, inp,
 
 def test_split_halves_rebuild_the_weights(rng):
     """hi + lo / 2^11 is w * scale to ~2^-22 relative; both halves are fp16 values (finite), the
-    scale a power of two that keeps hi below SPLIT_MAX_WEIGHT; weights already in range keep scale 1."""
-    for gain, want_unscale in ((0.1, 1.0), (1e6, 2.0 ** 9)):   # 2^14 * 2^8 < max|w| = 4.5e6 <= 2^14 * 2^9
+    scale the power of two that brings max|w| into (SPLIT_MAX_WEIGHT / 2, SPLIT_MAX_WEIGHT]."""
+    for gain, want_unscale in ((0.1, 2.0 ** -15), (1e6, 2.0 ** 9), (1e-7, 2.0 ** -35)):   # max|w| = 4.5 gain
         w = (rng.standard_normal((64, 48)) * gain).astype(np.float32)
         w[0, 0] = np.float32(4.5 * gain)
-        w[1, 1] = np.float32(3e-9)                             # subnormal in fp16: absolute error only
+        w[1, 1] = np.float32(3e-9 * gain)                      # far below the largest: absolute error only
         hi, lo, unscale = persistent.split_halves(w, np)
         for half in (hi, lo):
             assert np.all(np.isfinite(half.astype(np.float16)))

@@ -318,7 +318,8 @@ def _tiles(prepared: PersistentWeights, layer: int, directions: int, plan, matri
 
 
 # ---- v13: fp32 W_hh as fp16 hi/lo halves for the tensor cores ---------------------------------------
-SPLIT_MAX_WEIGHT = 2.0 ** 14   # scaled weights stay below this (fp16 max 65504; lo adds at most 2^-11)
+SPLIT_MAX_WEIGHT = 2.0 ** 14   # the scaled max|w| lands in (2^13, 2^14]: fp16's max is 65504, and tiny weights
+                               # would lose precision as fp16 subnormals
 SPLIT_LO_SCALE = 2048.0        # the kernel's kLoScale: lo = (w - hi) * 2^11 stays a normal fp16
 
 
@@ -328,11 +329,12 @@ def _is_split(plan) -> bool:
 
 def split_halves(w, xp):
     """(hi, lo, unscale) of fp32 ``w``: w * scale = hi + lo / 2^11 (both fp16-exact fp32 arrays, hi
-    rounded to nearest) with scale = 2^-e the power of two that brings max|w| below SPLIT_MAX_WEIGHT
-    (1 if it is already), unscale = 1 / scale as a [1] fp32 array. Computed on the device (no host
-    sync: refresh runs inside graph captures)."""
+    rounded to nearest) with scale = 2^-e the power of two that brings max|w| into
+    (SPLIT_MAX_WEIGHT / 2, SPLIT_MAX_WEIGHT], unscale = 1 / scale as a [1] fp32 array. Computed on the
+    device (no host sync: refresh runs inside graph captures)."""
     peak = xp.abs(w).max().astype(xp.float32)
-    exponent = xp.maximum(xp.ceil(xp.log2(xp.maximum(peak, xp.float32(1e-30)) / xp.float32(SPLIT_MAX_WEIGHT))), 0)
+    exponent = xp.clip(xp.ceil(xp.log2(xp.maximum(peak, xp.float32(1e-30)) / xp.float32(SPLIT_MAX_WEIGHT))),
+                       -100, 100)
     scale = xp.exp2(-exponent).astype(xp.float32)
     scaled = w * scale
     hi = scaled.astype(xp.float16).astype(xp.float32)
