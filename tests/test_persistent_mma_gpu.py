@@ -92,7 +92,7 @@ def test_mma_variant_with_fp32_runs_the_split_forward(rng):
     x, weights, h0, c0 = _gpu_problem(rng, config)
     persistent.forward(config, x, weights, h0, c0, variant="mma")
     assert persistent.last_kinds == {"forward": "mma"}
-    with pytest.raises(NotSupported, match="float16/bfloat16"):
+    with pytest.raises(NotSupported, match="float64"):
         persistent.plans_for(config.replace(dtype="float64"), variant="mma")
 
 
