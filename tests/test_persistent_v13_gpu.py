@@ -56,22 +56,16 @@ def test_split_forward_is_bitwise_identical_run_to_run(rng):
         assert np.array_equal(np.asarray(a), np.asarray(b))
 
 
-@pytest.mark.parametrize("weight_gain, state_gain", [(1e6, 1.0), (1e-5, 1e5), (1e-6, 1.0)])
+@pytest.mark.parametrize("weight_gain, state_gain", [(1e-5, 1e5), (1e-6, 1.0)])
 def test_values_outside_fp16_range(rng, weight_gain, state_gain):
-    """W_hh beyond fp16's range either way (the power-of-two scale) and h0 beyond it (W_hh h0 through
-    xw in fp32): inference outputs at the fp32 tolerance. Kept well-conditioned: with W_hh x 1e6 the
-    output gate's bias is -ln(1e4) and h0 is x 1e-4, so h ~ 1e-4 (an fp16 normal: below ~6e-5 the hi
-    half is subnormal and h carries ~1e-11 absolute error) and W_hh h stays O(100); h0 x 1e5 meets
-    W_hh x 1e-5."""
+    """h0 beyond fp16's range (W_hh h0 goes through xw in fp32) and W_hh far below it (the power-of-two
+    scale up): inference outputs at the fp32 tolerance. W_hh far above fp16's range is checked on the
+    CPU (tests/test_persistent_split_emulated.py): on the device every fp32 kernel's output is then
+    ill-conditioned against float64 (|W_hh h| ~ 1e2..1e6 saturates the gates; 1e-5..7e-5 relative here)."""
     config = LSTMConfig(32, 512, 1, True, "float32", 8, 12)
     assert _forward_plan(config, training=False).parts == 2
     weights, x, h0, c0 = random_problem(rng, config)
-    hidden = config.hidden_size
-    gate_bias = np.zeros(4 * hidden, np.float32)
-    if weight_gain > 1:
-        gate_bias[3 * hidden:] = -np.log(1e4)   # framework gate order i, f, g, o
-        state_gain = 1e-4
-    weights = [LayerWeights(w.w_ih, w.w_hh * np.float32(weight_gain), w.b_ih, w.b_hh + gate_bias) for w in weights]
+    weights = [LayerWeights(w.w_ih, w.w_hh * np.float32(weight_gain), w.b_ih, w.b_hh) for w in weights]
     h0 = h0 * np.float32(state_gain)
     got = lstm_forward(x, weights, h0, c0, bidirectional=True, strategy="persistent")
     f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731

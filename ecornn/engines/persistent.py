@@ -37,7 +37,7 @@ v12: the tensor-core forward computes x W_ih^T itself (packed W_ih tiles in shar
 capacity.input_projection_pays (tagged plans, B >= 4; IN_KERNEL_PROJECTION) instead of the GEMM.
 v13: fp32 forwards run on the same tensor-core kernel with every weight and h split into fp16 hi/lo
 halves (SPLIT=1, three mma per tile, ~22 significant bits) where capacity.fp32_split_pays
-(FP32_TENSOR_CORES); W_hh is scaled by a power of two into fp16 range first (_split_tiles), and
+(FP32_TENSOR_CORES: B >= 8, H >= 512); W_hh is scaled by a power of two first (split_halves), and
 W_hh h0 goes into the first step's xw in fp32 (h0 is not bounded). The backward stays fp32.
 """
 from __future__ import annotations
