@@ -45,6 +45,16 @@ def _run(strategy, x, weights, h0, c0, dy, dh, dc, bidirectional, dropout=0.0, s
 NAMES = ["y", "hT", "cT", "dx", "dh0", "dc0"]
 
 
+def _assert_bitwise_reruns(rng, config):
+    """Two persistent runs (forward and every gradient) of one random problem are bitwise equal."""
+    weights, x, h0, c0 = random_problem(rng, config)
+    seeds = _gradient_seeds(rng, config, config.dtype)
+    first = _run("persistent", x, weights, h0, c0, *seeds, config.bidirectional)
+    second = _run("persistent", x, weights, h0, c0, *seeds, config.bidirectional)
+    for a, b in zip(first, second):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
+
+
 def _compare(rng, config, tol, dropout=0.0):
     weights, x, h0, c0 = random_problem(rng, config)
     dy, dh, dc = _gradient_seeds(rng, config, config.dtype)

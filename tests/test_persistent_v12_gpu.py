@@ -9,8 +9,7 @@ import pytest
 
 from ecornn import LSTMConfig
 from ecornn.engines import persistent
-from tests.helpers import random_problem
-from tests.test_persistent_gpu import HALF_TOL, _compare, _gradient_seeds, _run
+from tests.test_persistent_gpu import HALF_TOL, _assert_bitwise_reruns, _compare
 
 pytestmark = pytest.mark.gpu
 
@@ -50,12 +49,7 @@ def test_auto_keeps_the_gemm_for_grid_sync_plans_and_batch_1():
 def test_in_kernel_projection_is_bitwise_identical_run_to_run(rng):
     config = LSTMConfig(64, 1024, 1, False, "float16", 4, 50)   # tagged, B=4: the rule's choice
     assert _forward_plan(config).input_k_tiles > 0
-    weights, x, h0, c0 = random_problem(rng, config)
-    seeds = _gradient_seeds(rng, config, config.dtype)
-    first = _run("persistent", x, weights, h0, c0, *seeds, False)
-    second = _run("persistent", x, weights, h0, c0, *seeds, False)
-    for a, b in zip(first, second):
-        assert np.array_equal(np.asarray(a), np.asarray(b))
+    _assert_bitwise_reruns(rng, config)
 
 
 def test_input_size_not_a_multiple_of_8_keeps_the_gemm(rng):

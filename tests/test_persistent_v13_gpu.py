@@ -9,7 +9,7 @@ import pytest
 from ecornn import LayerWeights, LSTMConfig, lstm_forward
 from ecornn.engines import persistent
 from tests.helpers import random_problem, rel_err
-from tests.test_persistent_gpu import FP32_TOL, _as64, _compare, _gradient_seeds, _run
+from tests.test_persistent_gpu import FP32_TOL, _as64, _assert_bitwise_reruns, _compare
 
 pytestmark = pytest.mark.gpu
 
@@ -48,12 +48,7 @@ def test_auto_splits_from_the_rule_sizes_on():
 def test_split_forward_is_bitwise_identical_run_to_run(rng):
     config = LSTMConfig(64, 1024, 1, False, "float32", 8, 50)
     assert _forward_plan(config).parts == 2
-    weights, x, h0, c0 = random_problem(rng, config)
-    seeds = _gradient_seeds(rng, config, config.dtype)
-    first = _run("persistent", x, weights, h0, c0, *seeds, False)
-    second = _run("persistent", x, weights, h0, c0, *seeds, False)
-    for a, b in zip(first, second):
-        assert np.array_equal(np.asarray(a), np.asarray(b))
+    _assert_bitwise_reruns(rng, config)
 
 
 @pytest.mark.parametrize("weight_gain, state_gain", [(1e-5, 1e5), (1e-6, 1.0)])
