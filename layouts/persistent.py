@@ -143,6 +143,13 @@ def pack_mma_fragments(matrix, shape: MmaTileShape, bf16: bool):
     return xp.ascontiguousarray(bits[..., 0] | (bits[..., 1] << xp.uint32(16)))
 
 
+def pack_split_fragments(hi, lo, shape: MmaTileShape):
+    """The fp32 split's tile (v13): pack_mma_fragments of the fp16 halves hi and lo, the lo m-tiles
+    after the hi ones -> uint32 [blocks, warps, k_tiles, 2 * m_tiles, 32, 4] (the kernel's kATiles)."""
+    xp = _xp(hi)
+    return xp.concatenate([pack_mma_fragments(hi, shape, False), pack_mma_fragments(lo, shape, False)], axis=3)
+
+
 def mma_fragment_order(matrix, shape: MmaTileShape):
     """[R, K] (any dtype) -> [blocks, warps, k_tiles, m_tiles, 32, 4, 2]: the elements of
     pack_mma_fragments' words in its order, the low half of each word first (zero padded)."""

@@ -54,7 +54,7 @@ from ..arrays import is_gpu_array
 from ..errors import NotSupported
 from ..layouts import gate_deinterleave_as, gate_interleave
 from ..layouts.persistent import (gather, gather_index, mma_fragment_order, pack_block_rows, pack_column_tiles,
-                                 pack_mma_fragments)
+                                 pack_mma_fragments, pack_split_fragments)
 from ..weights import LayerWeights, slot
 from . import persistent_capacity as capacity
 from . import persistent_graph, persistent_refresh, persistent_train_graph
@@ -342,18 +342,13 @@ def split_halves(w, xp):
     return hi, lo, (1 / scale).reshape(1).astype(xp.float32)
 
 
-def pack_split_fragments(hi, lo, shape, xp):
-    """The fp32 split's packed tile: the hi fragments' m-tiles, then the lo ones (kernel: kATiles)."""
-    return xp.concatenate([pack_mma_fragments(hi, shape, False), pack_mma_fragments(lo, shape, False)], axis=3)
-
-
 def _split_pack(prepared: PersistentWeights, layer: int, directions: int, plan):
     """([D, blocks, ...] split tiles, [D] unscale factors) of ``layer``'s W_hh for ``plan``."""
     cp = _cp()
     tiles, unscales = [], []
     for d in range(directions):
         hi, lo, unscale = split_halves(prepared.slots[slot(layer, d, directions)].w_hh, cp)
-        tiles.append(pack_split_fragments(hi, lo, plan.tile_shape(), cp))
+        tiles.append(pack_split_fragments(hi, lo, plan.tile_shape()))
         unscales.append(unscale)
     return cp.stack(tiles), cp.concatenate(unscales)
 
