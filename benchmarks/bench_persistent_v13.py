@@ -23,7 +23,8 @@ from ecornn.engines import persistent  # noqa: E402
 ROWS = [("float32", 1024, 4), ("float32", 1024, 8), ("float32", 512, 4), ("float32", 256, 1),
         ("float32", 1024, 1), ("float32", 512, 1), ("float32", 512, 8), ("float32", 1536, 4), ("float32", 1024, 16),
         ("float32", 512, 16)]
-MODES = {"split": True, "ffma": False}
+MODES = {"split": {"FP32_TENSOR_CORES": True}, "ffma": {"FP32_TENSOR_CORES": False}}   # engine flags per mode
+DEFAULT_FLAGS = {"FP32_TENSOR_CORES": "auto", "TAGGED_EXCHANGE": "auto", "PAIRED_SPLIT": True}
 
 
 def _time_mode(config, weights, x, h0, c0, repeats, train=True):
@@ -39,20 +40,28 @@ def _time_mode(config, weights, x, h0, c0, repeats, train=True):
     return out
 
 
-def measure(dtype, hidden, batch, repeats, ffma_first=False):
+def _set_flags(flags: dict) -> None:
+    for name, value in {**DEFAULT_FLAGS, **flags}.items():
+        setattr(persistent, name, value)
+
+
+def measure(dtype, hidden, batch, repeats, ffma_first=False, modes=None, train_modes=None):
+    """Every mode of ``modes`` (MODES: engine flags), its whole forward, kernel and, for ``train_modes``
+    (all by default), fwd+bwd; "split" also with its other exchange (inference only)."""
+    modes = MODES if modes is None else modes
     config, weights, x, h0, c0 = _problem(dtype, hidden, batch, seed=hidden + batch)
     out = {"auto_split": persistent.plans_for(config)["forward"].kind == "mma"}
-    for mode in sorted(MODES, reverse=not ffma_first):   # "split" first unless ffma_first
-        persistent.FP32_TENSOR_CORES = MODES[mode]
+    for mode in sorted(modes, reverse=not ffma_first):   # "split" before "ffma" unless ffma_first
+        _set_flags(modes[mode])
         try:
-            out.update({f"{mode}_{k}": v for k, v in _time_mode(config, weights, x, h0, c0, repeats).items()})
+            train = train_modes is None or mode in train_modes
+            out.update({f"{mode}_{k}": v for k, v in _time_mode(config, weights, x, h0, c0, repeats, train).items()})
             if mode == "split":   # the other exchange of the split plan, inference only
                 persistent.TAGGED_EXCHANGE = not out["split_tagged"]
                 out.update({f"split_other_{k}": v
                             for k, v in _time_mode(config, weights, x, h0, c0, repeats, train=False).items()})
         finally:
-            persistent.FP32_TENSOR_CORES = "auto"
-            persistent.TAGGED_EXCHANGE = "auto"
+            _set_flags({})
     return out
 
 

@@ -51,10 +51,11 @@ persistent.TAGGED_EXCHANGE = "auto"
 persistent.IN_KERNEL_PROJECTION = "auto"
 
 # v13: fp32 forwards split into fp16 halves (forced at this size), both exchanges; fp32 backward.
+# v14: B=2 and B=4 run the paired split (hi and lo rows in one mma N tile), B=3 the 3-mma one.
 persistent.FP32_TENSOR_CORES = True
-for exchange in ("auto", False):
+for exchange, batch in (("auto", 3), (False, 3), ("auto", 4), (False, 2)):
     persistent.TAGGED_EXCHANGE = exchange
-    config = LSTMConfig(24, 42, 2, True, "float32", 3, 5)
+    config = LSTMConfig(24, 42, 2, True, "float32", batch, 5)
     rng = np.random.default_rng(8)
     x = rng.standard_normal(config.input_shape).astype("float32")
     h0, c0 = (rng.standard_normal(config.state_shape).astype("float32") for _ in range(2))
@@ -62,7 +63,7 @@ for exchange in ("auto", False):
                        training=True)
     grads = lstm_backward(out.reserve, np.ones(config.output_shape, "float32"))
     assert persistent.last_kinds["forward"] == "mma", persistent.last_kinds
-    print("fp32 split run ok", exchange, float(np.abs(np.asarray(grads.dx, np.float32)).sum()))
+    print("fp32 split run ok", exchange, batch, float(np.abs(np.asarray(grads.dx, np.float32)).sum()))
 persistent.TAGGED_EXCHANGE = "auto"
 persistent.FP32_TENSOR_CORES = "auto"
 

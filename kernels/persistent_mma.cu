@@ -45,7 +45,7 @@
 // tagged fp16 B=16 forward with the projection would spill 168 bytes at 128 registers, and the
 // engine's back-off builds it without); then three forwards with IN_KERNEL_PROJECTION forced; then
 // v13's fp32 split forwards (H=512 B=4, H=1024 B=4 / B=8 / B=1, H=1536 B=4; and the other exchange
-// of H=1024 B=4).
+// of H=1024 B=4); then v14's paired split at B=2 and the 3-mma ablation (PAIRED_SPLIT=0) of H=1024 B=4.
 // ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=0
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=2 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=0
@@ -67,6 +67,8 @@
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=1 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DSPLIT=1
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=3 -DK_TILES=12 -DREG_K_TILES=5 -DTAGGED=0 -DSPLIT=1
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DSPLIT=1
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=2 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DSPLIT=1
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=0 -DSPLIT=1 -DPAIRED_SPLIT=0
 #include <cooperative_groups.h>
 
 #include "mma_common.cuh"
@@ -85,6 +87,9 @@ namespace cg = cooperative_groups;
 #endif
 #ifndef SPLIT
 #define SPLIT 0
+#endif
+#ifndef PAIRED_SPLIT
+#define PAIRED_SPLIT 1
 #endif
 #ifndef SPLIT_BARRIER   // grid.sync plans: the split barrier (default with the in-kernel projection) or grid.sync()
 #define SPLIT_BARRIER (IN_K_TILES > 0)
@@ -111,6 +116,11 @@ constexpr int kWarpK = 16 * K_TILES;              // columns per warp
 // (exchanged and staged like the hi rows), and the correction products accumulate in
 // acc[M_TILES + mt]. Gate functions are the accurate ones (the 16-bit kernels' MUFU.TANH is 2^-11).
 constexpr bool kSplit = SPLIT != 0;
+// v14, the paired split (B = 1, 2, 4; PAIRED_SPLIT=0: the ablation): the vector's hi and lo rows
+// (2B <= 8) share the mma's N = 8 columns, so W_hi . [h_hi | h_lo] gives hi.hi (column b) and hi.lo
+// (column B + b) in one mma, and W_lo . [h_hi | h_lo] gives lo.hi (column b; its lo.lo columns are
+// dropped): 2 mma per tile instead of 3. store_partials brings hi.lo to column b (paired_column).
+constexpr bool kPaired = kSplit && PAIRED_SPLIT != 0 && (BATCH == 1 || BATCH == 2 || BATCH == 4);
 constexpr int kATiles = (kSplit ? 2 : 1) * M_TILES;   // packed A m-tiles per k-tile
 constexpr int kVecRows = (kSplit ? 2 : 1) * BATCH;    // rows of the exchanged and staged vector
 constexpr float kLoScale = 2048.0f;                   // lo = (x - hi) * 2^11
@@ -304,17 +314,25 @@ template <int Stride = kVecStride>
 __device__ __forceinline__ void mma_ktile(Acc& acc, const unsigned int (&a)[4], const unsigned int (&a_lo)[4],
                                           const unsigned int* vec_w, int kt, int mt) {
     const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-#pragma unroll
-    for (int nt = 0; nt < kNTiles; ++nt) {
-        const int n = nt * 8 + g;
-        const unsigned int* p = vec_w + n * Stride + kt * 8 + c;
-        const bool live = kBatch % 8 == 0 || n < kBatch;
+    if constexpr (kPaired) {   // one N tile: rows g < 2B are [h_hi | h_lo]
+        const unsigned int* p = vec_w + g * Stride + kt * 8 + c;
+        const bool live = g < kVecRows;
         const unsigned int b0 = live ? p[0] : 0u, b1 = live ? p[4] : 0u;
-        mma_16816<kBf16>(acc[mt][nt], a, b0, b1);
-        if constexpr (kSplit) {
-            const unsigned int* q = p + kBatch * Stride;   // the vector's lo rows
-            mma_16816<kBf16>(acc[kMTiles + mt][nt], a_lo, b0, b1);
-            mma_16816<kBf16>(acc[kMTiles + mt][nt], a, live ? q[0] : 0u, live ? q[4] : 0u);
+        mma_16816<kBf16>(acc[mt][0], a, b0, b1);
+        mma_16816<kBf16>(acc[kMTiles + mt][0], a_lo, b0, b1);
+    } else {
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt) {
+            const int n = nt * 8 + g;
+            const unsigned int* p = vec_w + n * Stride + kt * 8 + c;
+            const bool live = kBatch % 8 == 0 || n < kBatch;
+            const unsigned int b0 = live ? p[0] : 0u, b1 = live ? p[4] : 0u;
+            mma_16816<kBf16>(acc[mt][nt], a, b0, b1);
+            if constexpr (kSplit) {
+                const unsigned int* q = p + kBatch * Stride;   // the vector's lo rows
+                mma_16816<kBf16>(acc[kMTiles + mt][nt], a_lo, b0, b1);
+                mma_16816<kBf16>(acc[kMTiles + mt][nt], a, live ? q[0] : 0u, live ? q[4] : 0u);
+            }
         }
     }
 }
@@ -448,20 +466,39 @@ __device__ __forceinline__ int partial_index(int warp, int row, int col) {
 #endif
 }
 
+// The paired split's hi.lo product of this lane's C element i, which sits B columns to the right:
+// c0,c1 (c2,c3) hold columns 2c, 2c+1 of one row, so for even B it is element i of lane + B/2, for
+// B = 1 the lane's own next element. Lanes whose column is >= B get a value nobody reads.
+__device__ __forceinline__ float paired_column(const float (&c_frag)[4], int i) {
+    if constexpr (kBatch == 1) return c_frag[i | 1];
+    else return __shfl_down_sync(0xffffffffu, c_frag[i], kBatch / 2);
+}
+
 // Store the warp's accumulators (C fragments: c0,c1 = C[g][2c, 2c+1], c2,c3 = C[g+8][2c, 2c+1]).
 __device__ __forceinline__ void store_partials(float* red_s, const Acc& acc) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane / 4, c = lane % 4;
+    if constexpr (kPaired) {   // hi.hi + (lo.hi + hi.lo) / 2^11 in column b < B
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < kNTiles; ++nt)
+        for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
-                const int row = mt * 16 + g + 8 * (i / 2), col = nt * 8 + 2 * c + (i % 2);
-                red_s[partial_index(warp, row, col)] =
-                    kSplit ? acc[mt][nt][i] + acc[kMTiles + mt][nt][i] * (1.0f / kLoScale) : acc[mt][nt][i];
+                const float hi_lo = paired_column(acc[mt][0], i);
+                const int row = mt * 16 + g + 8 * (i / 2), col = 2 * c + (i % 2);
+                red_s[partial_index(warp, row, col)] = acc[mt][0][i] + (acc[kMTiles + mt][0][i] + hi_lo) * (1.0f / kLoScale);
             }
+    } else {
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const int row = mt * 16 + g + 8 * (i / 2), col = nt * 8 + 2 * c + (i % 2);
+                    red_s[partial_index(warp, row, col)] =
+                        kSplit ? acc[mt][nt][i] + acc[kMTiles + mt][nt][i] * (1.0f / kLoScale) : acc[mt][nt][i];
+                }
+    }
 }
 
 // The block's product with the staged vector (stage_packed / stage_tagged), left in red_s; acc

@@ -105,32 +105,75 @@ def partial_index(forward: bool, warp, row, col, rows, n_pad):
 def block_sums(plan, tiles, vec):
     """[blocks, 16*m_tiles, B]: every block's product of its packed tile with vec ([padded K, B]),
     through the kernel's fragments, partial stores and per-unit reads."""
-    bf16, forward = plan.dtype == "bfloat16", plan.pass_name == "forward"
+    bf16 = plan.dtype == "bfloat16"
+    batch, k_tiles, m_tiles = vec.shape[1], plan.tile_shape().k_tiles, plan.tile_shape().m_tiles
+
+    def warp_acc(w, cols):
+        words = staged_words(vec[cols].T, bf16)
+        return warp_accumulators(tiles[:, w], words, batch, k_tiles, m_tiles, bf16)
+    return _summed_partials(plan, batch, warp_acc)
+
+
+def _summed_partials(plan, batch, warp_acc):
+    """The blocks' sums from every warp's accumulators warp_acc(w, its columns) [..., mt, nt, 32, 4]:
+    the kernel's partial stores (store_partials) and per-unit reads."""
+    forward = plan.pass_name == "forward"
     shape = plan.tile_shape()
-    rows, batch, n_pad = shape.tile_rows, vec.shape[1], 8 * -(-vec.shape[1] // 8)
+    rows, n_pad = shape.tile_rows, 8 * -(-batch // 8)
     warp_k = 16 * shape.k_tiles
     red = np.full((shape.blocks, shape.warps * rows * (4 * n_pad + 4)), np.nan)
     mt, nt, i = np.meshgrid(np.arange(shape.m_tiles), np.arange(n_pad // 8), np.arange(4), indexing="ij")
     row = mt[..., None, :] * 16 + G[:, None] + 8 * (i[..., None, :] // 2)     # [mt, nt, 32, 4]
     col = nt[..., None, :] * 8 + 2 * C[:, None] + i[..., None, :] % 2
     for w in range(shape.warps):
-        words = staged_words(vec[w * warp_k:(w + 1) * warp_k].T, bf16)
-        acc = warp_accumulators(tiles[:, w], words, batch, shape.k_tiles, shape.m_tiles, bf16)
-        red[:, partial_index(forward, w, row, col, rows, n_pad)] = acc
+        red[:, partial_index(forward, w, row, col, rows, n_pad)] = warp_acc(w, slice(w * warp_k, (w + 1) * warp_k))
     return _read_partials(red, forward, shape.warps, rows, batch, n_pad)
+
+
+def split_vector(vec):
+    """The vector's halves as the kernel publishes them: hi = fp16(h), lo = fp16((h - hi) * 2^11)."""
+    vec_hi = round_16(vec, False)
+    return vec_hi, round_16((vec - vec_hi) * 2048.0, False)
 
 
 def split_block_sums(plan, tiles, vec):
     """block_sums of the fp32 split (v13): tiles [..., 2 * m_tiles, 32, 4] hold the hi fragments,
-    then the lo ones; the vector is split as the kernel publishes it (hi = fp16(h), lo =
-    fp16((h - hi) * 2^11)), and the products combine as hi.hi + (lo.hi + hi.lo) / 2^11."""
+    then the lo ones; the vector is split as the kernel publishes it (split_vector), and the
+    products combine as hi.hi + (lo.hi + hi.lo) / 2^11. Paired plans (v14): paired_block_sums."""
+    if plan.paired:
+        return paired_block_sums(plan, tiles, vec)
     halves = replace(plan, dtype="float16")
     m = plan.m_tiles
     hi_tiles, lo_tiles = tiles[..., :m, :, :], tiles[..., m:, :, :]
-    vec_hi = round_16(vec, False)
-    vec_lo = round_16((vec - vec_hi) * 2048.0, False)
+    vec_hi, vec_lo = split_vector(vec)
     correction = block_sums(halves, lo_tiles, vec_hi) + block_sums(halves, hi_tiles, vec_lo)
     return block_sums(halves, hi_tiles, vec_hi) + correction / 2048.0
+
+
+def paired_column(acc, batch):
+    """The kernel's paired_column for every lane and element of C fragments [..., 32, 4]: element i of
+    lane + B/2 (__shfl_down_sync: a source past lane 31 gives the lane's own value), for B = 1 the
+    lane's element i | 1."""
+    if batch == 1:
+        return acc[..., [1, 1, 3, 3]]
+    source = np.where(LANES + batch // 2 < 32, LANES + batch // 2, LANES)
+    return acc[..., source, :]
+
+
+def paired_block_sums(plan, tiles, vec):
+    """The paired split (v14, B = 1, 2, 4): the staged rows are [h_hi | h_lo] (2B of the N tile's 8),
+    W_hi and W_lo each times them in one mma, and column b < B of the stored partial is
+    hi.hi + (lo.hi + hi.lo from column B + b) / 2^11."""
+    batch, m = vec.shape[1], plan.m_tiles
+    k_tiles = plan.tile_shape().k_tiles
+    rows = np.concatenate(split_vector(vec), axis=1)            # [K, 2B]: hi columns, then lo
+
+    def warp_acc(w, cols):
+        words = staged_words(rows[cols].T, False)
+        hi, lo = (warp_accumulators(tiles[:, w, :, part], words, 2 * batch, k_tiles, m, False)
+                  for part in (slice(0, m), slice(m, 2 * m)))
+        return hi + (lo + paired_column(hi, batch)) / 2048.0
+    return _summed_partials(plan, batch, warp_acc)
 
 
 def _read_partials(red, forward, warps, rows, batch, n_pad):

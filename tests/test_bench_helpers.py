@@ -3,6 +3,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import bench_persistent as bp  # noqa: E402
 
@@ -46,3 +48,32 @@ def test_ab_bench_main_passes_repeats_and_the_order_flag(tmp_path, monkeypatch, 
                      "--gemm-first", "help")
     assert calls == [("float16", 8, 1, 3, True)]
     assert json.loads((tmp_path / "x.json").read_text())["rows"] == [{"dtype": "float16"}]
+
+
+def test_split_benches_set_each_modes_flags_and_restore_the_defaults(monkeypatch):
+    """bench_persistent_v13.measure (v13, v14): each mode runs under its engine flags, "split" once
+    more with the other exchange, training only for train_modes; the defaults come back even when a
+    mode fails."""
+    import bench_persistent_v13 as v13
+    import bench_persistent_v14 as v14
+    from ecornn.engines import persistent
+    seen = []
+
+    def time_mode(config, weights, x, h0, c0, repeats, train=True):
+        seen.append((persistent.FP32_TENSOR_CORES, persistent.PAIRED_SPLIT, persistent.TAGGED_EXCHANGE, train))
+        return {"tagged": False}
+    monkeypatch.setattr(v13, "_time_mode", time_mode)
+    monkeypatch.setattr(v13, "_problem", lambda *a, **k: (None,) * 5)
+    monkeypatch.setattr(persistent, "plans_for", lambda config: {"forward": type("P", (), {"kind": "mma"})})
+    out = v13.measure("float32", 64, 4, 2, modes=v14.MODES, train_modes=("split", "ffma"))
+    assert seen == [(True, False, "auto", False), (True, True, "auto", True), (True, True, True, False),
+                    (False, True, "auto", True)]
+    assert out["auto_split"] and set(out) >= {"unpaired_tagged", "split_tagged", "split_other_tagged", "ffma_tagged"}
+    assert (persistent.FP32_TENSOR_CORES, persistent.PAIRED_SPLIT, persistent.TAGGED_EXCHANGE) == ("auto", True, "auto")
+
+    def failing(*a, **k):
+        raise RuntimeError("no device")
+    monkeypatch.setattr(v13, "_time_mode", failing)
+    with pytest.raises(RuntimeError, match="no device"):
+        v13.measure("float32", 64, 4, 2, modes=v14.MODES)
+    assert (persistent.FP32_TENSOR_CORES, persistent.PAIRED_SPLIT, persistent.TAGGED_EXCHANGE) == ("auto", True, "auto")

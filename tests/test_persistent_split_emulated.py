@@ -2,6 +2,8 @@
 the scale, the packed tile order, the engine's h0 term and refresh, through the fragment-level
 emulation (tests/mma_emulation.split_block_sums) against the float64 reference at fp32 tolerance;
 tests/test_persistent_v13_gpu.py runs the real kernel."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -35,6 +37,9 @@ def _worst(got, want, got_grads, want_grads):
     (37, 100, 1, False, 3, 4, 1.0, 1.0),
     (30, 64, 2, True, 9, 3, 1.0, 1.0),
     (20, 48, 1, True, 16, 2, 1.0, 1.0),
+    (24, 56, 1, False, 4, 4, 1.0, 1.0),   # v14 paired split (B = 1, 2, 4): hi.lo from the partner column
+    (11, 40, 2, True, 2, 3, 1.0, 1.0),
+    (13, 33, 1, False, 1, 5, 1.0, 1.0),
     (9, 40, 1, False, 2, 3, 3e5, 1.0),    # W_hh far past fp16's range: the power-of-two scale
     (9, 40, 1, False, 2, 3, 1e-6, 1.0),   # W_hh far below it: the scale up (no fp16 subnormals)
     (9, 40, 1, True, 2, 3, 1.0, 1e5),     # h0 past fp16's range: W_hh h0 goes through xw in fp32
@@ -136,13 +141,14 @@ def test_refresh_resplits_the_new_weights(cpu_engine, rng, monkeypatch):
         np.testing.assert_array_equal(packed, want)
 
 
-@pytest.mark.parametrize("gain", [1.0, 1e6])
-def test_split_tiles_times_vector_is_the_fp32_product(cpu_engine, rng, monkeypatch, gain):
+@pytest.mark.parametrize("gain, batch", [(1.0, 3), (1e6, 3), (1.0, 4), (1e6, 2), (1.0, 1)])
+def test_split_tiles_times_vector_is_the_fp32_product(cpu_engine, rng, monkeypatch, gain, batch):
     """The engine's packed split tiles and unscale factors through the kernel's fragment emulation:
-    (hi.hi + (lo.hi + hi.lo) / 2^11) * unscale is W_hh . v to fp32 accuracy, also where W_hh needs the scale."""
+    (hi.hi + (lo.hi + hi.lo) / 2^11) * unscale is W_hh . v to fp32 accuracy, also where W_hh needs the
+    scale, and with the paired mma (B = 1, 2, 4)."""
     from tests import mma_emulation as emu
     monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", True)
-    config = LSTMConfig(16, 72, 1, True, "float32", 3, 2)
+    config = LSTMConfig(16, 72, 1, True, "float32", batch, 2)
     weights, _, _, _ = random_problem(rng, config)
     weights = [LayerWeights(w.w_ih, w.w_hh * np.float32(gain), w.b_ih, w.b_hh) for w in weights]
     prepared = cpu_engine.prepare(config, weights)
@@ -150,10 +156,46 @@ def test_split_tiles_times_vector_is_the_fp32_product(cpu_engine, rng, monkeypat
     tiles = persistent._tiles(prepared, 0, 2, plan)
     unscale = persistent._split_unscale(prepared, 0, plan)
     assert (unscale[0] > 1) == (gain > 1)
+    assert plan.paired == (batch != 3)
     for d in range(2):
-        vec = np.zeros((plan.tile_shape().padded_cols, 3), np.float32)
-        vec[:72] = rng.uniform(-1, 1, (72, 3))
+        vec = np.zeros((plan.tile_shape().padded_cols, batch), np.float32)
+        vec[:72] = rng.uniform(-1, 1, (72, batch))
         sums = emu.split_block_sums(plan, tiles[d], vec) * unscale[d]
-        got = sums[:, : 4 * plan.units].reshape(-1, 3)[: 4 * 72]
+        got = sums[:, : 4 * plan.units].reshape(-1, batch)[: 4 * 72]
         want = prepared.slots[d].w_hh.astype(np.float64) @ vec[:72].astype(np.float64)
         assert rel_err(got, want) < 1e-6
+
+
+def test_paired_split_plans_and_flag(cpu_engine, monkeypatch):
+    """Paired at B = 1, 2, 4 (2 mma per tile, no PAIRED_SPLIT define), 3 mma elsewhere and with
+    PAIRED_SPLIT=False (the define 0, a graph mode of its own); 16-bit plans never pair."""
+    monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", True)
+    plans = {b: cpu_engine.plans_for(LSTMConfig(64, 64, 1, False, "float32", b, 3))["forward"] for b in (1, 2, 3, 4, 8)}
+    assert [b for b, p in plans.items() if p.paired] == [1, 2, 4]
+    assert {b: p.mma_per_tile for b, p in plans.items()} == {1: 2, 2: 2, 3: 3, 4: 2, 8: 3}
+    assert all("PAIRED_SPLIT" not in p.defines() for p in plans.values())
+    h100 = cap.plan_mma(cap.h100_properties(), "forward", 1024, 4, dtype="float32")
+    assert h100.paired and cap.mma_step_clocks(h100) < cap.mma_step_clocks(replace(h100, paired_split=False))
+    assert not cpu_engine.plans_for(LSTMConfig(64, 64, 1, False, "float16", 4, 3))["forward"].paired
+    mode = persistent._graph_mode("auto")
+    monkeypatch.setattr(persistent, "PAIRED_SPLIT", False)
+    unpaired = cpu_engine.plans_for(LSTMConfig(64, 64, 1, False, "float32", 4, 3))["forward"]
+    assert not unpaired.paired and unpaired.mma_per_tile == 3 and unpaired.defines()["PAIRED_SPLIT"] == 0
+    assert persistent._graph_mode("auto") != mode
+
+
+@pytest.mark.parametrize("batch", [1, 2, 4])
+def test_paired_and_unpaired_split_agree(cpu_engine, rng, monkeypatch, batch):
+    """The ablation computes the same products in another order: both within fp32 of float64."""
+    monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", True)
+    config = LSTMConfig(10, 36, 1, False, "float32", batch, 4)
+    weights, x, h0, c0 = random_problem(rng, config)
+    want = reference.forward(config.replace(dtype="float64"), x.astype(np.float64),
+                             [LayerWeights(*(np.asarray(a, np.float64) for a in w)) for w in weights],
+                             h0.astype(np.float64), c0.astype(np.float64))
+    for paired in (True, False):
+        monkeypatch.setattr(persistent, "PAIRED_SPLIT", paired)
+        got = cpu_engine.forward(config, x, weights, h0, c0, training=True, rng=np.random.default_rng(3))
+        assert persistent.last_kinds["forward"] == "mma"
+        for g, w in zip(got[:3], want[:3]):
+            assert rel_err(g, w) <= FP32_TOL

@@ -39,6 +39,8 @@ v13: fp32 forwards run on the same tensor-core kernel with every weight and h sp
 halves (SPLIT=1, three mma per tile, ~22 significant bits) where capacity.fp32_split_pays
 (FP32_TENSOR_CORES: B >= 8, H >= 512); W_hh is scaled by a power of two first (split_halves), and
 W_hh h0 goes into the first step's xw in fp32 (h0 is not bounded). The backward stays fp32.
+v14: at B = 1, 2, 4 the split's hi and lo rows of h share one mma N tile (two mma per tile;
+PAIRED_SPLIT).
 """
 from __future__ import annotations
 
@@ -85,6 +87,8 @@ IN_KERNEL_PROJECTION = "auto"  # tensor-core forward: x W_ih^T inside the kernel
 FP32_TENSOR_CORES = "auto"  # fp32 forward split into fp16 halves on the tensor cores (v13) where
                             # capacity.fp32_split_pays; True: wherever it fits; False: FFMA kernels
 UNITS_FASTEST = True     # tensor-core kernels: the v11 pointwise thread order; False: the v10 one (ablation)
+PAIRED_SPLIT = True      # fp32 split at B = 1, 2, 4: hi and lo vector rows in one N tile, 2 mma per tile (v14);
+                         # False: 3 mma per tile (the ablation)
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
                           # per the capacity model's rule; True / False force one (tests, ablation)
 last_kinds: dict = {}    # pass -> kernel kind ("grid", "cluster", "mma") of the latest call (tests, benchmarks)
@@ -138,7 +142,8 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
     Python work. "auto": tensor-core plans for 16-bit dtypes where they fit, else grid plans.
     TAGGED_EXCHANGE True/False forces the grid and tensor-core plans' exchange (tests, the ablation);
     IN_KERNEL_PROJECTION True/False puts the tensor-core forward's projection in the kernel wherever it
-    fits / takes it out, UNITS_FASTEST=False the v10 pointwise thread order (tests, the ablations)."""
+    fits / takes it out, UNITS_FASTEST=False the v10 pointwise thread order, PAIRED_SPLIT=False the
+    split's 3 mma per tile at B <= 4 (tests, the ablations)."""
     props = _props()
     by_rows = BACKWARD_BY_ROWS if by_rows is None else by_rows
     plans = _plans_for(tuple(sorted(props.items())), config, training, variant, by_rows, FP32_TENSOR_CORES)
@@ -149,6 +154,8 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
         plans = {**plans, "forward": forward}
     if not UNITS_FASTEST:
         plans = {k: replace(p, units_fastest=False) if p.kind == "mma" else p for k, p in plans.items()}
+    if not PAIRED_SPLIT:
+        plans = {k: replace(p, paired_split=False) if p.kind == "mma" else p for k, p in plans.items()}
     if TAGGED_EXCHANGE == "auto":
         return plans
     return {k: p.with_exchange(bool(TAGGED_EXCHANGE)) for k, p in plans.items()}
@@ -779,7 +786,7 @@ def _last_kinds_kept():
 def _graph_mode(variant) -> tuple:
     """What a captured graph depends on besides the configuration and dtypes."""
     return (variant, TAGGED_EXCHANGE, FP32_GEMMS, MIN_3XTF32_FLOPS, BACKWARD_BY_ROWS, SIXTEEN_BIT_GEMMS,
-            IN_KERNEL_PROJECTION, UNITS_FASTEST, FP32_TENSOR_CORES)
+            IN_KERNEL_PROJECTION, UNITS_FASTEST, FP32_TENSOR_CORES, PAIRED_SPLIT)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,

@@ -556,6 +556,7 @@ MMA_REG_PER_BATCH_ABOVE_16 = 1
 # registers with every k-tile in registers (sm_90 and sm_80: fp32 H=512/1024, B=1..8).
 MMA_SPLIT_DTYPE = "float32"
 MMA_SPLIT_REG_OVERHEAD = {("forward", 16): 48, ("forward", 8): 96, ("forward", 4): 96}
+PAIRED_SPLIT_BATCHES = (1, 2, 4)  # v14: 2B <= 8 vector rows fit one N tile, partner column by one shuffle
 MMA_MIN_COMPUTE = (8, 0)          # mma.sync m16n8k16 with bf16 inputs
 MMA_STAGE_CHUNK = 8               # float4 loads per lane in flight while staging (kStageChunk)
 MMA_L2_ROUND_TRIP_CLOCKS = 400    # ~0.23 us at 1.75 GHz: ranks plans by their staging round trips
@@ -579,6 +580,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                             # (with_input_projection); 0: the input projection is a GEMM before it
     units_fastest: bool = True  # v11 pointwise thread order where it applies (kernel's slot_of); False:
                                 # the v10 order, UNITS_FASTEST=0 (the ablation)
+    paired_split: bool = True   # v14: the split's hi and lo vector rows in one N tile where B is 1, 2 or 4
+                                # (2 mma per tile); False: 3 mma, PAIRED_SPLIT=0 (the ablation)
 
     kind = "mma"
     kernel_file = "persistent_mma.cu"
@@ -591,6 +594,16 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
     def parts(self) -> int:
         """16-bit halves per weight and per h value: 2 for the fp32 split (v13), else 1."""
         return mma_parts(self.dtype)
+
+    @property
+    def paired(self) -> bool:
+        """The split's paired mma (kernel's kPaired): W_hi and W_lo each times [h_hi | h_lo] in one N tile."""
+        return self.parts == 2 and self.paired_split and self.batch in PAIRED_SPLIT_BATCHES
+
+    @property
+    def mma_per_tile(self) -> int:
+        """mma.sync per (m-tile, k-tile, n-tile): 1 for 16-bit, 3 for the split, 2 paired."""
+        return 1 if self.parts == 1 else (2 if self.paired else 3)
 
     @property
     def register_tiles(self) -> int:
@@ -611,7 +624,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                 "K_TILES": self.k_tiles, "REG_K_TILES": self.reg_k_tiles, "TAGGED": int(self.tagged),
                 **({"SPLIT": 1} if self.parts == 2 else {}),
                 **({"IN_K_TILES": self.input_k_tiles} if self.input_k_tiles else {}),
-                **({} if self.units_fastest else {"UNITS_FASTEST": 0})}
+                **({} if self.units_fastest else {"UNITS_FASTEST": 0}),
+                **({"PAIRED_SPLIT": 0} if self.parts == 2 and not self.paired_split else {})}
 
     def input_tile_shape(self) -> MmaTileShape:
         """How W_ih's rows of a block are cut (the same rows as tile_shape, input columns)."""
@@ -758,11 +772,11 @@ def mma_step_clocks(plan: MmaPlan) -> float:
     k-tiles split over mma_acc_split sets), whichever is longer, plus shared-memory tile loads,
     staging (one L2 round trip per chunk of kStageChunk loads) and the warp-partial sums. The fp32
     split (v13): 3 mma per tile, the lo correction chain 2 mma long per k-tile, twice the tile and
-    staging loads."""
+    staging loads; paired (v14, B <= 4): 2 mma per tile, each chain 1 mma per k-tile."""
     parts = plan.parts
-    per_warp_mma = plan.k_tiles * plan.m_tiles * plan.n_tiles * (3 if parts == 2 else 1)
+    per_warp_mma = plan.k_tiles * plan.m_tiles * plan.n_tiles * plan.mma_per_tile
     issue = max(1, plan.warps // 4) * per_warp_mma * 8
-    chain = -(-plan.k_tiles // plan.acc_split) * 35 * parts
+    chain = -(-plan.k_tiles // plan.acc_split) * 35 * (1 if plan.paired else parts)
     smem_tiles = max(1, plan.warps // 4) * (plan.k_tiles - plan.reg_k_tiles) * parts * plan.m_tiles * 4
     loads = -(-parts * plan.batch * plan.k_tiles * 4 // 32)   # float4 staging loads per lane
     staging = -(-loads // MMA_STAGE_CHUNK) * MMA_L2_ROUND_TRIP_CLOCKS + 4 * loads
