@@ -30,6 +30,8 @@ def versions() -> dict:
 # pin every term. A sweep's JSON can be used instead (`calibrate --from-sweep sweep.json`).
 PERSISTENT_GRID = [(256, 1, "float32", False), (256, 16, "float32", False), (1024, 1, "float32", False),
                    (1024, 16, "float32", False), (512, 4, "float32", False), (512, 16, "float32", False),
+                   (256, 8, "float32", False), (1536, 8, "float32", False),    # fp32 FFMA, and with the
+                   (1024, 4, "float32", False), (512, 8, "float32", False),    # two above the fp32 split
                    (512, 4, "float32", True), (1024, 1, "float32", True),
                    (1024, 4, "bfloat16", False), (2048, 4, "bfloat16", False), (512, 16, "bfloat16", False),
                    (1024, 4, "bfloat16", True)]
@@ -83,14 +85,18 @@ def _fit_persistent_inference_all(consts, measurements, device):
     """Persistent inference constants: the tensor-core kernel's and the fp32 kernels' separately."""
     from .planner import persistent_fit
     points = _points(measurements, "persistent", ALL, False)
-    on_tensor_cores = [persistent_fit(c, device, False).get("mma", False) for c, _ in points]
-    mma_points = [p for p, mma in zip(points, on_tensor_cores) if mma]
-    fp32_points = [p for p, mma in zip(points, on_tensor_cores) if not mma]
-    if mma_points:
-        consts = _fit_mma_inference(consts, mma_points, device)
-    if fp32_points:
-        consts = _fit_persistent_inference(consts, fp32_points, device)
+    kinds = [_kernel_family(persistent_fit(c, device, False)) for c, _ in points]
+    for family, fit in (("mma", _fit_mma_inference), ("split", _fit_split_inference),
+                        ("fp32", _fit_persistent_inference)):
+        chosen = [p for p, kind in zip(points, kinds) if kind == family]
+        if chosen:
+            consts = fit(consts, chosen, device)
     return consts
+
+
+def _kernel_family(kernel: dict) -> str:
+    """Which constants predict a persistent kernel: 16-bit tensor cores, the fp32 split, fp32 FFMA."""
+    return "split" if kernel.get("split_mma") else ("mma" if kernel.get("mma") else "fp32")
 
 
 def _fit_persistent_inference(consts, points, device):
@@ -126,20 +132,31 @@ def _fit_persistent_inference(consts, points, device):
 
 def _fit_mma_inference(consts, points, device):
     """Relative least squares for the tensor-core kernel's (fixed µs, µs per 1e3 H*B, µs per 1e6 H^2)."""
+    return _fit_linear_step(consts, points, device, ("mma_step_us", "mma_vector_us", "mma_weights_us"),
+                            lambda config, kernel: costmodel.mma_step_terms(config))
+
+
+def _fit_split_inference(consts, points, device):
+    """The same for the fp32 split's (fixed µs, µs per 1e3 H*B, µs per 1e6 H^2 per mma of a tile)."""
+    return _fit_linear_step(consts, points, device, ("split_step_us", "split_vector_us", "split_mma_us"),
+                            lambda config, kernel: costmodel.split_step_terms(config, kernel["split_mma"]))
+
+
+def _fit_linear_step(consts, points, device, names, terms):
+    """Relative least squares for a step of names[0] + names[1] * terms[0] + names[2] * terms[1] per
+    layer (terms(config, kernel)), after what the other constants predict."""
     from .planner import persistent_fit
     rows, targets = [], []
     for config, us in points:
         kernel = persistent_fit(config, device, False)
-        rest = costmodel.predict_persistent_us(config, device, kernel, False, dataclasses.replace(
-            consts, mma_step_us=0.0, mma_vector_us=0.0, mma_weights_us=0.0))
-        hb, hh = costmodel.mma_step_terms(config)
-        rows.append([config.num_layers, config.num_layers * hb, config.num_layers * hh])
+        rest = costmodel.predict_persistent_us(config, device, kernel, False,
+                                               dataclasses.replace(consts, **dict.fromkeys(names, 0.0)))
+        rows.append([config.num_layers] + [config.num_layers * t for t in terms(config, kernel)])
         targets.append(us - rest)
     scale = np.array([us for _, us in points])
     theta = np.linalg.lstsq(np.array(rows) / scale[:, None], np.array(targets) / scale, rcond=None)[0]
     theta = np.maximum(theta, [0.5, 0.0, 0.0])  # at least a barrier; no negative slopes
-    return dataclasses.replace(consts, mma_step_us=float(theta[0]), mma_vector_us=float(theta[1]),
-                               mma_weights_us=float(theta[2]))
+    return dataclasses.replace(consts, **{n: float(t) for n, t in zip(names, theta)})
 
 
 def fit_constants(measurements: list, device, start: costmodel.CostConstants = costmodel.DEFAULTS):

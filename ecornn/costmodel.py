@@ -62,6 +62,14 @@ class CostConstants:
                                           # ablation: 0.31-0.77, median 0.44; the fit above is v4's)
     mma_bwd_step_us: float = 1.4          # training adds the backward recurrence: fixed part ...
     mma_bwd_us_per_kclock: float = 2.4    # ... + per 1000 of the backward plan's mma_step_clocks
+    # persistent v13/v14 (fp32 forwards split into fp16 halves on the tensor cores, where
+    # capacity.fp32_split_pays): step = fixed + per 1e3 H*B (the hi and lo rows every block stages)
+    # + per 1e6 H^2 x mma per weight tile (3, paired 2, times the N tiles); fitted to the H100 whole
+    # forwards of results/persistent_v13 and persistent_v14 (12 cells, relative least squares after
+    # the projection and call overhead; within 12% but H=1024 B=16 +12%, H=1536 B=2 -11%)
+    split_step_us: float = 1.68
+    split_vector_us: float = 0.089
+    split_mma_us: float = 0.21
     # fused v3 (fp16/bf16, one tensor-core kernel per step where fused_mma's size rule takes it)
     fused_mma_step_us: float = 3.25        # one graph node: launch + epilogue
     fused_mma_us_per_gflop: float = 31.6   # the step's product, L2-bound (no smem staging)
@@ -108,7 +116,13 @@ def predict_persistent_us(config: LSTMConfig, device: DeviceSpec, kernel: dict,
                               config, device, consts)
         grid_step = _persistent_step(config, device, kernel["blocks"], consts.grid_sync_us
                                      + consts.persistent_exchange_us, consts)
-        if kernel.get("mma"):
+        if kernel.get("split_mma"):   # the fp32 split forward; the backward stays on the fp32 kernels
+            total += split_step_us(config, kernel["split_mma"], consts) + projection
+            if training:
+                total += consts.backward_factor * grid_step + 2 * projection + _gemm_us(
+                    2.0 * config.batch * config.gate_size * config.hidden_size * config.num_directions,
+                    config, device, consts)
+        elif kernel.get("mma"):
             step = mma_step_us(config, consts) - (consts.mma_tagged_saving_us if kernel.get("mma_tagged") else 0.0)
             total += step + projection
             if training:  # the backward's cost follows its own plan's issue/staging clocks
@@ -137,6 +151,18 @@ def mma_step_terms(config: LSTMConfig) -> tuple:
 def mma_step_us(config: LSTMConfig, consts: CostConstants) -> float:
     hb, hh = mma_step_terms(config)
     return consts.mma_step_us + consts.mma_vector_us * hb + consts.mma_weights_us * hh
+
+
+def split_step_terms(config: LSTMConfig, mma_per_tile: int) -> tuple:
+    """(H*B/1e3, mma per weight tile x H^2/1e6) of one split forward step of one layer; mma_per_tile
+    counts every N tile (the plan's mma_per_tile x n_tiles)."""
+    hb, hh = mma_step_terms(config)
+    return hb, mma_per_tile * hh
+
+
+def split_step_us(config: LSTMConfig, mma_per_tile: int, consts: CostConstants) -> float:
+    hb, mma_hh = split_step_terms(config, mma_per_tile)
+    return consts.split_step_us + consts.split_vector_us * hb + consts.split_mma_us * mma_hh
 
 
 def _persistent_step(config, device, blocks, fixed_us, consts) -> float:

@@ -48,13 +48,18 @@ def persistent_fit(config: LSTMConfig, device: DeviceSpec, training: bool = Fals
     ``tensor_cores=False``: the plans without the 16-bit tensor-core kernel (the engine's fallback)."""
     from .engines import persistent_capacity
     props = device.as_dict()
-    if tensor_cores:   # the cost model knows the fp32 FFMA kernels, not yet the v13 split forward
-        passes = persistent_capacity.plan_config(props, config, training, fp32_tensor_cores=False)
+    if tensor_cores:   # fp32: the split forward where the engine's rule takes it (v13/v14)
+        passes = persistent_capacity.plan_config(props, config, training)
     else:
         passes = persistent_capacity.plan_grid_config(props, config, training)
     forward = passes["forward"]
     kernel = {"blocks": forward.grid, "threads": forward.threads, "launches": forward.launches,
               "passes": {name: p.describe() for name, p in passes.items()}}
+    if getattr(forward, "parts", 1) == 2:   # the fp32 split forward (fp32 kernels backward)
+        kernel["split_mma"] = forward.mma_per_tile * forward.n_tiles
+        if "backward" in passes:
+            kernel["blocks"] = passes["backward"].grid
+        return kernel
     if getattr(forward, "kind", "grid") == "mma":  # fp16/bf16 on tensor cores (no cluster variant)
         kernel["mma"] = True
         kernel["mma_tagged"] = bool(getattr(forward, "tagged", False))

@@ -41,7 +41,9 @@ def test_split_forward_matches_the_fp32_reference(monkeypatch, tagged, inp, hidd
 
 def test_auto_splits_from_the_rule_sizes_on():
     assert _forward_plan(LSTMConfig(1024, 1024, 1, False, "float32", 8, 10)).parts == 2
-    assert _forward_plan(LSTMConfig(1024, 1024, 1, False, "float32", 4, 10)).kind == "grid"
+    assert _forward_plan(LSTMConfig(1024, 1024, 1, False, "float32", 4, 10)).paired   # v14
+    assert _forward_plan(LSTMConfig(512, 512, 1, False, "float32", 4, 10)).kind == "grid"
+    assert _forward_plan(LSTMConfig(1024, 1024, 1, False, "float32", 2, 10)).kind == "grid"
     assert _forward_plan(LSTMConfig(256, 256, 1, False, "float32", 8, 10)).kind == "grid"
 
 

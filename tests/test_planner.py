@@ -97,7 +97,7 @@ def test_sixteen_bit_plans_use_the_tensor_core_kernel_where_it_fits():
     # without the tensor-core kernel the same problem does not fit: the fallback plans say so
     with pytest.raises(NotSupported, match="hidden_size=2048"):
         persistent_fit(cfg(2048, 4, dtype="bfloat16"), H100, tensor_cores=False)
-    # fp32 never takes it; the 20-SM GPU holds far less
+    # fp32 never takes the 16-bit kernel (the split is its own family); the 20-SM GPU holds far less
     assert not persistent_fit(cfg(1024, 4), H100).get("mma")
     small = plan(cfg(2048, 4, dtype="bfloat16"), device=SMALL_20SM)
     assert small.strategy == "fused" and "persistent" in small.rejected
@@ -130,3 +130,23 @@ def test_live_plan_follows_the_engines_tensor_core_fallback(monkeypatch):
     monkeypatch.setattr(persistent, "_build", lambda plans: None)
     assert persistent.runs_tensor_cores(config) is True
     assert planner._feasible_kernel("persistent", config, H100, True, False).get("mma")
+
+
+def test_fp32_split_forwards_are_predicted_by_their_own_terms():
+    """Where the engine's rule runs the fp32 forward split on the tensor cores (v13/v14), the plan says
+    how many mma each weight tile costs and the prediction follows the split constants; FFMA
+    configurations keep the grid terms, and a training plan adds the fp32 backward."""
+    import dataclasses
+    from ecornn import costmodel
+    from ecornn.planner import persistent_fit
+    assert persistent_fit(cfg(1024, 4), H100)["split_mma"] == 2          # paired
+    assert persistent_fit(cfg(1024, 16), H100)["split_mma"] == 6         # 3 mma x 2 N tiles
+    assert "split_mma" not in persistent_fit(cfg(512, 4), H100)          # FFMA (the rule)
+    kernel = persistent_fit(cfg(1024, 8), H100)
+    base = costmodel.predict_persistent_us(cfg(1024, 8), H100, kernel)
+    slower = costmodel.predict_persistent_us(cfg(1024, 8), H100, kernel,
+                                             consts=dataclasses.replace(costmodel.DEFAULTS, split_mma_us=1.21))
+    assert slower - base == pytest.approx(3 * 1.048576)                  # 3 mma x H^2 / 1e6
+    train = costmodel.predict_persistent_us(cfg(1024, 8), H100, persistent_fit(cfg(1024, 8), H100, True), True)
+    assert train > base
+    assert plan(cfg(512, 32), device=H100).strategy == "persistent"      # split; FFMA predicted slower than fused

@@ -302,15 +302,21 @@ def plan_config(props: dict, config, training: bool, backward_by_rows="auto", fp
 
 FP32_SPLIT_MIN_HIDDEN = 512   # v13, H100: split measured from H=512 on; smaller H untimed (cluster kernel)
 FP32_SPLIT_MIN_BATCH = 8
+FP32_PAIRED_MIN_HIDDEN = 1024  # v14: the paired split at B=4 wins from here on
 
 
 def fp32_split_pays(plan) -> bool:
     """Whether the fp32 forward runs split on the tensor cores (v13) rather than on FFMA. H100, whole
-    forward µs/step split vs FFMA (results/persistent_v13): B >= 8 wins (H=1024 B=8 4.07 vs 5.12, B=16
-    5.94 vs 10.69; H=512 B=8 2.63 vs 2.71, B=16 3.91 vs 4.36); B <= 4 loses or ties (H=1024 B=4 3.44
-    vs 3.23, B=1 2.53 vs 2.11; H=512 B=4 2.45 vs 1.99, B=1 1.91 vs 1.90): three mma.sync per tile
+    forward µs/step split vs FFMA (results/persistent_v13, persistent_v14): B >= 8 wins (H=1024 B=8
+    4.07 vs 5.12, B=16 5.94 vs 10.69; H=512 B=8 2.63 vs 2.71, B=16 3.91 vs 4.36). At B=4 the paired
+    split (2 mma per tile) wins from H=1024 on (3.08 vs 3.16, kernel 2.51 vs 2.61; H=1536 4.80 vs
+    5.42) and loses at H=512 (2.45 vs 1.94). B=1, 2 lose (H=1024 2.36 / 2.67 vs 2.16 / 2.19, H=512
+    1.91 / 2.08 vs 1.99 / 2.02, H=1536 B=2 3.93 vs 3.65): the mma.sync issue and the grid barrier
     bound the step where FFMA's work, growing with B, is still small."""
-    return plan.hidden >= FP32_SPLIT_MIN_HIDDEN and plan.batch >= FP32_SPLIT_MIN_BATCH
+    if plan.hidden < FP32_SPLIT_MIN_HIDDEN:
+        return False
+    return plan.batch >= FP32_SPLIT_MIN_BATCH or (plan.paired and plan.batch == 4
+                                                   and plan.hidden >= FP32_PAIRED_MIN_HIDDEN)
 
 
 def plan_grid_config(props: dict, config, training: bool, backward_by_rows="auto") -> dict:
