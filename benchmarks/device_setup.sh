@@ -34,9 +34,9 @@ run_sanitizers() {  # script log [timeout_s] [tail_lines]
 # (an ignored path), saved to $OUT by save_cupy_cache for the next visit to carry.
 export CUPY_CACHE_DIR=/tmp/cupy_kernel_cache
 mkdir -p "$CUPY_CACHE_DIR"
-if [ -f .devcache/cupy_cache.tgz ]; then
-  tar xzf .devcache/cupy_cache.tgz -C "$CUPY_CACHE_DIR" && echo "cupy cache: $(ls "$CUPY_CACHE_DIR" | wc -l) files restored"
+if ls .devcache/cupy_cache.tgz* >/dev/null 2>&1; then   # one tarball, or its 15 MB parts (.part-aa, ...)
+  cat .devcache/cupy_cache.tgz* | tar xz -C "$CUPY_CACHE_DIR" && echo "cupy cache: $(ls "$CUPY_CACHE_DIR" | wc -l) files restored"
 fi
-save_cupy_cache() {  # out_dir: one tarball (the device tool returns at most 16 MiB per file)
-  tar czf "$1/cupy_cache.tgz" -C "$CUPY_CACHE_DIR" . && ls -la "$1/cupy_cache.tgz"
+save_cupy_cache() {  # out_dir: 15 MB parts (the device tool returns at most 16 MiB per file)
+  tar cz -C "$CUPY_CACHE_DIR" . | split -b 15000000 - "$1/cupy_cache.tgz.part-" && ls -la "$1"/cupy_cache.tgz.part-*
 }

@@ -43,3 +43,4 @@ if [ "$PARTS" != "${PARTS/explore/}" ]; then
   timeout ${EXPLORE_TIMEOUT:-200} python3 benchmarks/explore_mma_plans.py "$LOG" 2>&1 | tail -25 > "$LOG/explore.log"
   cat "$LOG/explore.log"
 fi
+if [ -n "${SAVE_CACHE:-}" ]; then save_cupy_cache "$OUT"; fi   # for the next visit: copy the parts into .devcache/
