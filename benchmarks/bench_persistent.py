@@ -202,6 +202,22 @@ def fmt(v, spec=".2f"):
     return "-" if v is None else format(v, spec)
 
 
+def split_table(rows, head: str, cells) -> str:
+    """The fp32 split benches' table (v13, v14): ``head``, then per row H | B | ``cells(r)``, or the
+    row's error."""
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        body = [f"error: {r['error'][:200]}"] if "error" in r else cells(r)
+        lines.append("| " + " | ".join([str(r["hidden"]), str(r["batch"])] + body) + " |")
+    return "\n".join(lines)
+
+
+def cudnn_ratios(r, fwd_us, train_ms) -> list:
+    """Cells: cuDNN's forward and fwd+bwd time over ``fwd_us`` and ``train_ms`` (speed-ups)."""
+    c, ct = r.get("cudnn_us"), r.get("cudnn_train_ms")
+    return [fmt(c / fwd_us if c and fwd_us else None) + "x", fmt(ct / train_ms if ct and train_ms else None) + "x"]
+
+
 def add_cudnn(entry: dict, dtype, hidden, batch, repeats, strict=False) -> dict:
     """cuDNN's forward µs/step and fwd+bwd ms into ``entry`` (and TF32-off ones with ``strict``);
     a failure is recorded under "cudnn_error", never hidden."""

@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_persistent import STEPS, _median_ms, _problem, ab_bench_main, fmt, kernel_launcher, measured_row  # noqa: E402
+from bench_persistent import (STEPS, _median_ms, _problem, ab_bench_main, cudnn_ratios, fmt,  # noqa: E402
+                             kernel_launcher, measured_row, split_table)
 from bench_persistent_v5 import _train_ms  # noqa: E402
 
 from ecornn.engines import persistent  # noqa: E402
@@ -72,23 +73,16 @@ def row(dtype, hidden, batch, repeats, ffma_first=False):
 def markdown(rows):
     head = ("| H | B | auto takes | fwd µs/step split | other exchange | FFMA | target | kernel split | FFMA | "
             "cuDNN fwd | fwd+bwd ms split | FFMA | cuDNN fwd+bwd | auto fwd vs cuDNN | auto fwd+bwd vs cuDNN |")
-    lines = [head, "|" + "---|" * 15]
-    for r in rows:
-        if "error" in r:
-            lines.append(f"| {r['hidden']} | {r['batch']} | error: {r['error'][:200]} |")
-            continue
+
+    def cells(r):
         mode = "split" if r.get("auto_split") else "ffma"   # what "auto" runs
-        g, c = r.get(f"{mode}_graph_fwd_us"), r.get("cudnn_us")
-        t, ct = r.get(f"{mode}_train_ms"), r.get("cudnn_train_ms")
         other = "tagged" if not r.get("split_tagged") else "grid.sync"
-        cells = [str(r["hidden"]), str(r["batch"]), mode,
-                 fmt(r.get("split_graph_fwd_us")) + (" (tagged)" if r.get("split_tagged") else " (grid.sync)"),
-                 f"{fmt(r.get('split_other_graph_fwd_us'))} ({other})", fmt(r.get("ffma_graph_fwd_us")),
-                 fmt(r.get("target_us"), ".1f"), fmt(r.get("split_kernel_us")), fmt(r.get("ffma_kernel_us")), fmt(c),
-                 fmt(r.get("split_train_ms")), fmt(r.get("ffma_train_ms")), fmt(ct),
-                 fmt(c / g if c and g else None) + "x", fmt(ct / t if ct and t else None) + "x"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        return [mode, fmt(r.get("split_graph_fwd_us")) + (" (tagged)" if r.get("split_tagged") else " (grid.sync)"),
+                f"{fmt(r.get('split_other_graph_fwd_us'))} ({other})", fmt(r.get("ffma_graph_fwd_us")),
+                fmt(r.get("target_us"), ".1f"), fmt(r.get("split_kernel_us")), fmt(r.get("ffma_kernel_us")),
+                fmt(r.get("cudnn_us")), fmt(r.get("split_train_ms")), fmt(r.get("ffma_train_ms")),
+                fmt(r.get("cudnn_train_ms"))] + cudnn_ratios(r, r.get(f"{mode}_graph_fwd_us"), r.get(f"{mode}_train_ms"))
+    return split_table(rows, head, cells)
 
 
 def main(argv=None):

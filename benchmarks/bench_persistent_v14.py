@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_persistent import ab_bench_main, fmt, measured_row  # noqa: E402
+from bench_persistent import ab_bench_main, cudnn_ratios, fmt, measured_row, split_table  # noqa: E402
 from bench_persistent_v13 import measure  # noqa: E402
 
 ROWS = [("float32", 1024, 4), ("float32", 512, 4), ("float32", 1024, 2), ("float32", 1024, 1),
@@ -34,24 +34,18 @@ def markdown(rows):
     head = ("| H | B | auto takes | fwd µs/step paired | other exchange | 3-mma split | FFMA | target | kernel paired | "
             "3-mma | FFMA | cuDNN fwd | fwd+bwd ms paired | FFMA | cuDNN fwd+bwd | auto fwd vs cuDNN | "
             "auto fwd+bwd vs cuDNN |")
-    lines = [head, "|" + "---|" * 17]
-    for r in rows:
-        if "error" in r:
-            lines.append(f"| {r['hidden']} | {r['batch']} | error: {r['error'][:200]} |")
-            continue
+
+    def cells(r):
         mode = "split" if r.get("auto_split") else "ffma"
-        g, c = r.get(f"{mode}_graph_fwd_us"), r.get("cudnn_us")
-        t, ct = r.get(f"{mode}_train_ms"), r.get("cudnn_train_ms")
         exchange = lambda tagged: " (tagged)" if tagged else " (grid.sync)"  # noqa: E731
-        cells = [str(r["hidden"]), str(r["batch"]), "split" if mode == "split" else "FFMA",
-                 fmt(r.get("split_graph_fwd_us")) + exchange(r.get("split_tagged")),
-                 fmt(r.get("split_other_graph_fwd_us")) + exchange(r.get("split_other_tagged")),
-                 fmt(r.get("unpaired_graph_fwd_us")), fmt(r.get("ffma_graph_fwd_us")), fmt(r.get("target_us"), ".1f"),
-                 fmt(r.get("split_kernel_us")), fmt(r.get("unpaired_kernel_us")), fmt(r.get("ffma_kernel_us")), fmt(c),
-                 fmt(r.get("split_train_ms")), fmt(r.get("ffma_train_ms")), fmt(ct),
-                 fmt(c / g if c and g else None) + "x", fmt(ct / t if ct and t else None) + "x"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        return ["split" if mode == "split" else "FFMA",
+                fmt(r.get("split_graph_fwd_us")) + exchange(r.get("split_tagged")),
+                fmt(r.get("split_other_graph_fwd_us")) + exchange(r.get("split_other_tagged")),
+                fmt(r.get("unpaired_graph_fwd_us")), fmt(r.get("ffma_graph_fwd_us")), fmt(r.get("target_us"), ".1f"),
+                fmt(r.get("split_kernel_us")), fmt(r.get("unpaired_kernel_us")), fmt(r.get("ffma_kernel_us")),
+                fmt(r.get("cudnn_us")), fmt(r.get("split_train_ms")), fmt(r.get("ffma_train_ms")),
+                fmt(r.get("cudnn_train_ms"))] + cudnn_ratios(r, r.get(f"{mode}_graph_fwd_us"), r.get(f"{mode}_train_ms"))
+    return split_table(rows, head, cells)
 
 
 def main(argv=None):

@@ -77,3 +77,11 @@ def test_split_benches_set_each_modes_flags_and_restore_the_defaults(monkeypatch
     with pytest.raises(RuntimeError, match="no device"):
         v13.measure("float32", 64, 4, 2, modes=v14.MODES)
     assert (persistent.FP32_TENSOR_CORES, persistent.PAIRED_SPLIT, persistent.TAGGED_EXCHANGE) == ("auto", True, "auto")
+
+
+def test_split_table_rows_errors_and_cudnn_ratios():
+    head = "| H | B | a | fwd | train |"
+    rows = [{"hidden": 8, "batch": 2, "cudnn_us": 6.0, "cudnn_train_ms": 3.0}, {"hidden": 4, "batch": 1, "error": "x" * 300}]
+    table = bp.split_table(rows, head, lambda r: ["a"] + bp.cudnn_ratios(r, 2.0, None))
+    assert table.splitlines() == [head, "|---|---|---|---|---|", "| 8 | 2 | a | 3.00x | -x |",
+                                  "| 4 | 1 | error: " + "x" * 200 + " |"]
