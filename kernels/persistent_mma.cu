@@ -45,8 +45,7 @@
 // tagged fp16 B=16 forward with the projection would spill 168 bytes at 128 registers, and the
 // engine's back-off builds it without); then three forwards with IN_KERNEL_PROJECTION forced; then
 // v13's fp32 split forwards (H=512 B=4, H=1024 B=4 / B=8 / B=1, H=1536 B=4; and the other exchange
-// of H=1024 B=4); then v14's paired split at B=2 and the 3-mma ablation (PAIRED_SPLIT=0) of H=1024 B=4;
-// then v14.1's tagged split plans with fp32 words (H=1024 B=8, H=512 B=4, H=1536 B=4 forced).
+// of H=1024 B=4); then v14's paired split at B=2 and the 3-mma ablation (PAIRED_SPLIT=0) of H=1024 B=4.
 // ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=0
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=2 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=0
@@ -70,9 +69,6 @@
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DSPLIT=1
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=2 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DSPLIT=1
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=0 -DSPLIT=1 -DPAIRED_SPLIT=0
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=16 -DM_TILES=2 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=1 -DSPLIT=1
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=4 -DM_TILES=1 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DSPLIT=1
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=3 -DK_TILES=12 -DREG_K_TILES=5 -DTAGGED=1 -DSPLIT=1
 #include <cooperative_groups.h>
 
 #include "mma_common.cuh"
@@ -126,12 +122,7 @@ constexpr bool kSplit = SPLIT != 0;
 // dropped): 2 mma per tile instead of 3. store_partials brings hi.lo to column b (paired_column).
 constexpr bool kPaired = kSplit && PAIRED_SPLIT != 0 && (BATCH == 1 || BATCH == 2 || BATCH == 4);
 constexpr int kATiles = (kSplit ? 2 : 1) * M_TILES;   // packed A m-tiles per k-tile
-constexpr int kVecRows = (kSplit ? 2 : 1) * BATCH;    // rows of the staged vector
-// v14.1, the split's tagged exchange: one fp32 word per h (its lowest mantissa bit the tag, as the
-// fp32 grid kernel's v6 exchange), split into hi and lo halves by the consumer while staging. Half
-// the polled bytes of a 16-bit hi word and a 16-bit lo word, each under a 16-bit tag.
-constexpr bool kSplitWords = kSplit && kTagged;
-constexpr int kXchRows = kSplitWords ? BATCH : kVecRows;   // rows of the exchange buffer
+constexpr int kVecRows = (kSplit ? 2 : 1) * BATCH;    // rows of the exchanged and staged vector
 constexpr float kLoScale = 2048.0f;                   // lo = (x - hi) * 2^11
 static_assert(!kSplit || (PASS == 0 && BF16 == 0 && IN_K_TILES == 0),
               "SPLIT: fp16 halves, forward, input projection before the kernel");
@@ -215,15 +206,10 @@ __device__ __forceinline__ unsigned int tagged_word(float x, unsigned int tag) {
     return half_bits(x) | (tag << 16);
 }
 
-// Offset of slot step & 1 of direction d in an exchange buffer [D][2][kXchRows][ld] (both exchanges).
+// Offset of slot step & 1 of direction d in an exchange buffer [D][2][kVecRows][ld] (both exchanges).
 __device__ __forceinline__ size_t slot_offset(int d, int step, int ld) {
-    return ((size_t)d * 2 + (step & 1)) * kXchRows * ld;
+    return ((size_t)d * 2 + (step & 1)) * kVecRows * ld;
 }
-
-// kSplitWords: the tag bit of publication n (h0 is n = 0, h_t of step t is n = t + 1): 1 at each
-// slot's first use (the host zeroed the buffer), then alternating. One bit suffices as in the fp32
-// grid kernel: no producer can get two publications ahead of a block that waits for it.
-__device__ __forceinline__ unsigned int word_tag(int n) { return 1u ^ ((unsigned int)(n >> 1) & 1u); }
 
 // Exchange words per row: k_len rounded up to 4, so every row starts 16-byte aligned.
 __device__ __forceinline__ int exchange_ld(int k_len) { return (k_len + 3) & ~3; }
@@ -275,64 +261,6 @@ __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned
             if (i < count)
                 *reinterpret_cast<uint2*>(mine + n * kVecStride + kq / 2) =
                     make_uint2(__byte_perm(v[j].x, v[j].y, 0x5410), __byte_perm(v[j].z, v[j].w, 0x5410));
-        }
-    }
-    __syncwarp();
-}
-
-// kSplitWords: the warp's K-slice of the fp32 word rows src[b * ld + k] (b < BATCH): waits until every
-// word carries the tag bit, then stores each value's hi half in row b and its lo half in row
-// BATCH + b of the staged vector (the value read has its lowest mantissa bit replaced by the tag:
-// 2^-23 relative, below the split's 2^-22).
-__device__ __forceinline__ void stage_split_words(unsigned int* vec_s, const unsigned int* src, int k_len,
-                                                  unsigned int tag) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int ld = exchange_ld(k_len);
-    unsigned int* mine = vec_s + warp * kVecWordsPerWarp;
-    constexpr int quads = kWarpK / 4, count = kBatch * quads;
-    constexpr int iters = (count + 31) / 32, chunk = iters < kStageChunk ? iters : kStageChunk;
-#pragma unroll 1
-    for (int base = 0; base < iters; base += chunk) {
-        uint4 v[chunk];
-        for (long long polls = 0;; ++polls) {
-#pragma unroll
-            for (int j = 0; j < chunk; ++j) {
-                const int i = (base + j) * 32 + lane, n = i / quads, k = warp * kWarpK + 4 * (i % quads);
-                v[j] = i < count && k < k_len ? load_relaxed(src + (size_t)n * ld + k) : make_uint4(0, 0, 0, 0);
-            }
-            bool ready = true;
-#pragma unroll
-            for (int j = 0; j < chunk; ++j) {
-                const int i = (base + j) * 32 + lane, k = warp * kWarpK + 4 * (i % quads);
-                if (i < count && k < k_len) {
-                    const int valid = k_len - k < 4 ? k_len - k : 4;
-                    unsigned int stale = (v[j].x ^ tag) & 1u;
-                    if (valid > 1) stale |= (v[j].y ^ tag) & 1u;
-                    if (valid > 2) stale |= (v[j].z ^ tag) & 1u;
-                    if (valid > 3) stale |= (v[j].w ^ tag) & 1u;
-                    ready &= stale == 0;
-                }
-            }
-            if (ready) break;
-            if (polls > kMaxPolls) __trap();
-        }
-#pragma unroll
-        for (int j = 0; j < chunk; ++j) {
-            const int i = (base + j) * 32 + lane, n = i / quads, kq = 4 * (i % quads);
-            if (i < count) {
-                const float h[4] = {__uint_as_float(v[j].x), __uint_as_float(v[j].y), __uint_as_float(v[j].z),
-                                    __uint_as_float(v[j].w)};
-                unsigned int hi[4], lo[4];
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    hi[e] = half_bits(h[e]);
-                    lo[e] = half_bits((h[e] - unpack_half<kBf16>(static_cast<unsigned short>(hi[e]))) * kLoScale);
-                }
-                *reinterpret_cast<uint2*>(mine + n * kVecStride + kq / 2) =
-                    make_uint2(hi[0] | (hi[1] << 16), hi[2] | (hi[3] << 16));
-                *reinterpret_cast<uint2*>(mine + (kBatch + n) * kVecStride + kq / 2) =
-                    make_uint2(lo[0] | (lo[1] << 16), lo[2] | (lo[3] << 16));
-            }
         }
     }
     __syncwarp();
@@ -595,8 +523,7 @@ __device__ __forceinline__ void packed_product(float* red_s, unsigned int* vec_s
 __device__ __forceinline__ void tagged_product(float* red_s, unsigned int* vec_s, const RegTiles& a_reg,
                                                const uint4* a_s, const unsigned int* src, int k_len,
                                                unsigned int tag, Acc& acc) {
-    if constexpr (kSplitWords) stage_split_words(vec_s, src, k_len, tag);
-    else stage_tagged(vec_s, src, k_len, tag);
+    stage_tagged(vec_s, src, k_len, tag);
     staged_product(red_s, vec_s, a_reg, a_s, acc);
 }
 
@@ -681,28 +608,23 @@ __device__ __forceinline__ size_t xch_rows(int d, int step, int k_len) {
 }
 
 #if PASS == 0
-// Publish h (unit j, batch b) of step `step` to the forward's exchange. Tagged: its fp16/bf16 bits
-// under the 16-bit tag (kSplitWords: the fp32 word, its lowest mantissa bit the tag bit). Packed
-// (grid.sync): its 16-bit value (SPLIT: the hi half in row b, the lo half, (h - hi) * 2^11, in row
-// BATCH + b).
+// Publish h (unit j, batch b) of step `step` to the forward's exchange: its fp16/bf16 bits (SPLIT:
+// the hi bits in row b, the lo bits, (h - hi) * 2^11, in row BATCH + b), tagged or packed.
 __device__ __forceinline__ void publish_h(unsigned int* xch, int d, int step, int H, int b, int j, float h,
                                           unsigned int tag) {
+    const unsigned short hi = half_bits(h);
+    const unsigned short lo = kSplit ? half_bits((h - unpack_half<kBf16>(hi)) * kLoScale) : 0;
     if constexpr (kTagged) {
-        unsigned int* word = xch + xch_rows(d, step, H) + (size_t)b * exchange_ld(H) + j;
-        store_relaxed(word, kSplitWords ? (__float_as_uint(h) & ~1u) | tag : half_bits(h) | (tag << 16));
+        const int ld = exchange_ld(H);
+        unsigned int* word = xch + xch_rows(d, step, H) + (size_t)b * ld + j;
+        store_relaxed(word, hi | (tag << 16));
+        if constexpr (kSplit) store_relaxed(word + (size_t)kBatch * ld, lo | (tag << 16));
     } else {
         const int ld = packed_ld(H);
         unsigned short* value = reinterpret_cast<unsigned short*>(xch) + packed_rows(d, step, H) + (size_t)b * ld + j;
-        const unsigned short hi = half_bits(h);
         *value = hi;
-        if constexpr (kSplit) value[(size_t)kBatch * ld] = half_bits((h - unpack_half<kBf16>(hi)) * kLoScale);
+        if constexpr (kSplit) value[(size_t)kBatch * ld] = lo;
     }
-}
-
-// The tag of the exchange's publication n (h0: n = 0): the 16-bit step tag n + 1, or (kSplitWords)
-// the tag bit.
-__device__ __forceinline__ unsigned int publication_tag(int n) {
-    return kSplitWords ? word_tag(n) : (unsigned int)(n + 1) & 0xffffu;
 }
 #endif
 
@@ -725,8 +647,8 @@ __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
 // multiple of 8) and in_tiles [D][blocks][NWARPS][IN_K_TILES][M_TILES][32] the packed W_ih rows;
 // bias [D][4H] (b_ih + b_hh, gate-interleaved); h0, c0, hT, cT [D][B][H]; y [T][B][ldy] (direction d
 // at columns d*H); gates_out [D][T][B][4H] activated, cells_out [D][T][B][H] (both null at
-// inference); xch zeroed: [D][2][kXchRows][exchange_ld(H)] tagged words (TAGGED=1) or
-// [D][2][kXchRows][packed_ld(H)] 16-bit values (TAGGED=0); barrier: a zeroed word (the split grid
+// inference); xch zeroed: [D][2][kVecRows][exchange_ld(H)] tagged words (TAGGED=1) or
+// [D][2][kVecRows][packed_ld(H)] 16-bit values (TAGGED=0); barrier: a zeroed word (the split grid
 // barrier of the grid.sync plans with IN_K_TILES); w_unscale [D]: SPLIT, the factor that undoes the
 // power-of-two scale of the packed W_hh halves (null otherwise). SPLIT ignores h0: the host adds
 // W_hh h0 to the first step's xw in fp32 (h0 is unbounded, fp16 is not).
@@ -751,8 +673,8 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     const float4 b4 = p.active ? __ldg(reinterpret_cast<const float4*>(bias + p.d * G + 4 * (size_t)p.j))
                                : make_float4(0.f, 0.f, 0.f, 0.f);
     const float unscale = kSplit ? w_unscale[p.d] : 1.0f;
-    // h0 is "step -1", publication 0: slot 1 (h_t of step t is publication t + 1; publication_tag)
-    if (p.active) publish_h(xch, p.d, -1, H, p.b, p.j, kSplit ? 0.0f : h0[p.state_at], publication_tag(0));
+    // h0 is "step -1": slot 1 (tagged: tag 1; h_t of step t gets tag t + 2)
+    if (p.active) publish_h(xch, p.d, -1, H, p.b, p.j, kSplit ? 0.0f : h0[p.state_at], 1u);
     cg::grid_group grid = cg::this_grid();
     constexpr bool kSplitBarrier = !kTagged && SPLIT_BARRIER != 0;
     if constexpr (kSplitBarrier) grid_arrive(barrier);   // every block's h0 is published ...
@@ -772,7 +694,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
             xz = make_float4(x4.x + b4.x, x4.y + b4.y, x4.z + b4.z, x4.w + b4.w);
         }
         if constexpr (kTagged) {   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1
-            tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.d, step - 1, H), H, publication_tag(step),
+            tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.d, step - 1, H), H, (step + 1) & 0xffffu,
                            acc);
         } else {   // h_{step-1} (h0 at step 0), packed by the step before
             packed_product(s.red, s.vec, a_reg, s.a,
@@ -785,7 +707,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
             c = gf * c + gi * gg;
             const float h = go * gate_tanh(c);
             y[((size_t)t * kBatch + p.b) * ldy + (size_t)p.d * H + p.j] = h;
-            if (step + 1 < T) publish_h(xch, p.d, step, H, p.b, p.j, h, publication_tag(step + 1));
+            if (step + 1 < T) publish_h(xch, p.d, step, H, p.b, p.j, h, (step + 2) & 0xffffu);
             if (gates_out != nullptr) {
                 *reinterpret_cast<float4*>(gates_out + row * G + 4 * (size_t)p.j) = make_float4(gi, gf, gg, go);
                 cells_out[row * H + p.j] = c;

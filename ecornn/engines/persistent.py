@@ -40,8 +40,7 @@ halves (SPLIT=1, three mma per tile, ~22 significant bits) where capacity.fp32_s
 (FP32_TENSOR_CORES: B >= 8, H >= 512); W_hh is scaled by a power of two first (split_halves), and
 W_hh h0 goes into the first step's xw in fp32 (h0 is not bounded). The backward stays fp32.
 v14: at B = 1, 2, 4 the split's hi and lo rows of h share one mma N tile (two mma per tile;
-PAIRED_SPLIT). v14.1: the split's tagged exchange passes one fp32 word per h (its lowest bit the tag),
-split into halves by the consumers: half the polled bytes, so the tagged rule applies as for 16 bits.
+PAIRED_SPLIT).
 """
 from __future__ import annotations
 

@@ -653,13 +653,7 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
         values, i.e. 4 words)."""
         k = self.hidden if self.pass_name == "forward" else 4 * self.hidden
         row = -(-k // 4) * 4 if self.tagged else -(-k // 8) * 4
-        return (directions, 2, self.exchange_rows, row)
-
-    @property
-    def exchange_rows(self) -> int:
-        """Rows of the exchange buffer: B, or 2B for the split under grid.sync (the lo rows after the hi
-        rows; its tagged exchange passes one fp32 word per value, v14.1)."""
-        return self.parts * self.batch if self.parts == 2 and not self.tagged else self.batch
+        return (directions, 2, self.parts * self.batch, row)   # split: the lo rows after the hi rows
 
     def describe(self) -> str:
         projection = f", input projection in the kernel ({self.input_k_tiles} k-tiles)" if self.input_k_tiles else ""
@@ -775,7 +769,7 @@ def _mma_candidate(props, pass_name, dtype, hidden, batch, directions, warps, un
                    blocks_per_dir=-(-hidden // units), warps=warps, pass_name=pass_name, dtype=dtype,
                    m_tiles=m_tiles, k_tiles=k_tiles, reg_k_tiles=reg_k_tiles,
                    regs_per_thread=base + 4 * a_tiles * reg_k_tiles, smem_bytes=smem,
-                   tagged=tagged_exchange_pays(batch, k_tiles))   # the split polls one fp32 word per value
+                   tagged=tagged_exchange_pays(parts * batch, k_tiles))
 
 
 def mma_step_clocks(plan: MmaPlan) -> float:
@@ -790,7 +784,7 @@ def mma_step_clocks(plan: MmaPlan) -> float:
     issue = max(1, plan.warps // 4) * per_warp_mma * 8
     chain = -(-plan.k_tiles // plan.acc_split) * 35 * (1 if plan.paired else parts)
     smem_tiles = max(1, plan.warps // 4) * (plan.k_tiles - plan.reg_k_tiles) * parts * plan.m_tiles * 4
-    loads = -(-plan.exchange_rows * plan.k_tiles * 4 // 32)   # float4 staging loads per lane
+    loads = -(-parts * plan.batch * plan.k_tiles * 4 // 32)   # float4 staging loads per lane
     staging = -(-loads // MMA_STAGE_CHUNK) * MMA_L2_ROUND_TRIP_CLOCKS + 4 * loads
     return max(issue, chain) + smem_tiles + staging + 8 * plan.warps
 
