@@ -19,7 +19,8 @@ from bench_persistent import ab_bench_main, cudnn_ratios, fmt, measured_row, spl
 from bench_persistent_v13 import measure  # noqa: E402
 
 ROWS = [("float32", 1024, 4), ("float32", 512, 4), ("float32", 1024, 2), ("float32", 1024, 1),
-        ("float32", 512, 2), ("float32", 512, 1), ("float32", 1536, 4), ("float32", 1536, 2)]
+        ("float32", 512, 2), ("float32", 512, 1), ("float32", 1536, 4), ("float32", 1536, 2),
+        ("float32", 1024, 8), ("float32", 512, 8)]
 MODES = {"split": {"FP32_TENSOR_CORES": True},                          # paired where B is 1, 2, 4
          "unpaired": {"FP32_TENSOR_CORES": True, "PAIRED_SPLIT": False},
          "ffma": {"FP32_TENSOR_CORES": False}}
