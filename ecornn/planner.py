@@ -46,10 +46,11 @@ def persistent_fit(config: LSTMConfig, device: DeviceSpec, training: bool = Fals
                    tensor_cores: bool = True) -> dict:
     """Kernel configuration of the persistent strategy on ``device``, or NotSupported.
     ``tensor_cores=False``: the plans without the 16-bit tensor-core kernel (the engine's fallback)."""
-    from .engines import persistent_capacity
+    from .engines import persistent, persistent_capacity
     props = device.as_dict()
-    if tensor_cores:   # fp32: the split forward where the engine's rule takes it (v13/v14)
-        passes = persistent_capacity.plan_config(props, config, training)
+    if tensor_cores:   # fp32: the split forward where the engine takes it (v13/v14; its FP32_TENSOR_CORES)
+        passes = persistent_capacity.plan_config(props, config, training,
+                                                 fp32_tensor_cores=persistent.FP32_TENSOR_CORES)
     else:
         passes = persistent_capacity.plan_grid_config(props, config, training)
     forward = passes["forward"]

@@ -150,3 +150,12 @@ def test_fp32_split_forwards_are_predicted_by_their_own_terms():
     train = costmodel.predict_persistent_us(cfg(1024, 8), H100, persistent_fit(cfg(1024, 8), H100, True), True)
     assert train > base
     assert plan(cfg(512, 32), device=H100).strategy == "persistent"      # split; FFMA predicted slower than fused
+
+
+def test_planner_follows_the_engines_fp32_tensor_core_flag(monkeypatch):
+    from ecornn.engines import persistent
+    from ecornn.planner import persistent_fit
+    monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", False)
+    assert "split_mma" not in persistent_fit(cfg(1024, 8), H100)
+    monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", True)
+    assert persistent_fit(cfg(512, 4), H100)["split_mma"] == 2          # wherever it fits
