@@ -2,8 +2,9 @@
 and training (forward + backward) calls of one configuration, sorted by own time. Shows which
 Python/CuPy calls keep the GPU waiting (benchmarks/profile_whole_call.py measures the gaps).
 
-    python benchmarks/profile_host.py OUT_DIR [--dtype float16] [--hidden 1024] [--batch 8]
-Writes OUT_DIR/profile_host_<dtype>_<H>_<B>.txt.
+    python benchmarks/profile_host.py OUT_DIR [--dtype float16] [--hidden 1024] [--batch 8] [--api]
+Writes OUT_DIR/profile_host_[api_]<dtype>_<H>_<B>.txt (--api: inference through ecornn.lstm_forward
+with a sync per call, as the runner and the sweep time it).
 """
 from __future__ import annotations
 
@@ -20,6 +21,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_persistent import _problem  # noqa: E402
 
 
+def _api_call(weights, x, h0, c0):
+    """One inference call as `ecornn.run` makes it: lstm_forward on prepare_weights, then a sync."""
+    import cupy as cp
+    from ecornn import lstm_forward, prepare_weights
+    prepared = prepare_weights(weights, strategy="persistent")
+
+    def call():
+        lstm_forward(x, prepared, h0, c0, strategy="persistent")
+        cp.cuda.get_current_stream().synchronize()
+    return call
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
@@ -27,6 +40,8 @@ def main(argv=None):
     parser.add_argument("--hidden", type=int, default=1024)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--calls", type=int, default=30)
+    parser.add_argument("--api", action="store_true", help="inference through ecornn.lstm_forward on "
+                        "prepare_weights, one device sync per call (as `ecornn.run` times it)")
     args = parser.parse_args(argv)
     import cupy as cp
     from ecornn.engines import persistent
@@ -34,7 +49,8 @@ def main(argv=None):
     prepared = persistent.prepare(config, weights)
     dy = cp.asarray(np.random.default_rng(1).standard_normal(config.output_shape, dtype=np.float32)).astype(x.dtype)
     zeros = cp.zeros(config.state_shape, x.dtype)
-    infer = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
+    infer = _api_call(weights, x, h0, c0) if args.api else (
+        lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared))
 
     def train():
         res = persistent.forward(config, x, weights, h0, c0, training=True, prepared=prepared)
@@ -56,7 +72,7 @@ def main(argv=None):
         stats.sort_stats("cumulative").print_stats(28)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"profile_host_{args.dtype}_{args.hidden}_{args.batch}.txt"
+    path = out / f"profile_host_{'api_' if args.api else ''}{args.dtype}_{args.hidden}_{args.batch}.txt"
     path.write_text(report.getvalue())
     print(report.getvalue())
 

@@ -6,7 +6,8 @@ reserve that a training-mode forward returned.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -40,6 +41,8 @@ class PreparedWeights:
     bidirectional: bool
     raw: list          # framework-layout LayerWeights the data was made from
     data: object       # engine-specific
+    call_configs: dict = field(default_factory=dict, repr=False, compare=False)   # (x shape, dtype,
+    # layout) -> the validated LSTMConfig of a call: inference at small batch is host-bound
 
 
 @dataclass
@@ -60,11 +63,17 @@ class LSTMGradients:
     dweights: list     # LayerWeights per (layer, direction), framework layout
 
 
+@functools.lru_cache(maxsize=64)
+def _dtype_name(dtype) -> str:
+    """str(dtype), cached: NumPy builds the name anew on every call (~5 us, twice per state array)."""
+    return str(dtype)
+
+
 def _check_array(name, a, shape, dtype):
     expect(hasattr(a, "shape") and hasattr(a, "dtype"), name, "a NumPy or CuPy array", type(a).__name__)
     expect(len(a.shape) == len(shape), f"{name} rank", f"{len(shape)} ({shape})", f"{len(a.shape)} {tuple(a.shape)}")
     expect(tuple(a.shape) == tuple(shape), f"{name} shape", tuple(shape), tuple(a.shape))
-    expect(str(a.dtype) == dtype, f"{name} dtype", dtype, str(a.dtype))
+    expect(_dtype_name(a.dtype) == dtype, f"{name} dtype", dtype, str(a.dtype))
 
 
 def make_config(x, weights, bidirectional=False, layout="TNC") -> LSTMConfig:
@@ -83,9 +92,20 @@ def _call_config(x, weights, bidirectional, layout, weights_validated) -> LSTMCo
     steps, batch = (x.shape[0], x.shape[1]) if layout == "TNC" else (x.shape[1], x.shape[0])
     config = config_from_weights(weights, bidirectional, batch=int(batch), seq_len=int(steps), layout=layout)
     expect(x.shape[2] == config.input_size, "x feature size (last axis)", config.input_size, x.shape[2])
-    expect(str(x.dtype) == config.dtype, "x dtype", f"the weights' dtype {config.dtype}", str(x.dtype))
+    expect(_dtype_name(x.dtype) == config.dtype, "x dtype", f"the weights' dtype {config.dtype}", str(x.dtype))
     if not weights_validated:
         validate_weights(config, weights)
+    return config
+
+
+def _prepared_call_config(prepared: PreparedWeights, x, layout) -> LSTMConfig:
+    """_call_config of a call on prepared weights, remembered per (x shape, x dtype, layout): the
+    weights' shapes and dtype cannot change (refresh_weights checks them and forgets these)."""
+    key = (tuple(x.shape), x.dtype, layout) if hasattr(x, "shape") and hasattr(x, "dtype") else None
+    config = prepared.call_configs.get(key) if key is not None else None
+    if config is None:
+        config = _call_config(x, prepared.raw, prepared.bidirectional, layout, weights_validated=True)
+        prepared.call_configs[key] = config
     return config
 
 
@@ -124,6 +144,7 @@ def refresh_weights(prepared: PreparedWeights, weights=None) -> PreparedWeights:
     elif hasattr(engine, "prepare"):
         prepared.data = engine.prepare(config, w_e)
     prepared.raw = weights
+    prepared.call_configs.clear()
     return prepared
 
 
@@ -148,7 +169,8 @@ def lstm_forward(x, weights, h0=None, c0=None, *, bidirectional=False, layout="T
                f"'auto' or {prepared.strategy!r} (as the weights were prepared)", repr(strategy))
         strategy = prepared.strategy
     # prepared weights were validated by prepare_weights / refresh_weights (per call: host time)
-    config = _call_config(x, weights, bidirectional, layout, weights_validated=prepared is not None)
+    config = (_prepared_call_config(prepared, x, layout) if prepared is not None
+              else _call_config(x, weights, bidirectional, layout, weights_validated=False))
     for name, state in (("h0", h0), ("c0", c0)):
         if state is not None:
             _check_array(name, state, config.state_shape, config.dtype)
@@ -159,11 +181,12 @@ def lstm_forward(x, weights, h0=None, c0=None, *, bidirectional=False, layout="T
     xp = np if engine.device == "cpu" else cupy_or_none()
     x_e = to_module(_time_major(x, layout), xp)
     w_e = [LayerWeights(*(to_module(a, xp) for a in w)) for w in weights]
-    zeros = xp.zeros(config.state_shape, dtype=x_e.dtype)
+    zeros = xp.zeros(config.state_shape, dtype=x_e.dtype) if h0 is None or c0 is None else None  # a GPU op
     h0_e = zeros if h0 is None else to_module(h0, xp)
     c0_e = zeros if c0 is None else to_module(c0, xp)
     rng = np.random.default_rng(seed) if training and dropout > 0 else None  # ~20 µs: only if used
-    extra = {"prepared": prepared.data} if prepared is not None else {}
+    # engines without a prepare step (reference) get the raw weights only
+    extra = {"prepared": prepared.data} if prepared is not None and hasattr(engine, "prepare") else {}
     y, h, c, data = engine.forward(config, x_e, w_e, h0_e, c0_e, training=training,
                                    dropout=dropout, rng=rng, **extra)
     y = _time_major(to_module(y, caller), layout)
@@ -190,7 +213,7 @@ def lstm_backward(reserve: Reserve, dy, dh=None, dc=None, *, retain=False) -> LS
     engine = get_engine(reserve.strategy)
     xp = np if engine.device == "cpu" else cupy_or_none()
     dy_e = to_module(_time_major(dy, config.layout), xp)
-    zeros = xp.zeros(config.state_shape, dtype=dy_e.dtype)
+    zeros = xp.zeros(config.state_shape, dtype=dy_e.dtype) if dh is None or dc is None else None
     dh_e = zeros if dh is None else to_module(dh, xp)
     dc_e = zeros if dc is None else to_module(dc, xp)
     dx, dh0, dc0, dweights = engine.backward(reserve.data, dy_e, dh_e, dc_e, retain=retain)

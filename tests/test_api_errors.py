@@ -116,3 +116,35 @@ def test_refresh_weights_checks_what_it_is_given(rng):
     with pytest.raises(ConfigError, match="prepared: expected PreparedWeights"):
         refresh_weights(weights, new)
     assert isinstance(prepared, PreparedWeights)
+
+
+def test_prepared_calls_remember_their_config_and_still_check_every_input(rng):
+    """Calls on prepared weights validate x once per (shape, dtype, layout) and reuse that config;
+    a different shape gets its own, bad inputs still raise, refresh_weights forgets them."""
+    from ecornn import prepare_weights, refresh_weights
+    config = LSTMConfig(6, 8, 1, True, "float32", 2, 3)
+    weights, x, h0, c0 = random_problem(rng, config)
+    prepared = prepare_weights(weights, strategy="reference", bidirectional=True)
+    want = lstm_forward(x, weights, h0, c0, bidirectional=True, strategy="reference")
+    for _ in range(2):
+        got = lstm_forward(x, prepared, h0, c0, bidirectional=True)
+        np.testing.assert_array_equal(got.y, want.y)
+    assert list(prepared.call_configs.values()) == [config]
+    longer = np.concatenate([x, x])
+    assert lstm_forward(longer, prepared, h0, c0, bidirectional=True).y.shape == (6, 2, 16)
+    assert len(prepared.call_configs) == 2
+    with pytest.raises(ConfigError, match="x feature size"):
+        lstm_forward(x[..., :5], prepared, h0, c0, bidirectional=True)
+    with pytest.raises(ConfigError, match="x dtype"):
+        lstm_forward(x.astype(np.float64), prepared, h0, c0, bidirectional=True)
+    with pytest.raises(ConfigError, match="h0 shape"):
+        lstm_forward(x, prepared, h0[:1], c0, bidirectional=True)
+    with pytest.raises(ConfigError, match="c0 dtype"):
+        lstm_forward(x, prepared, h0, c0.astype(np.float64), bidirectional=True)
+    with pytest.raises(ConfigError, match="x: expected a NumPy or CuPy array"):
+        lstm_forward([1.0], prepared, h0, c0, bidirectional=True)
+    assert len(prepared.call_configs) == 2
+    refresh_weights(prepared)
+    assert not prepared.call_configs
+    zero_state = lstm_forward(x, prepared, bidirectional=True)   # h0, c0 None: zeros made for them
+    np.testing.assert_allclose(zero_state.y, lstm_forward(x, weights, bidirectional=True, strategy="reference").y)
