@@ -202,13 +202,13 @@ def fmt(v, spec=".2f"):
     return "-" if v is None else format(v, spec)
 
 
-def split_table(rows, head: str, cells) -> str:
-    """The fp32 split benches' table (v13, v14): ``head``, then per row H | B | ``cells(r)``, or the
-    row's error."""
+def ab_table(rows, head: str, cells, lead=("hidden", "batch")) -> str:
+    """The A/B benches' table (v11-v14): ``head``, then per row its ``lead`` fields and ``cells(r)``,
+    or the row's error."""
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         body = [f"error: {r['error'][:200]}"] if "error" in r else cells(r)
-        lines.append("| " + " | ".join([str(r["hidden"]), str(r["batch"])] + body) + " |")
+        lines.append("| " + " | ".join([str(r[k]) for k in lead] + body) + " |")
     return "\n".join(lines)
 
 

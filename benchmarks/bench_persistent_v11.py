@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_persistent import STEPS, _median_ms, _problem, ab_bench_main, fmt, kernel_launcher, measured_row  # noqa: E402
+from bench_persistent import (STEPS, _median_ms, _problem, ab_bench_main, ab_table, cudnn_ratios, fmt,  # noqa: E402
+                             kernel_launcher, measured_row)
 from bench_persistent_v5 import _train_ms  # noqa: E402
 
 from ecornn.engines import persistent  # noqa: E402
@@ -53,20 +54,14 @@ def markdown(rows):
     head = ("| dtype | H | B | default fwd/bwd | fwd µs/step | old order | target | kernel tagged | old order | "
             "kernel grid.sync | old order | cuDNN fwd | fwd+bwd ms | old order | cuDNN fwd+bwd | fwd vs cuDNN | "
             "fwd+bwd vs cuDNN |")
-    lines = [head, "|" + "---|" * 17]
-    for r in rows:
-        if "error" in r:
-            lines.append(f"| {r['dtype']} | {r['hidden']} | {r['batch']} | error: {r['error'][:200]} |")
-            continue
-        g, c, t, ct = r.get("graph_fwd_us"), r.get("cudnn_us"), r.get("train_ms"), r.get("cudnn_train_ms")
-        cells = [r["dtype"], str(r["hidden"]), str(r["batch"]), "/".join(r["default"].values()), fmt(g),
-                 fmt(r.get("graph_fwd_old_order_us")), fmt(r.get("target_us"), ".1f"),
-                 fmt(r.get("kernel_tagged_us")), fmt(r.get("kernel_tagged_old_order_us")),
-                 fmt(r.get("kernel_grid_sync_us")), fmt(r.get("kernel_grid_sync_old_order_us")), fmt(c), fmt(t),
-                 fmt(r.get("train_old_order_ms")), fmt(ct), fmt(c / g if c and g else None) + "x",
-                 fmt(ct / t if ct and t else None) + "x"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+
+    def cells(r):
+        g, t = r.get("graph_fwd_us"), r.get("train_ms")
+        return ["/".join(r["default"].values()), fmt(g), fmt(r.get("graph_fwd_old_order_us")),
+                fmt(r.get("target_us"), ".1f"), fmt(r.get("kernel_tagged_us")), fmt(r.get("kernel_tagged_old_order_us")),
+                fmt(r.get("kernel_grid_sync_us")), fmt(r.get("kernel_grid_sync_old_order_us")), fmt(r.get("cudnn_us")),
+                fmt(t), fmt(r.get("train_old_order_ms")), fmt(r.get("cudnn_train_ms"))] + cudnn_ratios(r, g, t)
+    return ab_table(rows, head, cells, lead=("dtype", "hidden", "batch"))
 
 
 def main(argv=None):

@@ -15,32 +15,21 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_persistent import STEPS, _median_ms, _problem, ab_bench_main, fmt, kernel_launcher, measured_row  # noqa: E402
-from bench_persistent_v5 import _train_ms  # noqa: E402
+import ab_modes  # noqa: E402
+from bench_persistent import _problem, ab_bench_main, ab_table, cudnn_ratios, fmt, measured_row  # noqa: E402
 
 from ecornn.engines import persistent  # noqa: E402
 
 ROWS = [("float16", 1024, 8), ("float16", 1024, 16), ("bfloat16", 1024, 4), ("bfloat16", 2048, 4),
         ("float16", 1024, 1), ("bfloat16", 512, 8)]
-MODES = {"in_kernel": True, "gemm": False}
+MODES = {"in_kernel": {"IN_KERNEL_PROJECTION": True}, "gemm": {"IN_KERNEL_PROJECTION": False}}
 
 
 def measure(dtype, hidden, batch, repeats, gemm_first=False):
-    config, weights, x, h0, c0 = _problem(dtype, hidden, batch, seed=hidden + batch)
-    out = {"auto_in_kernel": persistent._final(persistent.plans_for(config, True)["forward"]).input_k_tiles > 0}
-    for mode in sorted(MODES, reverse=not gemm_first):   # "in_kernel" first unless gemm_first
-        persistent.IN_KERNEL_PROJECTION = MODES[mode]
-        try:
-            plan = persistent._final(persistent.plans_for(config, True)["forward"])
-            out[f"{mode}_plan"] = plan.describe()
-            prepared = persistent.prepare(config, weights)   # its graphs are this mode's
-            out[f"kernel_{mode}_us"] = _median_ms(kernel_launcher(config, prepared, x, h0, c0, plan),
-                                                  repeats) * 1e3 / STEPS
-            fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
-            out[f"graph_fwd_{mode}_us"] = _median_ms(fwd, repeats) * 1e3 / STEPS
-            out[f"train_{mode}_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
-        finally:
-            persistent.IN_KERNEL_PROJECTION = "auto"
+    problem = _problem(dtype, hidden, batch, seed=hidden + batch)
+    config = problem[0]
+    out = {"auto_in_kernel": persistent._final(persistent.plans_for(config, True)["forward"]).input_k_tiles > 0,
+           **ab_modes.measure_modes(problem, MODES, repeats, gemm_first)}   # "in_kernel" first unless gemm_first
     out["projection_fits"] = "input projection in the kernel" in out["in_kernel_plan"]
     return out
 
@@ -52,22 +41,16 @@ def row(dtype, hidden, batch, repeats, gemm_first=False):
 def markdown(rows):
     head = ("| dtype | H | B | auto takes | fwd µs/step in kernel | GEMM | target | kernel in kernel | GEMM | cuDNN fwd | "
             "fwd+bwd ms in kernel | GEMM | cuDNN fwd+bwd | auto fwd vs cuDNN | auto fwd+bwd vs cuDNN |")
-    lines = [head, "|" + "---|" * 15]
-    for r in rows:
-        if "error" in r:
-            lines.append(f"| {r['dtype']} | {r['hidden']} | {r['batch']} | error: {r['error'][:200]} |")
-            continue
+
+    def cells(r):
         mode = "in_kernel" if r.get("auto_in_kernel") else "gemm"   # what "auto" runs
-        g, c = r.get(f"graph_fwd_{mode}_us"), r.get("cudnn_us")
-        t, ct = r.get(f"train_{mode}_ms"), r.get("cudnn_train_ms")
-        cells = [r["dtype"], str(r["hidden"]), str(r["batch"]), "in kernel" if r.get("auto_in_kernel") else "GEMM",
-                 fmt(r.get("graph_fwd_in_kernel_us")) if r.get("projection_fits") else "doesn't fit",
-                 fmt(r.get("graph_fwd_gemm_us")), fmt(r.get("target_us"), ".1f"),
-                 fmt(r.get("kernel_in_kernel_us")), fmt(r.get("kernel_gemm_us")), fmt(c), fmt(r.get("train_in_kernel_ms")),
-                 fmt(r.get("train_gemm_ms")), fmt(ct), fmt(c / g if c and g else None) + "x",
-                 fmt(ct / t if ct and t else None) + "x"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        return ["in kernel" if r.get("auto_in_kernel") else "GEMM",
+                fmt(r.get("in_kernel_graph_fwd_us")) if r.get("projection_fits") else "doesn't fit",
+                fmt(r.get("gemm_graph_fwd_us")), fmt(r.get("target_us"), ".1f"),
+                fmt(r.get("in_kernel_kernel_us")), fmt(r.get("gemm_kernel_us")), fmt(r.get("cudnn_us")),
+                fmt(r.get("in_kernel_train_ms")), fmt(r.get("gemm_train_ms")),
+                fmt(r.get("cudnn_train_ms"))] + cudnn_ratios(r, r.get(f"{mode}_graph_fwd_us"), r.get(f"{mode}_train_ms"))
+    return ab_table(rows, head, cells, lead=("dtype", "hidden", "batch"))
 
 
 def main(argv=None):

@@ -15,9 +15,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_persistent import (STEPS, _median_ms, _problem, ab_bench_main, cudnn_ratios, fmt,  # noqa: E402
-                             kernel_launcher, measured_row, split_table)
-from bench_persistent_v5 import _train_ms  # noqa: E402
+import ab_modes  # noqa: E402
+from bench_persistent import _problem, ab_bench_main, ab_table, cudnn_ratios, fmt, measured_row  # noqa: E402
 
 from ecornn.engines import persistent  # noqa: E402
 
@@ -25,45 +24,22 @@ ROWS = [("float32", 1024, 4), ("float32", 1024, 8), ("float32", 512, 4), ("float
         ("float32", 1024, 1), ("float32", 512, 1), ("float32", 512, 8), ("float32", 1536, 4), ("float32", 1024, 16),
         ("float32", 512, 16)]
 MODES = {"split": {"FP32_TENSOR_CORES": True}, "ffma": {"FP32_TENSOR_CORES": False}}   # engine flags per mode
-DEFAULT_FLAGS = {"FP32_TENSOR_CORES": "auto", "TAGGED_EXCHANGE": "auto", "PAIRED_SPLIT": True}
-
-
-def _time_mode(config, weights, x, h0, c0, repeats, train=True):
-    plan = persistent._final(persistent.plans_for(config, True)["forward"])
-    prepared = persistent.prepare(config, weights)   # its graphs are this mode's
-    out = {"plan": plan.describe(), "tagged": bool(getattr(plan, "tagged", False)),
-           "kernel_us": _median_ms(kernel_launcher(config, prepared, x, h0, c0, plan), repeats) * 1e3 / STEPS}
-    fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
-    out["graph_fwd_us"] = _median_ms(fwd, repeats) * 1e3 / STEPS
-    out["forward_kind"] = persistent.last_kinds.get("forward")
-    if train:
-        out["train_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
-    return out
-
-
-def _set_flags(flags: dict) -> None:
-    for name, value in {**DEFAULT_FLAGS, **flags}.items():
-        setattr(persistent, name, value)
 
 
 def measure(dtype, hidden, batch, repeats, ffma_first=False, modes=None, train_modes=None):
     """Every mode of ``modes`` (MODES: engine flags), its whole forward, kernel and, for ``train_modes``
     (all by default), fwd+bwd; "split" also with its other exchange (inference only)."""
-    modes = MODES if modes is None else modes
-    config, weights, x, h0, c0 = _problem(dtype, hidden, batch, seed=hidden + batch)
-    out = {"auto_split": persistent.plans_for(config)["forward"].kind == "mma"}
-    for mode in sorted(modes, reverse=not ffma_first):   # "split" before "ffma" unless ffma_first
-        _set_flags(modes[mode])
-        try:
-            train = train_modes is None or mode in train_modes
-            out.update({f"{mode}_{k}": v for k, v in _time_mode(config, weights, x, h0, c0, repeats, train).items()})
-            if mode == "split":   # the other exchange of the split plan, inference only
-                persistent.TAGGED_EXCHANGE = not out["split_tagged"]
-                out.update({f"split_other_{k}": v
-                            for k, v in _time_mode(config, weights, x, h0, c0, repeats, train=False).items()})
-        finally:
-            _set_flags({})
-    return out
+    problem = _problem(dtype, hidden, batch, seed=hidden + batch)
+    config, weights, x, h0, c0 = problem
+
+    def other_exchange(mode, out):   # the split plan's other exchange, inference only
+        if mode == "split":
+            persistent.TAGGED_EXCHANGE = not out["split_tagged"]
+            out.update({f"split_other_{k}": v
+                        for k, v in ab_modes.time_mode(config, weights, x, h0, c0, repeats, train=False).items()})
+    return {"auto_split": persistent.plans_for(config)["forward"].kind == "mma",
+            **ab_modes.measure_modes(problem, MODES if modes is None else modes, repeats, ffma_first, train_modes,
+                                     other_exchange)}
 
 
 def row(dtype, hidden, batch, repeats, ffma_first=False):
@@ -82,7 +58,7 @@ def markdown(rows):
                 fmt(r.get("target_us"), ".1f"), fmt(r.get("split_kernel_us")), fmt(r.get("ffma_kernel_us")),
                 fmt(r.get("cudnn_us")), fmt(r.get("split_train_ms")), fmt(r.get("ffma_train_ms")),
                 fmt(r.get("cudnn_train_ms"))] + cudnn_ratios(r, r.get(f"{mode}_graph_fwd_us"), r.get(f"{mode}_train_ms"))
-    return split_table(rows, head, cells)
+    return ab_table(rows, head, cells)
 
 
 def main(argv=None):

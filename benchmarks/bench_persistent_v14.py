@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_persistent import ab_bench_main, cudnn_ratios, fmt, measured_row, split_table  # noqa: E402
+from bench_persistent import ab_bench_main, ab_table, cudnn_ratios, fmt, measured_row  # noqa: E402
 from bench_persistent_v13 import measure  # noqa: E402
 
 ROWS = [("float32", 1024, 4), ("float32", 512, 4), ("float32", 1024, 2), ("float32", 1024, 1),
@@ -46,7 +46,7 @@ def markdown(rows):
                 fmt(r.get("split_kernel_us")), fmt(r.get("unpaired_kernel_us")), fmt(r.get("ffma_kernel_us")),
                 fmt(r.get("cudnn_us")), fmt(r.get("split_train_ms")), fmt(r.get("ffma_train_ms")),
                 fmt(r.get("cudnn_train_ms"))] + cudnn_ratios(r, r.get(f"{mode}_graph_fwd_us"), r.get(f"{mode}_train_ms"))
-    return split_table(rows, head, cells)
+    return ab_table(rows, head, cells)
 
 
 def main(argv=None):

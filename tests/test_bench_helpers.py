@@ -51,9 +51,10 @@ def test_ab_bench_main_passes_repeats_and_the_order_flag(tmp_path, monkeypatch, 
 
 
 def test_split_benches_set_each_modes_flags_and_restore_the_defaults(monkeypatch):
-    """bench_persistent_v13.measure (v13, v14): each mode runs under its engine flags, "split" once
-    more with the other exchange, training only for train_modes; the defaults come back even when a
-    mode fails."""
+    """bench_persistent_v13.measure (v13, v14; through ab_modes.measure_modes): each mode runs under its
+    engine flags, "split" once more with the other exchange, training only for train_modes; the
+    defaults come back even when a mode fails."""
+    import ab_modes
     import bench_persistent_v13 as v13
     import bench_persistent_v14 as v14
     from ecornn.engines import persistent
@@ -62,7 +63,7 @@ def test_split_benches_set_each_modes_flags_and_restore_the_defaults(monkeypatch
     def time_mode(config, weights, x, h0, c0, repeats, train=True):
         seen.append((persistent.FP32_TENSOR_CORES, persistent.PAIRED_SPLIT, persistent.TAGGED_EXCHANGE, train))
         return {"tagged": False}
-    monkeypatch.setattr(v13, "_time_mode", time_mode)
+    monkeypatch.setattr(ab_modes, "time_mode", time_mode)
     monkeypatch.setattr(v13, "_problem", lambda *a, **k: (None,) * 5)
     monkeypatch.setattr(persistent, "plans_for", lambda config: {"forward": type("P", (), {"kind": "mma"})})
     out = v13.measure("float32", 64, 4, 2, modes=v14.MODES, train_modes=("split", "ffma"))
@@ -73,15 +74,38 @@ def test_split_benches_set_each_modes_flags_and_restore_the_defaults(monkeypatch
 
     def failing(*a, **k):
         raise RuntimeError("no device")
-    monkeypatch.setattr(v13, "_time_mode", failing)
+    monkeypatch.setattr(ab_modes, "time_mode", failing)
     with pytest.raises(RuntimeError, match="no device"):
         v13.measure("float32", 64, 4, 2, modes=v14.MODES)
     assert (persistent.FP32_TENSOR_CORES, persistent.PAIRED_SPLIT, persistent.TAGGED_EXCHANGE) == ("auto", True, "auto")
 
 
-def test_split_table_rows_errors_and_cudnn_ratios():
+def test_ab_table_rows_errors_and_cudnn_ratios():
     head = "| H | B | a | fwd | train |"
     rows = [{"hidden": 8, "batch": 2, "cudnn_us": 6.0, "cudnn_train_ms": 3.0}, {"hidden": 4, "batch": 1, "error": "x" * 300}]
-    table = bp.split_table(rows, head, lambda r: ["a"] + bp.cudnn_ratios(r, 2.0, None))
+    table = bp.ab_table(rows, head, lambda r: ["a"] + bp.cudnn_ratios(r, 2.0, None))
     assert table.splitlines() == [head, "|---|---|---|---|---|", "| 8 | 2 | a | 3.00x | -x |",
                                   "| 4 | 1 | error: " + "x" * 200 + " |"]
+    with_dtype = bp.ab_table([{"dtype": "float16", **rows[0]}], "| d | H | B | a |", lambda r: ["a"],
+                             lead=("dtype", "hidden", "batch"))
+    assert with_dtype.splitlines()[-1] == "| float16 | 8 | 2 | a |"
+
+
+def test_projection_bench_times_both_modes_under_their_flags(monkeypatch):
+    """bench_persistent_v12.measure: in-kernel and GEMM projection, each under its flag, the GEMM
+    first with gemm_first; the flag back at "auto" after."""
+    import ab_modes
+    import bench_persistent_v12 as v12
+    from ecornn.engines import persistent
+    seen = []
+
+    def time_mode(config, weights, x, h0, c0, repeats, train=True):
+        seen.append(persistent.IN_KERNEL_PROJECTION)
+        return {"plan": "input projection in the kernel" if persistent.IN_KERNEL_PROJECTION else "GEMM", "kernel_us": 1.0}
+    monkeypatch.setattr(ab_modes, "time_mode", time_mode)
+    monkeypatch.setattr(v12, "_problem", lambda *a, **k: (None,) * 5)
+    monkeypatch.setattr(persistent, "plans_for", lambda config, training: {"forward": None})
+    monkeypatch.setattr(persistent, "_final", lambda plan: type("P", (), {"input_k_tiles": 8}))
+    out = v12.measure("bfloat16", 64, 4, 2, gemm_first=True)
+    assert seen == [False, True] and persistent.IN_KERNEL_PROJECTION == "auto"
+    assert out["auto_in_kernel"] and out["projection_fits"] and out["gemm_kernel_us"] == out["in_kernel_kernel_us"] == 1.0

@@ -1,0 +1,56 @@
+"""One configuration timed under several engine-flag settings ("modes") in one process: the A/B
+benches of persistent v12-v14 (bench_persistent_v12.py, _v13.py, _v14.py). Per mode: the forward
+plan, the forward kernel alone, the whole forward (graph replay) and, where asked, fwd+bwd."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_persistent import STEPS, _median_ms, kernel_launcher  # noqa: E402
+from bench_persistent_v5 import _train_ms  # noqa: E402
+
+from ecornn.engines import persistent  # noqa: E402
+
+ENGINE_FLAG_DEFAULTS = {"FP32_TENSOR_CORES": "auto", "TAGGED_EXCHANGE": "auto", "PAIRED_SPLIT": True,
+                        "IN_KERNEL_PROJECTION": "auto"}
+
+
+def set_engine_flags(flags: dict) -> None:
+    """The engine's flags at their defaults, except ``flags``."""
+    for name, value in {**ENGINE_FLAG_DEFAULTS, **flags}.items():
+        setattr(persistent, name, value)
+
+
+def time_mode(config, weights, x, h0, c0, repeats, train=True) -> dict:
+    """The current flags' forward plan, kernel µs/step, whole forward µs/step (fresh prepared weights,
+    so the graphs are this mode's) and, with ``train``, fwd+bwd ms."""
+    plan = persistent._final(persistent.plans_for(config, True)["forward"])
+    prepared = persistent.prepare(config, weights)
+    out = {"plan": plan.describe(), "tagged": bool(getattr(plan, "tagged", False)),
+           "kernel_us": _median_ms(kernel_launcher(config, prepared, x, h0, c0, plan), repeats) * 1e3 / STEPS}
+    fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
+    out["graph_fwd_us"] = _median_ms(fwd, repeats) * 1e3 / STEPS
+    out["forward_kind"] = persistent.last_kinds.get("forward")
+    if train:
+        out["train_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
+    return out
+
+
+def measure_modes(problem, modes: dict, repeats, other_first=False, train_modes=None, extra=None) -> dict:
+    """``{mode}_{key}`` of time_mode for every mode of ``modes`` (name -> engine flags), in reverse
+    name order (``other_first``: in name order, the order-bias check); fwd+bwd only for
+    ``train_modes`` (all by default). ``extra(mode, out)`` runs under each mode's flags afterwards and
+    may add keys. The flags are back at their defaults after, also when a mode fails."""
+    config, weights, x, h0, c0 = problem
+    out = {}
+    for mode in sorted(modes, reverse=not other_first):
+        set_engine_flags(modes[mode])
+        try:
+            train = train_modes is None or mode in train_modes
+            out.update({f"{mode}_{k}": v for k, v in time_mode(config, weights, x, h0, c0, repeats, train).items()})
+            if extra is not None:
+                extra(mode, out)
+        finally:
+            set_engine_flags({})
+    return out
