@@ -95,23 +95,24 @@ def _recurrence_ms(config, prepared, x, h0, c0, plan):
 
 def kernel_launcher(config, prepared, x, h0, c0, plan):
     """A function that launches ``plan``'s forward kernel once on prepared inputs (1 layer, 1 direction).
-    A plan with the in-kernel projection (v12) reads x itself: its kernel does that GEMM's work too."""
+    A plan with the in-kernel projection (v12, v15) reads x itself: its kernel does that GEMM's work too."""
     import cupy as cp
     from ecornn.engines import persistent
     hidden, batch = config.hidden_size, config.batch
-    mma = plan.kind == "mma"   # the mma kernel adds the biases itself
-    built = persistent._final(plan) if mma else plan
-    in_kernel = mma and built.input_k_tiles > 0
+    mma = plan.kind == "mma"
+    built = persistent._final(plan) if plan.kind in ("mma", "grid") else plan
+    in_kernel = getattr(built, "in_kernel_projection", False)
+    in_kernel_bias = mma or in_kernel   # the mma kernel and the in-kernel projections add the biases themselves
     if in_kernel:
-        xin = persistent._storage16(persistent._f32(x), config.dtype)
+        xin = persistent._storage16(persistent._f32(x), config.dtype) if mma else persistent._f32(x)
     else:
-        xin = persistent._input_projections(persistent._f32(x), prepared.slots[0:1], with_bias=not mma)
+        xin = persistent._input_projections(persistent._f32(x), prepared.slots[0:1], with_bias=not in_kernel_bias)
     y = cp.empty((STEPS, batch, hidden), cp.float32)
     hT, cT = cp.empty((1, batch, hidden), cp.float32), cp.empty((1, batch, hidden), cp.float32)
     args = (persistent._tiles(prepared, 0, 1, plan), xin, persistent._f32(h0), persistent._f32(c0), y, hT, cT,
             persistent._null(), persistent._null(), np.int32(STEPS), np.int32(hidden), np.int32(plan.units),
             np.int32(plan.blocks_per_dir), np.int32(hidden))
-    bias = persistent._biases(prepared, 0, 1) if mma else None
+    bias = persistent._biases(prepared, 0, 1) if in_kernel_bias else None
     if in_kernel:
         tiles = persistent._tiles(prepared, 0, 1, built, "w_ih")
         return lambda: persistent._launch(plan, args, 1, bias, tiles, config.input_size)

@@ -28,7 +28,7 @@ MODES = {"in_kernel": {"IN_KERNEL_PROJECTION": True}, "gemm": {"IN_KERNEL_PROJEC
 def measure(dtype, hidden, batch, repeats, gemm_first=False):
     problem = _problem(dtype, hidden, batch, seed=hidden + batch)
     config = problem[0]
-    out = {"auto_in_kernel": persistent._final(persistent.plans_for(config, True)["forward"]).input_k_tiles > 0,
+    out = {"auto_in_kernel": persistent._final(persistent.plans_for(config, True)["forward"]).in_kernel_projection,
            **ab_modes.measure_modes(problem, MODES, repeats, gemm_first)}   # "in_kernel" first unless gemm_first
     out["projection_fits"] = "input projection in the kernel" in out["in_kernel_plan"]
     return out

@@ -32,6 +32,16 @@
 // until it is complete, so the tagged exchange only pays for small slices
 // (persistent_capacity.tagged_exchange_pays).
 //
+// v15, IN_COLS > 0 (forward): the block computes x_t W_ih^T of its own gate rows itself instead of
+// reading xw from a GEMM before the kernel. W_ih's rows sit in registers with the W_hh lane
+// mapping (IN_COLS columns per lane, K = the layer input, zero padded); a warp stages its K-slice
+// of x_{t+1} ([B][in_size] rows, loaded at the top of step t) into shared memory [k][b] after the
+// block published h_t and multiplies it into per-lane partials, to which the next step's W_hh
+// product is added before the lane and warp sums (one reduction for both); the pointwise adds the
+// bias. Under the tagged exchange
+// that product runs while the other blocks still compute h_t; under grid.sync it runs before the
+// barrier (tests and the ablation only: capacity.input_projection_pays).
+//
 // ecornn-persistent
 // Check lines: the capacity model's H100 plans fwd H=1024 B=4 and B=8, H=1536 B=4 (shared-memory
 // columns), H=1280 B=16 (5 rows per lane), H=397 B=3 (odd slices: the word-by-word staging), bwd
@@ -47,6 +57,13 @@
 // ecornn-check: -DPASS=0 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=2 -DCOLS_PER_LANE=32 -DREG_COLS=32 -DTAGGED=0
 // ecornn-check: -DPASS=0 -DBATCH=8 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=2 -DCOLS_PER_LANE=32 -DREG_COLS=32 -DTAGGED=0
 // ecornn-check: -DPASS=1 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=8 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=64 -DREG_COLS=64 -DTAGGED=1
+// v15 (input projection in the kernel): H=512 B=4 tagged, bidirectional layer 2 (input 2H), B=1, B=3
+// with odd slices, grid.sync.
+// ecornn-check: -DPASS=0 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=16 -DREG_COLS=16 -DTAGGED=1 -DIN_COLS=16
+// ecornn-check: -DPASS=0 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=16 -DREG_COLS=16 -DTAGGED=1 -DIN_COLS=32
+// ecornn-check: -DPASS=0 -DBATCH=1 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=16 -DREG_COLS=16 -DTAGGED=1 -DIN_COLS=16
+// ecornn-check: -DPASS=0 -DBATCH=3 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=13 -DREG_COLS=13 -DTAGGED=1 -DIN_COLS=3
+// ecornn-check: -DPASS=0 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=16 -DREG_COLS=16 -DTAGGED=0 -DIN_COLS=16
 #include <cooperative_groups.h>
 
 #include "persistent_common.cuh"
@@ -55,6 +72,9 @@ namespace cg = cooperative_groups;
 
 #ifndef TAGGED
 #define TAGGED 0
+#endif
+#ifndef IN_COLS
+#define IN_COLS 0
 #endif
 
 constexpr bool kTagged = TAGGED != 0;
@@ -71,6 +91,16 @@ constexpr int kWarpCols = COLS_PER_LANE * kLaneK;
 constexpr int kCols = kWarpCols * NWARPS;               // padded reduction length
 
 static_assert(32 % LANE_ROWS == 0, "LANE_ROWS must divide 32");
+static_assert(IN_COLS == 0 || PASS == 0, "the input projection runs in the forward kernel only");
+
+// v15: W_ih columns per lane (all in registers), the staged x_t [k][b] (kInSliceWords per warp,
+// after the partials in shared memory) and each lane's share of
+// its warp's slice while it is in flight.
+constexpr int kInCols = IN_COLS;
+constexpr bool kInput = kInCols > 0;
+constexpr int kInWarpCols = kInCols * kLaneK;
+constexpr int kInSliceWords = kInWarpCols * kBatch;
+constexpr int kInPerLane = kInput ? (kInSliceWords + 31) / 32 : 1;
 static_assert(REG_COLS <= COLS_PER_LANE, "REG_COLS must not exceed COLS_PER_LANE");
 static_assert(PASS == 1 || kRows % 4 == 0, "forward rows come in whole units of 4 gates");
 
@@ -83,6 +113,7 @@ constexpr int kRedFloats = kWarps * kBatch * kRows;
 constexpr int kSliceWords = kWarpCols * kBatch;         // one warp's K-slice of the vector
 constexpr int kStageChunk = 4;                          // 16-byte loads per lane in flight
 static_assert(kVecFloats % 4 == 0 && kWsFloats % 4 == 0 && kRedFloats % 4 == 0, "16-byte aligned carve-up");
+constexpr int kRedBuffers = kTagged ? 2 : 1;
 
 // ---- the exchange (see the header) ----
 // Slot n & 1 of direction d (n: publications so far in processing order; h0 is n = 0).
@@ -160,12 +191,18 @@ __device__ __forceinline__ void stage_slice(float* vec_s, const unsigned int* sr
 }
 
 // This warp's partial products of the on-chip rows with its K-slice of vec_s, into red_s
-// [warp][b][row] (the warp's lanes summed; the warps are summed by the pointwise threads).
+// [warp][b][row] (the warp's lanes summed; the warps are summed by the pointwise threads). acc:
+// the lane's input-projection partials (v15; zeros without it), to which this product is added.
 __device__ __forceinline__ void warp_product(const float (&w)[kRowsPerLane][kRegCols > 0 ? kRegCols : 1],
-                                             const float* w_s, const float* vec_s, float* red_s) {
+                                             const float* w_s, const float* vec_s, float* red_s,
+                                             float (&acc)[kRowsPerLane][kBatch]) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    float acc[kRowsPerLane][kBatch];
-    lane_partials<kLaneK, kRegCols, kSmemCols>(w, w_s, vec_s, acc, warp, lane);
+    float part[kRowsPerLane][kBatch];
+    lane_partials<kLaneK, kRegCols, kSmemCols>(w, w_s, vec_s, part, warp, lane);
+#pragma unroll
+    for (int r = 0; r < kRowsPerLane; ++r)
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) acc[r][b] += part[r][b];
     lane_group_sum<kLaneK>(acc);
     if (lane % kLaneK == 0) {
         const int row = lane / kLaneK;
@@ -197,7 +234,7 @@ __device__ __forceinline__ float row_sum(const float* red_s, int u, int b) {
 }
 
 struct Carve {
-    float *vec, *ws, *red;   // red: kRedFloats, twice under the tagged exchange
+    float *vec, *ws, *red, *xs;   // red: kRedFloats, twice under the tagged exchange; xs: staged x (v15)
 };
 
 __device__ __forceinline__ Carve carve(float* smem) {
@@ -205,7 +242,33 @@ __device__ __forceinline__ Carve carve(float* smem) {
     c.vec = smem;
     c.ws = c.vec + kVecFloats;
     c.red = c.ws + kWsFloats;
+    c.xs = c.red + kRedBuffers * kRedFloats;
     return c;
+}
+
+// ---- v15: the input projection in the forward kernel (see the header) ----
+// This lane's share of its warp's K-slice of x_t ([B][in_size] rows): word e of the slice is
+// column warp * kInWarpCols + e / B of row e % B, zero past the input.
+__device__ __forceinline__ void load_x_slice(float (&v)[kInPerLane], const float* x_t, int in_size) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+    for (int i = 0; i < kInPerLane; ++i) {
+        const int e = i * 32 + lane, k = warp * kInWarpCols + e / kBatch;
+        v[i] = (e < kInSliceWords && k < in_size) ? __ldg(x_t + (size_t)(e % kBatch) * in_size + k) : 0.0f;
+    }
+}
+
+// The warp's staged slice times its W_ih columns into acc: the partials the next step's product adds to.
+// Only this warp reads its slice of xs, and a __syncthreads of every step orders its reuse.
+__device__ __forceinline__ void input_partials(float (&acc)[kRowsPerLane][kBatch],
+                                               const float (&w_in)[kRowsPerLane][kInput ? kInCols : 1],
+                                               const float (&v)[kInPerLane], float* xs) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+    for (int i = 0; i < kInPerLane; ++i)
+        if (i * 32 + lane < kInSliceWords) xs[warp * kInSliceWords + i * 32 + lane] = v[i];
+    __syncwarp();
+    if constexpr (kInput) lane_partials<kLaneK, kInCols, 0>(w_in, nullptr, xs, acc, warp, lane);
 }
 
 // One pointwise thread per (unit, batch) pair: thread u * B + b (units * B <= threads).
@@ -249,17 +312,30 @@ __device__ __forceinline__ Start start_block(float (&w)[kRowsPerLane][kRegCols >
 
 #if PASS == 0
 // tiles [D][blocks][NWARPS][COLS_PER_LANE][ROWS_PER_LANE][32]; xw [D][T][B][4H] (gate-interleaved,
-// biases included); h0, c0, hT, cT [D][B][H]; y [T][B][ldy] (direction d at columns d*H);
-// gates_out [D][T][B][4H] activated, cells_out [D][T][B][H] (both null at inference);
-// xch zeroed [D][2][COLS][B] words.
+// biases included), or with IN_COLS the layer input x [T][B][in_size], in_tiles
+// [D][blocks][NWARPS][IN_COLS][ROWS_PER_LANE][32] the packed W_ih rows and bias [D][4H]
+// (gate-interleaved; both null otherwise); h0, c0, hT, cT [D][B][H]; y [T][B][ldy] (direction d
+// at columns d*H); gates_out [D][T][B][4H] activated, cells_out [D][T][B][H] (both null at
+// inference); xch zeroed [D][2][COLS][B] words.
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ xw,
                     const float* __restrict__ h0, const float* __restrict__ c0, float* y, float* hT,
                     float* cT, float* gates_out, float* cells_out, int T, int H, int units,
-                    int blocks_per_dir, int ldy, int dir0, unsigned int* xch) {
+                    int blocks_per_dir, int ldy, int dir0, unsigned int* xch,
+                    const float* __restrict__ bias, const float* __restrict__ in_tiles, int in_size) {
     extern __shared__ __align__(16) float smem[];
     float w[kRowsPerLane][kRegCols > 0 ? kRegCols : 1];
     const auto [s, d, reverse, pw, state_at] = start_block(w, smem, tiles, H, units, blocks_per_dir, dir0);
+    float w_in[kRowsPerLane][kInput ? kInCols : 1];
+    float acc[kRowsPerLane][kBatch] = {};   // the next product's input partials (v15), else zeros
+    float xv[kInPerLane];
+    float4 b4 = make_float4(0.f, 0.f, 0.f, 0.f);
+    if constexpr (kInput) {
+        load_weights<kWarps, kInCols, 0>(w_in, nullptr, in_tiles, (size_t)d * blocks_per_dir + blockIdx.x % blocks_per_dir);
+        if (pw.active) b4 = __ldg(reinterpret_cast<const float4*>(bias + (size_t)d * 4 * H + 4 * (size_t)pw.j));
+        load_x_slice(xv, xw + (size_t)(reverse ? T - 1 : 0) * kBatch * in_size, in_size);
+        input_partials(acc, w_in, xv, s.xs);
+    }
     float c = 0.0f;   // cell state stays in this thread's register
     if (pw.active) {
         c = c0[state_at];
@@ -272,12 +348,16 @@ persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ x
     for (int step = 0; step < T; ++step) {
         const int t = reverse ? T - 1 - step : step;
         const size_t row = ((size_t)d * T + t) * kBatch + pw.b;
-        // Issued now, used after the product: the load's latency hides behind it.
-        float4 xz = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (pw.active) xz = __ldg(reinterpret_cast<const float4*>(xw + row * G + 4 * (size_t)pw.j));
+        // Issued now, used after the product: the loads' latency hides behind it.
+        float4 xz = b4;
+        if constexpr (kInput) {
+            if (step + 1 < T) load_x_slice(xv, xw + (size_t)(reverse ? t - 1 : t + 1) * kBatch * in_size, in_size);
+        } else if (pw.active) {
+            xz = __ldg(reinterpret_cast<const float4*>(xw + row * G + 4 * (size_t)pw.j));
+        }
         float* red = s.red + (kTagged ? (step & 1) * kRedFloats : 0);
         stage_slice(s.vec, xch + xch_slot(d, step), H, xch_tag(step));   // h_{step-1}: publication step
-        warp_product(w, s.ws, s.vec, red);
+        warp_product(w, s.ws, s.vec, red, acc);
         __syncthreads();
         if (pw.active) {
             const float4 z = gate_sums(red, pw.u, pw.b);
@@ -295,6 +375,15 @@ persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ x
                 hT[state_at] = h;
                 cT[state_at] = c;
             }
+        }
+        // x_{t+1} W_ih^T (v15) while the other blocks still compute h_t; else zeros
+        if (kInput && step + 1 < T) {
+            input_partials(acc, w_in, xv, s.xs);
+        } else {
+#pragma unroll
+            for (int r = 0; r < kRowsPerLane; ++r)
+#pragma unroll
+                for (int b = 0; b < kBatch; ++b) acc[r][b] = 0.0f;
         }
         if constexpr (!kTagged) grid.sync();
     }
@@ -341,7 +430,8 @@ persistent_lstm_bwd(const float* __restrict__ tiles, const float* __restrict__ d
         if constexpr (!kTagged) grid.sync();
         float* red = s.red + (kTagged ? (n & 1) * kRedFloats : 0);
         stage_slice(s.vec, xch + xch_slot(d, n), (int)G, xch_tag(n));
-        warp_product(w, s.ws, s.vec, red);
+        float acc[kRowsPerLane][kBatch] = {};
+        warp_product(w, s.ws, s.vec, red, acc);
         __syncthreads();
         if (pw.active) dh_rec = row_sum(red, pw.u, pw.b);
     }

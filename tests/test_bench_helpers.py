@@ -105,7 +105,7 @@ def test_projection_bench_times_both_modes_under_their_flags(monkeypatch):
     monkeypatch.setattr(ab_modes, "time_mode", time_mode)
     monkeypatch.setattr(v12, "_problem", lambda *a, **k: (None,) * 5)
     monkeypatch.setattr(persistent, "plans_for", lambda config, training: {"forward": None})
-    monkeypatch.setattr(persistent, "_final", lambda plan: type("P", (), {"input_k_tiles": 8}))
+    monkeypatch.setattr(persistent, "_final", lambda plan: type("P", (), {"in_kernel_projection": True}))
     out = v12.measure("bfloat16", 64, 4, 2, gemm_first=True)
     assert seen == [False, True] and persistent.IN_KERNEL_PROJECTION == "auto"
     assert out["auto_in_kernel"] and out["projection_fits"] and out["gemm_kernel_us"] == out["in_kernel_kernel_us"] == 1.0

@@ -12,9 +12,10 @@ from ecornn.engines import reference
 from tests.helpers import random_problem, rel_err
 
 
-def _block_sums(plan, tiles, vec):
-    """What block_matvec leaves in sums_s for every block: [blocks, tile_rows, B]."""
-    shape = plan.tile_shape()
+def _block_sums(plan, tiles, vec, shape=None):
+    """What block_matvec leaves in sums_s for every block: [blocks, tile_rows, B] (``shape``: the
+    tiles' TileShape, plan.tile_shape() by default)."""
+    shape = shape or plan.tile_shape()
     lk, kw = shape.lane_k, shape.cols_per_lane * shape.lane_k
     w, i, lane = np.meshgrid(np.arange(shape.warps), np.arange(shape.cols_per_lane), np.arange(32),
                              indexing="ij")
@@ -134,6 +135,18 @@ def emulate_backward_rows(plan, args, dir0):
         dh0[d], dc0[d] = dh_next, dc_next
 
 
+def grid_input_projection(plan, x, input_tiles):
+    """[D, T, B, 4H] x W_ih^T (no bias) as the grid forward's in-kernel projection (v15) computes it:
+    the packed W_ih tiles (plan.input_tile_shape()) times x_t staged [k][b], zero padded."""
+    shape = plan.input_tile_shape()
+    per_dir = []
+    for tiles in input_tiles:
+        steps = [_own_rows(plan, _block_sums(plan, tiles, _vector(x_t, shape.padded_cols), shape), 4 * plan.hidden).T
+                 for x_t in x]
+        per_dir.append(np.stack(steps))
+    return np.stack(per_dir)
+
+
 input_projection_emulator = None   # (plan, x16, input_tiles) -> xw: set by the mma emulation tests
 
 
@@ -145,7 +158,8 @@ def _emulated_launch(plan, args, directions=1, bias=None, input_tiles=None, inpu
             project = None
             if input_tiles is not None:
                 assert input_size == args[1].shape[-1]
-                project = lambda x16: input_projection_emulator(plan, x16, input_tiles)  # noqa: E731
+                emulator = grid_input_projection if plan.kind == "grid" else input_projection_emulator
+                project = lambda x: emulator(plan, x, input_tiles)  # noqa: E731
             emulate_forward(plan, args, launch, bias, project, unscale)
         else:
             emulate_backward(plan, args, launch)
@@ -157,6 +171,7 @@ def cpu_engine(monkeypatch):
     monkeypatch.setattr(persistent, "_props", cap.h100_properties)
     monkeypatch.setattr(persistent, "_build", lambda plans: None)
     monkeypatch.setattr(persistent, "_launch", _emulated_launch)
+    monkeypatch.setattr(persistent, "_final", lambda plan: plan)   # as planned: nothing is compiled
     monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", False)   # the fp32 kernels (v13's split: its own tests)
     return persistent
 

@@ -40,7 +40,8 @@ halves (SPLIT=1, three mma per tile, ~22 significant bits) where capacity.fp32_s
 (FP32_TENSOR_CORES: B >= 8, H >= 512); W_hh is scaled by a power of two first (split_halves), and
 W_hh h0 goes into the first step's xw in fp32 (h0 is not bounded). The backward stays fp32.
 v14: at B = 1, 2, 4 the split's hi and lo rows of h share one mma N tile (two mma per tile;
-PAIRED_SPLIT).
+PAIRED_SPLIT). v15: the fp32 grid forward computes x W_ih^T itself too (W_ih rows in registers,
+grid_with_input_projection) under the same rule and flag.
 """
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ BACKWARD_BY_ROWS = "auto"  # fp32 backward: the rows kernel (v7) per capacity.ro
 SIXTEEN_BIT_GEMMS = True  # fp16/bf16: the GEMMs (projection, dX, dW) take 16-bit operands (cuBLAS, fp32
                           # accumulation and output): twice TF32's tensor-core rate, half the bytes;
                           # False: TF32 on fp32 copies (v5)
-IN_KERNEL_PROJECTION = "auto"  # tensor-core forward: x W_ih^T inside the kernel (v12) where it fits and
+IN_KERNEL_PROJECTION = "auto"  # tensor-core and grid forwards: x W_ih^T inside the kernel (v12, v15) where it fits and
                                # capacity.input_projection_pays; True: wherever it fits; False: one GEMM
                                # before the kernel (tests, the ablation)
 FP32_TENSOR_CORES = "auto"  # fp32 forward split into fp16 halves on the tensor cores (v13) where
@@ -141,13 +142,13 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
     """Capacity plans of a call, cached per (device, config, training, variant): planning is
     Python work. "auto": tensor-core plans for 16-bit dtypes where they fit, else grid plans.
     TAGGED_EXCHANGE True/False forces the grid and tensor-core plans' exchange (tests, the ablation);
-    IN_KERNEL_PROJECTION True/False puts the tensor-core forward's projection in the kernel wherever it
+    IN_KERNEL_PROJECTION True/False puts the tensor-core or grid forward's projection in the kernel wherever it
     fits / takes it out, UNITS_FASTEST=False the v10 pointwise thread order, PAIRED_SPLIT=False the
     split's 3 mma per tile at B <= 4 (tests, the ablations)."""
     props = _props()
     by_rows = BACKWARD_BY_ROWS if by_rows is None else by_rows
     plans = _plans_for(tuple(sorted(props.items())), config, training, variant, by_rows, FP32_TENSOR_CORES)
-    if IN_KERNEL_PROJECTION != "auto" and plans["forward"].kind == "mma":
+    if IN_KERNEL_PROJECTION != "auto" and plans["forward"].kind in ("mma", "grid"):
         forward = plans["forward"].without_input_projection()
         if IN_KERNEL_PROJECTION:
             forward = capacity.with_input_projection(props, forward, capacity.layer_input_sizes(config))
@@ -416,7 +417,7 @@ def _fewer_register_tiles(plan, props: dict):
     what = f"{plan.kind} {plan.pass_name} kernel"
     if plan.kind == "rows":   # all its weights must be registers: the grid backward takes over
         raise NotSupported(name, f"{what} spills registers ({plan.describe()})")
-    if plan.kind == "mma" and plan.input_k_tiles:   # first give up the optional in-kernel projection
+    if plan.kind in ("mma", "grid") and plan.in_kernel_projection:   # first give up the optional projection
         return plan.without_input_projection()
     if _register_tiles(plan) == 0:
         raise NotSupported(name, f"{what} uses local memory even without register tiles")
@@ -534,7 +535,8 @@ def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tile
     kernels take their zeroed exchange buffer next; the mma forward then the biases [D, 4H] (its xw
     comes without them), the packed W_ih tiles and input size of an in-kernel projection (v12;
     null and 0 otherwise), a zeroed barrier word (one memset with the exchange buffer) and the [D]
-    unscale factors of split tiles (v13; null otherwise)."""
+    unscale factors of split tiles (v13; null otherwise). The grid forward takes the biases, W_ih
+    tiles and input size of its in-kernel projection (v15; null, null, 0 otherwise)."""
     cp = _cp()
     final, kern = _kernel(plan, cp.cuda.Device().id)
     shape = final.exchange_shape(directions)
@@ -544,6 +546,9 @@ def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tile
     if final.kind == "mma" and final.pass_name == "forward":
         tail += (bias, input_tiles if input_tiles is not None else _null(), np.int32(input_size), zeroed[words:],
                  unscale if unscale is not None else _null())
+    elif final.kind == "grid" and final.pass_name == "forward":
+        tail += (bias if bias is not None else _null(), input_tiles if input_tiles is not None else _null(),
+                 np.int32(input_size))
     for launch in range(final.launches):
         kern((final.grid,), (final.threads,), args_before_dir + (np.int32(launch),) + tail,
              shared_mem=final.smem_bytes)
@@ -857,14 +862,14 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
     for layer in range(config.num_layers):
         s0 = slot(layer, 0, dirs)
         fwd = plans["forward"]
-        in_kernel_bias = fwd.kind == "mma"
-        built = _final(fwd) if in_kernel_bias else fwd
-        projection_in_kernel = in_kernel_bias and built.input_k_tiles > 0
+        built = _final(fwd) if fwd.kind in ("mma", "grid") else fwd
+        projection_in_kernel = built.kind in ("mma", "grid") and built.in_kernel_projection
+        in_kernel_bias = fwd.kind == "mma" or projection_in_kernel
         gemm_dtype = _gemm_dtype(config)
-        x16_dtype = config.dtype if projection_in_kernel else gemm_dtype
+        x16_dtype = config.dtype if projection_in_kernel and fwd.kind == "mma" else gemm_dtype
         layer_in_16bit = _storage16(layer_in, x16_dtype) if x16_dtype else None
-        if projection_in_kernel:   # v12: the kernel reads x (16-bit) and W_ih tiles itself
-            xin = layer_in_16bit
+        if projection_in_kernel:   # v12 / v15: the kernel reads x (16-bit / fp32) and W_ih tiles itself
+            xin = layer_in_16bit if fwd.kind == "mma" else layer_in
         else:
             xin = cp.ascontiguousarray(_input_projections(layer_in, prep.slots[s0:s0 + dirs], _tf32_for(config),
                                                           not in_kernel_bias, layer_in_16bit, gemm_dtype))

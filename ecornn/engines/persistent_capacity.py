@@ -111,13 +111,32 @@ class KernelPlan(_PassGeometry, _TiledPlan, _LayerLaunch):
 
     pass_name: str          # "forward" or "backward"
     tagged: bool = False    # v6 tagged exchange between steps (False: grid.sync; grid_tagged_pays)
+    input_cols: int = 0     # v15 forward: W_ih columns per lane in registers, x W_ih^T in the kernel
+                            # (with_input_projection); 0: the input projection is a GEMM before it
 
     def defines(self) -> dict:
         """Compile-time constants of kernels/persistent_lstm.cu."""
         return {"PASS": 0 if self.pass_name == "forward" else 1, "BATCH": self.batch,
                 "NWARPS": self.warps, "LANE_ROWS": self.lane_rows,
                 "ROWS_PER_LANE": self.rows_per_lane, "COLS_PER_LANE": self.cols_per_lane,
-                "REG_COLS": self.reg_cols, "TAGGED": int(self.tagged)}
+                "REG_COLS": self.reg_cols, "TAGGED": int(self.tagged),
+                **({"IN_COLS": self.input_cols} if self.input_cols else {})}
+
+    @property
+    def in_kernel_projection(self) -> bool:
+        return self.input_cols > 0
+
+    def input_tile_shape(self) -> TileShape:
+        """How W_ih's rows of a block are cut (the same rows and lanes as tile_shape, input columns)."""
+        return replace(self.tile_shape(), cols_per_lane=self.input_cols)
+
+    def without_input_projection(self) -> "KernelPlan":
+        """The same plan with the input projection as a GEMM before the kernel (the ablation)."""
+        if not self.input_cols:
+            return self
+        regs, smem = grid_input_costs(self, self.input_cols)
+        return replace(self, input_cols=0, regs_per_thread=self.regs_per_thread - regs,
+                       smem_bytes=self.smem_bytes - smem)
 
     def exchange_shape(self, directions: int) -> tuple:
         """uint32 words of the exchange buffer [D][2][padded K * B] (zeroed before each launch):
@@ -130,9 +149,10 @@ class KernelPlan(_PassGeometry, _TiledPlan, _LayerLaunch):
         return replace(self, tagged=tagged, smem_bytes=self.smem_bytes + red * (int(tagged) - int(self.tagged)))
 
     def describe(self) -> str:
+        projection = f", input projection in the kernel ({self.input_cols} columns)" if self.input_cols else ""
         return (f"{self.pass_name}: {self.grid} blocks x {self.threads} threads, {self.units} units/block, "
                 f"{self.reg_cols}/{self.cols_per_lane} columns in registers, "
-                f"{self.smem_bytes // 1024} KB smem, {self.launches} launch(es)")
+                f"{self.smem_bytes // 1024} KB smem, {self.launches} launch(es){projection}")
 
 
 def choose_lanes(rows: int) -> tuple:
@@ -265,6 +285,30 @@ def plan_pass(props: dict, pass_name: str, hidden: int, batch: int, num_directio
     return one
 
 
+def grid_input_costs(plan: KernelPlan, input_cols: int) -> tuple:
+    """(registers per thread, shared-memory bytes) that the grid forward's in-kernel projection (v15)
+    adds: the W_ih columns and the carried partials of each lane's rows, the lane's share of the
+    x slice in flight; the staged x [k][b]."""
+    slice_words = input_cols * (32 // plan.lane_rows) * plan.batch
+    regs = plan.rows_per_lane * (input_cols + plan.batch) + -(-slice_words // 32)
+    return regs, 4 * plan.warps * slice_words
+
+
+def grid_with_input_projection(props: dict, plan: KernelPlan, input_sizes) -> KernelPlan:
+    """``plan`` (a grid forward) computing x W_ih^T itself (v15) where W_hh is all in registers and
+    the W_ih columns of the widest input fit beside it (registers) with the staged x (shared
+    memory); otherwise ``plan`` unchanged. One plan serves every layer (narrower inputs: zero
+    columns)."""
+    if plan.pass_name != "forward" or plan.input_cols or plan.reg_cols < plan.cols_per_lane:
+        return plan
+    input_cols = -(-max(input_sizes) // (plan.warps * (32 // plan.lane_rows)))
+    regs, smem = grid_input_costs(plan, input_cols)
+    regs, smem = plan.regs_per_thread + regs, plan.smem_bytes + smem
+    if regs > register_cap(props, plan.threads) or smem > props["smem_per_block_optin"] - SMEM_RESERVED_PER_BLOCK:
+        return plan
+    return replace(plan, input_cols=input_cols, regs_per_thread=regs, smem_bytes=smem)
+
+
 def _why_not(props, pass_name, hidden, batch) -> str:
     weights = 4 * hidden * hidden * 4
     vector = (hidden if pass_name == "forward" else 4 * hidden) * batch * 4
@@ -326,6 +370,8 @@ def plan_grid_config(props: dict, config, training: bool, backward_by_rows="auto
     the rows kernel again (unless False) where the grid backward does not fit."""
     hidden, batch, dirs = config.hidden_size, config.batch, config.num_directions
     plans = {"forward": plan_pass(props, "forward", hidden, batch, dirs)}
+    if input_projection_pays(plans["forward"]):
+        plans["forward"] = with_input_projection(props, plans["forward"], layer_input_sizes(config))
     if training:
         wanted = rows_backward_pays(hidden, batch) if backward_by_rows == "auto" else bool(backward_by_rows)
         rows = plan_backward_rows(props, hidden, batch, dirs) if backward_by_rows is not False else None
@@ -633,6 +679,10 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                 **({} if self.units_fastest else {"UNITS_FASTEST": 0}),
                 **({"PAIRED_SPLIT": 0} if self.parts == 2 and not self.paired_split else {})}
 
+    @property
+    def in_kernel_projection(self) -> bool:
+        return self.input_k_tiles > 0
+
     def input_tile_shape(self) -> MmaTileShape:
         """How W_ih's rows of a block are cut (the same rows as tile_shape, input columns)."""
         return replace(self.tile_shape(), k_tiles=self.input_k_tiles)
@@ -704,12 +754,15 @@ def mma_input_smem_bytes(batch: int, warps: int, m_tiles: int, input_k_tiles: in
     return warps * input_k_tiles * m_tiles * 32 * 16 + 4 * warps * batch * (8 * input_k_tiles + 4)
 
 
-def with_input_projection(props: dict, plan: MmaPlan, input_sizes) -> MmaPlan:
-    """``plan`` (a forward) computing x W_ih^T itself (v12) where every layer's input size (a
+def with_input_projection(props: dict, plan, input_sizes):
+    """``plan`` (a forward) computing x W_ih^T itself where it fits (grid plans:
+    grid_with_input_projection, v15). Tensor-core plans (v12): where every layer's input size (a
     multiple of 8: x rows are loaded 16 bytes at a time) fits: the W_ih tiles of the widest input
     in shared memory next to everything else, and the carried input accumulators in registers.
     Otherwise ``plan`` unchanged (a GEMM before the kernel). One plan serves every layer, so the
     narrower inputs run zero-padded k-tiles."""
+    if plan.kind == "grid":
+        return grid_with_input_projection(props, plan, input_sizes)
     if plan.pass_name != "forward" or plan.parts != 1 or any(k % 8 for k in input_sizes):
         return plan
     in_k = -(-max(input_sizes) // (16 * plan.warps))
@@ -724,8 +777,8 @@ def layer_input_sizes(config) -> list:
     return [config.layer_input_size(layer) for layer in range(config.num_layers)]
 
 
-def input_projection_pays(plan: MmaPlan) -> bool:
-    """Whether the in-kernel projection (v12) beats the GEMM before the kernel (H100, whole forward,
+def input_projection_pays(plan) -> bool:
+    """Whether the in-kernel projection (v12; v15 grid plans) beats the GEMM before the kernel (H100, whole forward,
     results/persistent_v12): with the tagged exchange at B >= INPUT_PROJECTION_MIN_BATCH, yes (bf16
     H=1024 B=4: 1.89-1.90 vs 2.18-2.23 us/step). At B=1 the GEMM is small and the kernel's share
     costs as much (fp16 H=1024: 1.57-1.68 vs 1.52-1.55). Under grid.sync it costs more than the
