@@ -76,6 +76,12 @@ namespace cg = cooperative_groups;
 #ifndef IN_COLS
 #define IN_COLS 0
 #endif
+#ifndef POLL_DELAY_NS   // exploration (benchmarks/explore_grid_polling.py): sleep before the first poll
+#define POLL_DELAY_NS 0
+#endif
+#ifndef POLL_BACKOFF_NS // ... and after each poll that found the slice incomplete
+#define POLL_BACKOFF_NS 0
+#endif
 
 constexpr bool kTagged = TAGGED != 0;
 constexpr int kBatch = BATCH;
@@ -146,6 +152,7 @@ __device__ __forceinline__ bool quad_ready(const uint4& v, int first_word, int k
 __device__ __forceinline__ void stage_slice(float* vec_s, const unsigned int* src, int k_len, unsigned int tag) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int first = warp * kSliceWords;
+    if constexpr (kTagged && POLL_DELAY_NS > 0) __nanosleep(POLL_DELAY_NS);
     if constexpr (kSliceWords % 4 == 0) {
         constexpr int quads = kSliceWords / 4, iters = (quads + 31) / 32;
         constexpr int chunk = iters < kStageChunk ? iters : kStageChunk;
@@ -167,6 +174,7 @@ __device__ __forceinline__ void stage_slice(float* vec_s, const unsigned int* sr
                     if (kTagged && q < quads) ready &= quad_ready(v[j], first + 4 * q, k_len, tag);
                 }
                 if (ready) break;
+                if constexpr (POLL_BACKOFF_NS > 0) __nanosleep(POLL_BACKOFF_NS);
                 if (polls > kMaxPolls) __trap();
             }
 #pragma unroll
