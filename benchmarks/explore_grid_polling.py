@@ -1,10 +1,11 @@
 """Exploration (v15): the fp32 grid forward's kernel alone (tagged exchange) with extra compile-time
-constants that the engine does not set: POLL_DELAY_NS (sleep before a warp's first poll) and
-POLL_BACKOFF_NS (after each incomplete poll), with the in-kernel projection (v15) off and on.
+constants that the engine does not set: POLL_DELAY_NS (sleep before a warp's first poll),
+POLL_BACKOFF_NS (after each incomplete poll), X_LOAD_AFTER_PRODUCT (the projection's x loads issued
+after the W_hh product instead of before polling), with the in-kernel projection (v15) off and on.
 Why: in the v15 bench the projection made the kernel faster at B = 1, 2 (its product delays the
 warps' polling) and slower at B = 4. Per cell: median kernel µs/step (T=256, CUDA events).
 
-    python benchmarks/explore_grid_polling.py OUT_DIR [--repeats N]
+    python benchmarks/explore_grid_polling.py OUT_DIR [--repeats N] [--settings JSON] [--cells JSON] [--name NAME]
 """
 from __future__ import annotations
 
@@ -50,18 +51,21 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--settings", type=json.loads, default=SETTINGS, help="JSON list of define dicts")
+    parser.add_argument("--cells", type=json.loads, default=CELLS, help="JSON list of [hidden, batch]")
+    parser.add_argument("--name", default="explore_grid_polling")
     args = parser.parse_args()
     gpu.compile_module = _compile_with_extra
     rows = []
-    for hidden, batch in CELLS:
-        for setting in SETTINGS:
+    for hidden, batch in args.cells:
+        for setting in args.settings:
             for projection in (False, True):
                 us, fits = kernel_us(hidden, batch, projection, setting, args.repeats)
                 rows.append({"hidden": hidden, "batch": batch, "setting": setting, "projection": fits, "kernel_us": us})
                 print(f"H={hidden} B={batch} {setting} projection={fits}: {us:.2f} us/step", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "explore_grid_polling.json").write_text(json.dumps({"meta": bench_meta(), "rows": rows}, indent=1))
+    (out / f"{args.name}.json").write_text(json.dumps({"meta": bench_meta(), "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

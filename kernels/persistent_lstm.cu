@@ -82,6 +82,9 @@ namespace cg = cooperative_groups;
 #ifndef POLL_BACKOFF_NS // ... and after each poll that found the slice incomplete
 #define POLL_BACKOFF_NS 0
 #endif
+#ifndef X_LOAD_AFTER_PRODUCT  // exploration: issue x_{t+1}'s loads after the W_hh product, not before polling
+#define X_LOAD_AFTER_PRODUCT 0
+#endif
 
 constexpr bool kTagged = TAGGED != 0;
 constexpr int kBatch = BATCH;
@@ -358,14 +361,16 @@ persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ x
         const size_t row = ((size_t)d * T + t) * kBatch + pw.b;
         // Issued now, used after the product: the loads' latency hides behind it.
         float4 xz = b4;
+        const float* x_next = xw + (size_t)(reverse ? t - 1 : t + 1) * kBatch * in_size;
         if constexpr (kInput) {
-            if (step + 1 < T) load_x_slice(xv, xw + (size_t)(reverse ? t - 1 : t + 1) * kBatch * in_size, in_size);
+            if (!X_LOAD_AFTER_PRODUCT && step + 1 < T) load_x_slice(xv, x_next, in_size);
         } else if (pw.active) {
             xz = __ldg(reinterpret_cast<const float4*>(xw + row * G + 4 * (size_t)pw.j));
         }
         float* red = s.red + (kTagged ? (step & 1) * kRedFloats : 0);
         stage_slice(s.vec, xch + xch_slot(d, step), H, xch_tag(step));   // h_{step-1}: publication step
         warp_product(w, s.ws, s.vec, red, acc);
+        if (kInput && X_LOAD_AFTER_PRODUCT && step + 1 < T) load_x_slice(xv, x_next, in_size);
         __syncthreads();
         if (pw.active) {
             const float4 z = gate_sums(red, pw.u, pw.b);
