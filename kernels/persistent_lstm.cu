@@ -82,6 +82,9 @@ namespace cg = cooperative_groups;
 #ifndef POLL_BACKOFF_NS // ... and after each poll that found the slice incomplete
 #define POLL_BACKOFF_NS 0
 #endif
+#ifndef X_SKIP_LOADS  // exploration only, wrong numbers: the projection multiplies zeros instead of loading x
+#define X_SKIP_LOADS 0
+#endif
 #ifndef X_LOAD_AFTER_PRODUCT  // exploration: issue x_{t+1}'s loads after the W_hh product, not before polling
 #define X_LOAD_AFTER_PRODUCT 0
 #endif
@@ -265,7 +268,7 @@ __device__ __forceinline__ void load_x_slice(float (&v)[kInPerLane], const float
 #pragma unroll
     for (int i = 0; i < kInPerLane; ++i) {
         const int e = i * 32 + lane, k = warp * kInWarpCols + e / kBatch;
-        v[i] = (e < kInSliceWords && k < in_size) ? __ldg(x_t + (size_t)(e % kBatch) * in_size + k) : 0.0f;
+        v[i] = (!X_SKIP_LOADS && e < kInSliceWords && k < in_size) ? __ldg(x_t + (size_t)(e % kBatch) * in_size + k) : 0.0f;
     }
 }
 
