@@ -76,18 +76,6 @@ namespace cg = cooperative_groups;
 #ifndef IN_COLS
 #define IN_COLS 0
 #endif
-#ifndef POLL_DELAY_NS   // exploration (benchmarks/explore_grid_polling.py): sleep before the first poll
-#define POLL_DELAY_NS 0
-#endif
-#ifndef POLL_BACKOFF_NS // ... and after each poll that found the slice incomplete
-#define POLL_BACKOFF_NS 0
-#endif
-#ifndef X_SKIP_LOADS  // exploration only, wrong numbers: the projection multiplies zeros instead of loading x
-#define X_SKIP_LOADS 0
-#endif
-#ifndef X_LOAD_AFTER_PRODUCT  // exploration: issue x_{t+1}'s loads after the W_hh product, not before polling
-#define X_LOAD_AFTER_PRODUCT 0
-#endif
 
 constexpr bool kTagged = TAGGED != 0;
 constexpr int kBatch = BATCH;
@@ -158,7 +146,6 @@ __device__ __forceinline__ bool quad_ready(const uint4& v, int first_word, int k
 __device__ __forceinline__ void stage_slice(float* vec_s, const unsigned int* src, int k_len, unsigned int tag) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int first = warp * kSliceWords;
-    if constexpr (kTagged && POLL_DELAY_NS > 0) __nanosleep(POLL_DELAY_NS);
     if constexpr (kSliceWords % 4 == 0) {
         constexpr int quads = kSliceWords / 4, iters = (quads + 31) / 32;
         constexpr int chunk = iters < kStageChunk ? iters : kStageChunk;
@@ -180,7 +167,6 @@ __device__ __forceinline__ void stage_slice(float* vec_s, const unsigned int* sr
                     if (kTagged && q < quads) ready &= quad_ready(v[j], first + 4 * q, k_len, tag);
                 }
                 if (ready) break;
-                if constexpr (POLL_BACKOFF_NS > 0) __nanosleep(POLL_BACKOFF_NS);
                 if (polls > kMaxPolls) __trap();
             }
 #pragma unroll
@@ -268,7 +254,7 @@ __device__ __forceinline__ void load_x_slice(float (&v)[kInPerLane], const float
 #pragma unroll
     for (int i = 0; i < kInPerLane; ++i) {
         const int e = i * 32 + lane, k = warp * kInWarpCols + e / kBatch;
-        v[i] = (!X_SKIP_LOADS && e < kInSliceWords && k < in_size) ? __ldg(x_t + (size_t)(e % kBatch) * in_size + k) : 0.0f;
+        v[i] = (e < kInSliceWords && k < in_size) ? __ldg(x_t + (size_t)(e % kBatch) * in_size + k) : 0.0f;
     }
 }
 
@@ -364,16 +350,14 @@ persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ x
         const size_t row = ((size_t)d * T + t) * kBatch + pw.b;
         // Issued now, used after the product: the loads' latency hides behind it.
         float4 xz = b4;
-        const float* x_next = xw + (size_t)(reverse ? t - 1 : t + 1) * kBatch * in_size;
         if constexpr (kInput) {
-            if (!X_LOAD_AFTER_PRODUCT && step + 1 < T) load_x_slice(xv, x_next, in_size);
+            if (step + 1 < T) load_x_slice(xv, xw + (size_t)(reverse ? t - 1 : t + 1) * kBatch * in_size, in_size);
         } else if (pw.active) {
             xz = __ldg(reinterpret_cast<const float4*>(xw + row * G + 4 * (size_t)pw.j));
         }
         float* red = s.red + (kTagged ? (step & 1) * kRedFloats : 0);
         stage_slice(s.vec, xch + xch_slot(d, step), H, xch_tag(step));   // h_{step-1}: publication step
         warp_product(w, s.ws, s.vec, red, acc);
-        if (kInput && X_LOAD_AFTER_PRODUCT && step + 1 < T) load_x_slice(xv, x_next, in_size);
         __syncthreads();
         if (pw.active) {
             const float4 z = gate_sums(red, pw.u, pw.b);

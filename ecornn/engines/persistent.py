@@ -41,7 +41,7 @@ halves (SPLIT=1, three mma per tile, ~22 significant bits) where capacity.fp32_s
 W_hh h0 goes into the first step's xw in fp32 (h0 is not bounded). The backward stays fp32.
 v14: at B = 1, 2, 4 the split's hi and lo rows of h share one mma N tile (two mma per tile;
 PAIRED_SPLIT). v15: the fp32 grid forward computes x W_ih^T itself too (W_ih rows in registers,
-grid_with_input_projection) under the same rule and flag.
+grid_with_input_projection) under the same flag, by input_projection_pays (tagged plans, B <= 2).
 """
 from __future__ import annotations
 

@@ -31,6 +31,7 @@ REG_ALLOC_GRANULE = 8
 SMEM_RESERVED_PER_BLOCK = 1024  # the driver keeps 1 KB of each block's shared memory
 TAGGED_MAX_LOADS_PER_LANE = 4   # the tagged exchange pays up to this many 16-byte polls per lane (v5)
 INPUT_PROJECTION_MIN_BATCH = 4  # the in-kernel projection (v12) measured faster at B=4, slower at B=1
+GRID_INPUT_PROJECTION_MAX_BATCH = 2  # the fp32 grid forward's (v15): faster at B=1, 2, slower at B=4, 8
 
 
 @dataclass(frozen=True)
@@ -778,14 +779,23 @@ def layer_input_sizes(config) -> list:
 
 
 def input_projection_pays(plan) -> bool:
-    """Whether the in-kernel projection (v12; v15 grid plans) beats the GEMM before the kernel (H100, whole forward,
-    results/persistent_v12): with the tagged exchange at B >= INPUT_PROJECTION_MIN_BATCH, yes (bf16
-    H=1024 B=4: 1.89-1.90 vs 2.18-2.23 us/step). At B=1 the GEMM is small and the kernel's share
-    costs as much (fp16 H=1024: 1.57-1.68 vs 1.52-1.55). Under grid.sync it costs more than the
-    GEMM saves: every block stages all of x_t from L2 and reads its W_ih tiles from shared memory
-    each step (0.8 us at fp16 H=1024 B=8 when not overlapped), and the split barrier's window
-    hides only part of it (fp16 B=8 2.65-2.83 vs 2.48-2.61, B=16 3.67-3.71 vs 3.07-3.14)."""
-    return plan.pass_name == "forward" and plan.tagged and plan.batch >= INPUT_PROJECTION_MIN_BATCH
+    """Whether the in-kernel projection beats the GEMM before the kernel (H100, whole forward).
+    Tensor-core plans (v12, results/persistent_v12): with the tagged exchange at B >=
+    INPUT_PROJECTION_MIN_BATCH, yes (bf16 H=1024 B=4: 1.89-1.90 vs 2.18-2.23 us/step). At B=1 the GEMM
+    is small and the kernel's share costs as much (fp16 H=1024: 1.57-1.68 vs 1.52-1.55). Under
+    grid.sync it costs more than the GEMM saves: every block stages all of x_t from L2 and reads its
+    W_ih tiles from shared memory each step (0.8 us at fp16 H=1024 B=8 when not overlapped), and the
+    split barrier's window hides only part of it (fp16 B=8 2.65-2.83 vs 2.48-2.61, B=16 3.67-3.71
+    vs 3.07-3.14).
+    fp32 grid plans (v15, results/persistent_v15): the other way round. With the tagged exchange at
+    B <= GRID_INPUT_PROJECTION_MAX_BATCH, yes (H=512 B=1: 1.60 vs 1.92, B=2: 1.80-1.81 vs 2.01-2.12);
+    at B=4 the kernel grows by 0.4-0.5 us/step (1.70-1.85 vs 2.13-2.31), more than the GEMM costs
+    (whole 2.20 vs 2.01; 0.2 of it the x loads, measured with the loads left out), and at B=8 by 0.9."""
+    if plan.pass_name != "forward" or not plan.tagged:
+        return False
+    if plan.kind == "grid":
+        return plan.batch <= GRID_INPUT_PROJECTION_MAX_BATCH
+    return plan.batch >= INPUT_PROJECTION_MIN_BATCH
 
 
 def tagged_exchange_pays(batch: int, k_tiles: int) -> bool:
