@@ -64,6 +64,9 @@
 // ecornn-check: -DPASS=0 -DBATCH=1 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=16 -DREG_COLS=16 -DTAGGED=1 -DIN_COLS=16
 // ecornn-check: -DPASS=0 -DBATCH=3 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=13 -DREG_COLS=13 -DTAGGED=1 -DIN_COLS=3
 // ecornn-check: -DPASS=0 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=16 -DREG_COLS=16 -DTAGGED=0 -DIN_COLS=16
+// v16 (the first poll's delay): H=512 B=1 with the projection, H=768 B=2.
+// ecornn-check: -DPASS=0 -DBATCH=1 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=16 -DREG_COLS=16 -DTAGGED=1 -DIN_COLS=16 -DPOLL_DELAY_NS=250
+// ecornn-check: -DPASS=0 -DBATCH=2 -DNWARPS=16 -DLANE_ROWS=8 -DROWS_PER_LANE=3 -DCOLS_PER_LANE=12 -DREG_COLS=12 -DTAGGED=1 -DPOLL_DELAY_NS=250
 #include <cooperative_groups.h>
 
 #include "persistent_common.cuh"
@@ -75,6 +78,9 @@ namespace cg = cooperative_groups;
 #endif
 #ifndef IN_COLS
 #define IN_COLS 0
+#endif
+#ifndef POLL_DELAY_NS   // v16: tagged forwards at B <= 2 sleep this long before a warp's first poll
+#define POLL_DELAY_NS 0
 #endif
 
 constexpr bool kTagged = TAGGED != 0;
@@ -146,6 +152,7 @@ __device__ __forceinline__ bool quad_ready(const uint4& v, int first_word, int k
 __device__ __forceinline__ void stage_slice(float* vec_s, const unsigned int* src, int k_len, unsigned int tag) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int first = warp * kSliceWords;
+    if constexpr (kTagged && POLL_DELAY_NS > 0) __nanosleep(POLL_DELAY_NS);   // v16: fewer polls before the data can be there
     if constexpr (kSliceWords % 4 == 0) {
         constexpr int quads = kSliceWords / 4, iters = (quads + 31) / 32;
         constexpr int chunk = iters < kStageChunk ? iters : kStageChunk;

@@ -45,7 +45,8 @@
 // tagged fp16 B=16 forward with the projection would spill 168 bytes at 128 registers, and the
 // engine's back-off builds it without); then three forwards with IN_KERNEL_PROJECTION forced; then
 // v13's fp32 split forwards (H=512 B=4, H=1024 B=4 / B=8 / B=1, H=1536 B=4; and the other exchange
-// of H=1024 B=4); then v14's paired split at B=2 and the 3-mma ablation (PAIRED_SPLIT=0) of H=1024 B=4.
+// of H=1024 B=4); then v14's paired split at B=2 and the 3-mma ablation (PAIRED_SPLIT=0) of H=1024 B=4;
+// then v16's first-poll delay: fp16 H=1024 B=1 and B=2.
 // ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=0
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=2 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=0
@@ -69,6 +70,8 @@
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DSPLIT=1
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=2 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DSPLIT=1
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=0 -DSPLIT=1 -DPAIRED_SPLIT=0
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=1 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DPOLL_DELAY_NS=250
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=2 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DPOLL_DELAY_NS=250
 #include <cooperative_groups.h>
 
 #include "mma_common.cuh"
@@ -90,6 +93,9 @@ namespace cg = cooperative_groups;
 #endif
 #ifndef PAIRED_SPLIT
 #define PAIRED_SPLIT 1
+#endif
+#ifndef POLL_DELAY_NS   // v16: tagged forwards at B <= 2 sleep this long before a warp's first poll
+#define POLL_DELAY_NS 0
 #endif
 #ifndef SPLIT_BARRIER   // grid.sync plans: the split barrier (default with the in-kernel projection) or grid.sync()
 #define SPLIT_BARRIER (IN_K_TILES > 0)
@@ -234,6 +240,7 @@ __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned
     unsigned int* mine = vec_s + warp * kVecWordsPerWarp;
     constexpr int quads = kWarpK / 4, count = kVecRows * quads;
     constexpr int iters = (count + 31) / 32, chunk = iters < kStageChunk ? iters : kStageChunk;
+    if constexpr (POLL_DELAY_NS > 0) __nanosleep(POLL_DELAY_NS);   // v16: fewer polls before the data can be there
 #pragma unroll 1
     for (int base = 0; base < iters; base += chunk) {
         uint4 v[chunk];

@@ -42,6 +42,7 @@ W_hh h0 goes into the first step's xw in fp32 (h0 is not bounded). The backward 
 v14: at B = 1, 2, 4 the split's hi and lo rows of h share one mma N tile (two mma per tile;
 PAIRED_SPLIT). v15: the fp32 grid forward computes x W_ih^T itself too (W_ih rows in registers,
 grid_with_input_projection) under the same flag, by input_projection_pays (tagged plans, B <= 2).
+v16: tagged forwards at B <= 2 sleep before their warps' first poll (capacity.poll_delay_pays; POLL_DELAY).
 """
 from __future__ import annotations
 
@@ -90,6 +91,8 @@ FP32_TENSOR_CORES = "auto"  # fp32 forward split into fp16 halves on the tensor 
 UNITS_FASTEST = True     # tensor-core kernels: the v11 pointwise thread order; False: the v10 one (ablation)
 PAIRED_SPLIT = True      # fp32 split at B = 1, 2, 4: hi and lo vector rows in one N tile, 2 mma per tile (v14);
                          # False: 3 mma per tile (the ablation)
+POLL_DELAY = True        # tagged forwards at B <= 2: the first poll's delay (v16, capacity.poll_delay_pays);
+                         # False: none (the ablation)
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
                           # per the capacity model's rule; True / False force one (tests, ablation)
 last_kinds: dict = {}    # pass -> kernel kind ("grid", "cluster", "mma") of the latest call (tests, benchmarks)
@@ -144,7 +147,7 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
     TAGGED_EXCHANGE True/False forces the grid and tensor-core plans' exchange (tests, the ablation);
     IN_KERNEL_PROJECTION True/False puts the tensor-core or grid forward's projection in the kernel wherever it
     fits / takes it out, UNITS_FASTEST=False the v10 pointwise thread order, PAIRED_SPLIT=False the
-    split's 3 mma per tile at B <= 4 (tests, the ablations)."""
+    split's 3 mma per tile at B <= 4, POLL_DELAY=False no first-poll delay (tests, the ablations)."""
     props = _props()
     by_rows = BACKWARD_BY_ROWS if by_rows is None else by_rows
     plans = _plans_for(tuple(sorted(props.items())), config, training, variant, by_rows, FP32_TENSOR_CORES)
@@ -157,9 +160,10 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
         plans = {k: replace(p, units_fastest=False) if p.kind == "mma" else p for k, p in plans.items()}
     if not PAIRED_SPLIT:
         plans = {k: replace(p, paired_split=False) if p.kind == "mma" else p for k, p in plans.items()}
-    if TAGGED_EXCHANGE == "auto":
-        return plans
-    return {k: p.with_exchange(bool(TAGGED_EXCHANGE)) for k, p in plans.items()}
+    if TAGGED_EXCHANGE != "auto":
+        plans = {k: p.with_exchange(bool(TAGGED_EXCHANGE)) for k, p in plans.items()}
+    return {k: capacity.with_poll_delay(p, POLL_DELAY) if p.kind in ("mma", "grid") else p   # after the overrides
+            for k, p in plans.items()}
 
 
 def plans_for(config, training: bool = False, variant: str = "auto") -> dict:
@@ -791,7 +795,7 @@ def _last_kinds_kept():
 def _graph_mode(variant) -> tuple:
     """What a captured graph depends on besides the configuration and dtypes."""
     return (variant, TAGGED_EXCHANGE, FP32_GEMMS, MIN_3XTF32_FLOPS, BACKWARD_BY_ROWS, SIXTEEN_BIT_GEMMS,
-            IN_KERNEL_PROJECTION, UNITS_FASTEST, FP32_TENSOR_CORES, PAIRED_SPLIT)
+            IN_KERNEL_PROJECTION, UNITS_FASTEST, FP32_TENSOR_CORES, PAIRED_SPLIT, POLL_DELAY)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,

@@ -32,6 +32,8 @@ SMEM_RESERVED_PER_BLOCK = 1024  # the driver keeps 1 KB of each block's shared m
 TAGGED_MAX_LOADS_PER_LANE = 4   # the tagged exchange pays up to this many 16-byte polls per lane (v5)
 INPUT_PROJECTION_MIN_BATCH = 4  # the in-kernel projection (v12) measured faster at B=4, slower at B=1
 GRID_INPUT_PROJECTION_MAX_BATCH = 2  # the fp32 grid forward's (v15): faster at B=1, 2, slower at B=4, 8
+POLL_DELAY_NS = 250             # v16: a tagged forward's warps sleep this long before their first poll ...
+POLL_DELAY_MAX_BATCH = 2        # ... at B <= 2 (poll_delay_pays)
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,7 @@ class KernelPlan(_PassGeometry, _TiledPlan, _LayerLaunch):
     tagged: bool = False    # v6 tagged exchange between steps (False: grid.sync; grid_tagged_pays)
     input_cols: int = 0     # v15 forward: W_ih columns per lane in registers, x W_ih^T in the kernel
                             # (with_input_projection); 0: the input projection is a GEMM before it
+    poll_delay_ns: int = 0  # v16: sleep before a warp's first poll of the tagged exchange (with_poll_delay)
 
     def defines(self) -> dict:
         """Compile-time constants of kernels/persistent_lstm.cu."""
@@ -121,7 +124,8 @@ class KernelPlan(_PassGeometry, _TiledPlan, _LayerLaunch):
                 "NWARPS": self.warps, "LANE_ROWS": self.lane_rows,
                 "ROWS_PER_LANE": self.rows_per_lane, "COLS_PER_LANE": self.cols_per_lane,
                 "REG_COLS": self.reg_cols, "TAGGED": int(self.tagged),
-                **({"IN_COLS": self.input_cols} if self.input_cols else {})}
+                **({"IN_COLS": self.input_cols} if self.input_cols else {}),
+                **({"POLL_DELAY_NS": self.poll_delay_ns} if self.poll_delay_ns else {})}
 
     @property
     def in_kernel_projection(self) -> bool:
@@ -341,7 +345,7 @@ def plan_config(props: dict, config, training: bool, backward_by_rows="auto", fp
         except NotSupported:
             return plans
         if fp32_tensor_cores is True or fp32_split_pays(split):
-            plans = {**plans, "forward": split}
+            plans = {**plans, "forward": with_poll_delay(split)}
     return plans
 
 
@@ -373,6 +377,7 @@ def plan_grid_config(props: dict, config, training: bool, backward_by_rows="auto
     plans = {"forward": plan_pass(props, "forward", hidden, batch, dirs)}
     if input_projection_pays(plans["forward"]):
         plans["forward"] = with_input_projection(props, plans["forward"], layer_input_sizes(config))
+    plans["forward"] = with_poll_delay(plans["forward"])
     if training:
         wanted = rows_backward_pays(hidden, batch) if backward_by_rows == "auto" else bool(backward_by_rows)
         rows = plan_backward_rows(props, hidden, batch, dirs) if backward_by_rows is not False else None
@@ -635,6 +640,7 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                                 # the v10 order, UNITS_FASTEST=0 (the ablation)
     paired_split: bool = True   # v14: the split's hi and lo vector rows in one N tile where B is 1, 2 or 4
                                 # (2 mma per tile); False: 3 mma, PAIRED_SPLIT=0 (the ablation)
+    poll_delay_ns: int = 0      # v16: sleep before a warp's first poll of the tagged exchange (with_poll_delay)
 
     kind = "mma"
     kernel_file = "persistent_mma.cu"
@@ -678,7 +684,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                 **({"SPLIT": 1} if self.parts == 2 else {}),
                 **({"IN_K_TILES": self.input_k_tiles} if self.input_k_tiles else {}),
                 **({} if self.units_fastest else {"UNITS_FASTEST": 0}),
-                **({"PAIRED_SPLIT": 0} if self.parts == 2 and not self.paired_split else {})}
+                **({"PAIRED_SPLIT": 0} if self.parts == 2 and not self.paired_split else {}),
+                **({"POLL_DELAY_NS": self.poll_delay_ns} if self.poll_delay_ns else {})}
 
     @property
     def in_kernel_projection(self) -> bool:
@@ -798,6 +805,26 @@ def input_projection_pays(plan) -> bool:
     return plan.batch >= INPUT_PROJECTION_MIN_BATCH
 
 
+def poll_delay_pays(plan) -> bool:
+    """Whether a forward's warps sleep POLL_DELAY_NS before their first poll of the tagged exchange
+    (v16). Polling re-reads the step's few L2 lines until every word carries the tag; from the block's
+    publication to the slowest block's there is time in which those polls only load L2 and delay
+    the stores they wait for. H100, kernel alone (results/persistent_v15, 3_, 7_, 8_ explorations):
+    fp32 grid H=512 B=1 1.83-1.90 -> 1.53-1.60 us/step at 250 ns (with v15's projection 1.60-1.65 ->
+    1.47-1.53), H=768 B=2 1.92-1.96 -> 1.79-1.81, H=1024 B=1/B=2 within noise; fp16 tensor cores
+    H=1024 B=1 1.41 -> 1.19-1.26 (150-600 ns), B=2 1.72 -> 1.59 (150-300 ns; 600 ns slower). Not at
+    B=4 (fp32 H=512 unchanged; bf16 H=1024 with v12's projection 1.73-1.83 -> 1.91-2.30), nor with
+    the tensor-core projection, whose product already delays the polls."""
+    return (plan.pass_name == "forward" and plan.tagged and plan.batch <= POLL_DELAY_MAX_BATCH
+            and not (plan.kind == "mma" and plan.in_kernel_projection))
+
+
+def with_poll_delay(plan, enabled=True):
+    """``plan`` (grid or tensor-core) with POLL_DELAY_NS where ``enabled`` and poll_delay_pays, else 0."""
+    delay = POLL_DELAY_NS if enabled and poll_delay_pays(plan) else 0
+    return plan if plan.poll_delay_ns == delay else replace(plan, poll_delay_ns=delay)
+
+
 def tagged_exchange_pays(batch: int, k_tiles: int) -> bool:
     """Whether the tagged exchange (v5) beats grid.sync() for a plan. Polling reloads a warp's whole
     slice of the step's vector (B x 16 * k_tiles words, i.e. B * k_tiles / 8 uint4 loads per lane)
@@ -910,10 +937,10 @@ def plan_mma_config(props: dict, config, training: bool) -> dict:
     args = (config.hidden_size, config.batch, config.num_directions, config.dtype)
     forward = plan_mma(props, "forward", *args)
     if config.dtype == MMA_SPLIT_DTYPE:
-        return {**plan_grid_config(props, config, training), "forward": forward}
+        return {**plan_grid_config(props, config, training), "forward": with_poll_delay(forward)}
     if input_projection_pays(forward):
         forward = with_input_projection(props, forward, layer_input_sizes(config))
-    plans = {"forward": forward}
+    plans = {"forward": with_poll_delay(forward)}
     if training:
         plans["backward"] = plan_mma(props, "backward", *args)
     return plans

@@ -1,0 +1,37 @@
+"""`persistent` v16 on the GPU: tagged forwards at B <= 2 sleep before their warps' first poll
+(capacity.poll_delay_pays). The delay moves no value: forward and every gradient bitwise identical
+with and without it (POLL_DELAY=False), and within tolerance of float64."""
+import numpy as np
+import pytest
+
+from ecornn import LSTMConfig
+from ecornn.engines import persistent, persistent_capacity as cap
+from tests.helpers import random_problem
+from tests.test_persistent_gpu import FP32_TOL, HALF_TOL, _compare, _gradient_seeds, _run
+
+pytestmark = pytest.mark.gpu
+
+
+def _forward_plan(config):
+    return persistent._final(persistent.plans_for(config, training=True)["forward"])
+
+
+@pytest.mark.parametrize("dtype, inp, hidden, layers, bidir, batch, steps", [
+    ("float32", 512, 512, 1, False, 1, 40),     # grid kernel with v15's projection
+    ("float32", 64, 768, 1, False, 2, 30),      # grid kernel, the projection does not fit
+    ("float16", 1024, 1024, 1, False, 1, 30),   # tensor cores
+    ("bfloat16", 48, 1024, 2, True, 2, 20),     # tensor cores, 2 layers bidirectional
+])
+def test_the_delay_changes_no_bit(monkeypatch, rng, dtype, inp, hidden, layers, bidir, batch, steps):
+    config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)
+    assert _forward_plan(config).poll_delay_ns == cap.POLL_DELAY_NS
+    weights, x, h0, c0 = random_problem(rng, config)
+    seeds = _gradient_seeds(rng, config, dtype)
+    delayed = _run("persistent", x, weights, h0, c0, *seeds, bidir)
+    monkeypatch.setattr(persistent, "POLL_DELAY", False)
+    assert _forward_plan(config).poll_delay_ns == 0
+    undelayed = _run("persistent", x, weights, h0, c0, *seeds, bidir)
+    for a, b in zip(delayed, undelayed):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
+    monkeypatch.setattr(persistent, "POLL_DELAY", True)
+    _compare(rng, config, FP32_TOL if dtype == "float32" else HALF_TOL)
