@@ -1,9 +1,9 @@
-"""Exploration (v15): the fp32 grid forward's kernel alone (tagged exchange) with extra compile-time
-constants that the engine does not set: POLL_DELAY_NS (sleep before a warp's first poll),
-POLL_BACKOFF_NS (after each incomplete poll), X_LOAD_AFTER_PRODUCT (the projection's x loads issued
-after the W_hh product instead of before polling), with the in-kernel projection (v15) off and on.
-Why: in the v15 bench the projection made the kernel faster at B = 1, 2 (its product delays the
-warps' polling) and slower at B = 4. Per cell: median kernel µs/step (T=256, CUDA events).
+"""Exploration (v15/v16): the persistent forward's kernel alone with extra compile-time constants
+over the plan's own, e.g. POLL_DELAY_NS (v16: the sleep before a warp's first poll of the tagged
+exchange; the plan's default is capacity.poll_delay_pays'), with the in-kernel projection off and on.
+The sessions' runs (results/persistent_v15: 3_, 4_, 7_, 8_) also timed constants that were removed
+after them (POLL_BACKOFF_NS, X_LOAD_AFTER_PRODUCT, X_SKIP_LOADS, WARP0_NO_INPUT: commits a0d4c67 to
+7ca63ec and the notes). Per cell: median kernel µs/step (T=256, CUDA events).
 
     python benchmarks/explore_grid_polling.py OUT_DIR [--repeats N] [--settings JSON] [--cells JSON] [--name NAME]
 """
@@ -21,9 +21,8 @@ from bench_persistent import STEPS, _median_ms, _problem, bench_meta, kernel_lau
 import ecornn.gpu as gpu  # noqa: E402
 from ecornn.engines import persistent  # noqa: E402
 
-CELLS = [(512, 4), (512, 1), (512, 2), (1024, 1)]
-SETTINGS = [{}, {"POLL_DELAY_NS": 100}, {"POLL_DELAY_NS": 250}, {"POLL_BACKOFF_NS": 32},
-            {"POLL_BACKOFF_NS": 100}, {"POLL_DELAY_NS": 100, "POLL_BACKOFF_NS": 32}]
+CELLS = [(512, 4), (512, 1), (512, 2), (1024, 1), ("float16", 1024, 1)]   # (hidden, batch): fp32
+SETTINGS = [{}, {"POLL_DELAY_NS": 100}, {"POLL_DELAY_NS": 250}, {"POLL_DELAY_NS": 500}]
 _extra: dict = {}
 _compile = gpu.compile_module
 
