@@ -2,8 +2,8 @@
 over the plan's own, e.g. POLL_DELAY_NS (v16: the sleep before a warp's first poll of the tagged
 exchange; the plan's default is capacity.poll_delay_pays'), with the in-kernel projection off and on.
 The sessions' runs (results/persistent_v15: 3_, 4_, 7_, 8_) also timed constants that were removed
-after them (POLL_BACKOFF_NS, X_LOAD_AFTER_PRODUCT, X_SKIP_LOADS, WARP0_NO_INPUT: commits a0d4c67 to
-7ca63ec and the notes). Per cell: median kernel µs/step (T=256, CUDA events).
+after them (POLL_BACKOFF_NS, X_LOAD_AFTER_PRODUCT, X_SKIP_LOADS: commits a0d4c67 to 7ca63ec; WARP0_NO_INPUT
+was never committed; see the notes). Per cell: median kernel µs/step (T=256, CUDA events).
 
     python benchmarks/explore_grid_polling.py OUT_DIR [--repeats N] [--settings JSON] [--cells JSON] [--name NAME]
 """
