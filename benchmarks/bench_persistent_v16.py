@@ -2,7 +2,9 @@
 against none (POLL_DELAY=False, the ablation), cuDNN in the same process (torch.nn.LSTM, PyTorch
 defaults). Per row (T=256, 1 layer, input=hidden, random non-zero inputs, CUDA events, median): the
 whole forward (graph replay), the forward kernel alone and fwd+bwd ms in either mode (the backward
-is the same), cuDNN's forward µs/step and fwd+bwd ms; the ratios to cuDNN are the delay's.
+is the same), cuDNN's forward µs/step and fwd+bwd ms; the ratios to cuDNN are the delay's. The
+bf16 H=2048 B=2 row is the cell the rule leaves out since (POLL_DELAY_MAX_HIDDEN): both modes run
+without the delay there now.
 
     python benchmarks/bench_persistent_v16.py OUT_DIR [--repeats N] [--rows N] [--start K] [--name NAME] [--delay-first]
 Writes OUT_DIR/NAME.{json,md} (NAME: persistent_v16_bench) and prints the table.

@@ -16,6 +16,7 @@ H100 = cap.h100_properties()
     ("float32", 512, 4, False), ("bfloat16", 1024, 4, False),    # B = 4 (and v12's projection)
     ("float32", 256, 1, False),                                  # grid.sync plan
     ("float16", 1024, 8, False),
+    ("bfloat16", 2048, 2, False),                                # H > 1024: not measured faster
 ])
 def test_tagged_forwards_up_to_batch_2_take_the_delay(dtype, hidden, batch, delayed):
     plans = cap.plan_config(H100, LSTMConfig(hidden, hidden, 1, False, dtype, batch, 8), training=True)
