@@ -109,3 +109,25 @@ def test_projection_bench_times_both_modes_under_their_flags(monkeypatch):
     out = v12.measure("bfloat16", 64, 4, 2, gemm_first=True)
     assert seen == [False, True] and persistent.IN_KERNEL_PROJECTION == "auto"
     assert out["auto_in_kernel"] and out["projection_fits"] and out["gemm_kernel_us"] == out["in_kernel_kernel_us"] == 1.0
+
+
+def test_v16_measure_times_both_modes_under_their_flags(monkeypatch):
+    """bench_persistent_v16.measure: the delay and no-delay modes, "no_delay" first unless delay_first;
+    POLL_DELAY back at True after."""
+    import ab_modes
+    import bench_persistent_v16 as v16
+    from ecornn.engines import persistent
+    seen = []
+
+    def time_mode(config, weights, x, h0, c0, repeats, train=True):
+        seen.append(persistent.POLL_DELAY)
+        return {"kernel_us": 2.0 if persistent.POLL_DELAY else 3.0}
+    monkeypatch.setattr(ab_modes, "time_mode", time_mode)
+    monkeypatch.setattr(v16, "_problem", lambda *a, **k: (None,) * 5)
+    out = v16.measure("float16", 64, 1, 2)
+    assert seen == [False, True] and persistent.POLL_DELAY is True
+    assert out["delay_kernel_us"] == 2.0 and out["no_delay_kernel_us"] == 3.0
+    seen.clear()
+    v16.measure("float16", 64, 1, 2, delay_first=True)
+    assert seen == [True, False]
+    assert "| float16 | 64 | 1 | - | - | 2.00 | 3.00 |" in v16.markdown([{"dtype": "float16", "hidden": 64, "batch": 1, **out}])
