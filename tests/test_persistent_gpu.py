@@ -69,6 +69,27 @@ def _compare(rng, config, tol, dropout=0.0):
     return got
 
 
+def _assert_graph_replays_match_float64(rng, config, kind, tol=FP32_TOL):
+    """Inference with prepared weights: the eager first call, then graph replays (new inputs each
+    call), every one against float64; one graph captured, no capture error, ``kind`` ran."""
+    import cupy as cp
+    from ecornn.arrays import to_module
+    from ecornn.engines import persistent, persistent_graph
+    weights, _, _, _ = random_problem(rng, config)
+    gpu_weights = [LayerWeights(*(to_module(a, cp) for a in w)) for w in weights]
+    prepared = persistent.prepare(config, gpu_weights)
+    f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
+    for _ in range(3):
+        _, x, h0, c0 = random_problem(rng, config)
+        got = persistent.forward(config, cp.asarray(x), gpu_weights, cp.asarray(h0), cp.asarray(c0), prepared=prepared)
+        want = lstm_forward(f64(x), _as64(weights), f64(h0), f64(c0), bidirectional=config.bidirectional,
+                            strategy="reference")
+        for g, w in zip(got[:3], (want.y, want.h, want.c)):
+            assert rel_err(cp.asnumpy(g).astype(np.float64), w) <= tol
+    assert len(prepared.graphs) == 1 and not persistent_graph.capture_errors
+    assert persistent.last_kinds["forward"] == kind
+
+
 @pytest.mark.parametrize("inp, hidden, layers, bidir, batch, steps", FP32_CONFIGS)
 def test_fp32_forward_and_gradients_match_float64_reference(rng, inp, hidden, layers, bidir, batch, steps):
     config = LSTMConfig(inp, hidden, layers, bidir, "float32", batch, steps)

@@ -6,10 +6,9 @@ run-to-run bitwise; the inference graph replay."""
 import numpy as np
 import pytest
 
-from ecornn import LayerWeights, LSTMConfig, lstm_forward
+from ecornn import LSTMConfig
 from ecornn.engines import persistent
-from tests.helpers import random_problem, rel_err
-from tests.test_persistent_gpu import FP32_TOL, _as64, _assert_bitwise_reruns, _compare
+from tests.test_persistent_gpu import FP32_TOL, _assert_bitwise_reruns, _assert_graph_replays_match_float64, _compare
 
 pytestmark = pytest.mark.gpu
 
@@ -51,23 +50,8 @@ def test_paired_split_is_bitwise_identical_run_to_run(rng, monkeypatch, batch):
 
 
 def test_paired_split_graph_replays_match_float64(rng, monkeypatch):
-    """Inference with prepared weights: the eager first call, then graph replays (new inputs each
-    call), every one against float64."""
-    import cupy as cp
-    from ecornn.arrays import to_module
-    from ecornn.engines import persistent_graph
+    """Inference with prepared weights: the eager first call, then graph replays, against float64."""
     monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", True)
     config = LSTMConfig(256, 512, 1, True, "float32", 4, 24)
     assert _forward_plan(config, training=False).paired
-    weights, _, _, _ = random_problem(rng, config)
-    gpu_weights = [LayerWeights(*(to_module(a, cp) for a in w)) for w in weights]
-    prepared = persistent.prepare(config, gpu_weights)
-    f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
-    for _ in range(3):
-        _, x, h0, c0 = random_problem(rng, config)
-        got = persistent.forward(config, cp.asarray(x), gpu_weights, cp.asarray(h0), cp.asarray(c0), prepared=prepared)
-        want = lstm_forward(f64(x), _as64(weights), f64(h0), f64(c0), bidirectional=True, strategy="reference")
-        for g, w in zip(got[:3], (want.y, want.h, want.c)):
-            assert rel_err(cp.asnumpy(g).astype(np.float64), w) <= FP32_TOL
-    assert len(prepared.graphs) == 1 and not persistent_graph.capture_errors
-    assert persistent.last_kinds["forward"] == "mma"
+    _assert_graph_replays_match_float64(rng, config, "mma")

@@ -10,7 +10,7 @@ import pytest
 from ecornn import LayerWeights, LSTMConfig, lstm_forward
 from ecornn.engines import persistent
 from tests.helpers import random_problem, rel_err
-from tests.test_persistent_gpu import FP32_TOL, _as64, _assert_bitwise_reruns, _compare
+from tests.test_persistent_gpu import FP32_TOL, _as64, _assert_bitwise_reruns, _assert_graph_replays_match_float64, _compare
 
 pytestmark = pytest.mark.gpu
 
@@ -57,26 +57,11 @@ def test_in_kernel_projection_is_bitwise_identical_run_to_run(rng):
 @pytest.mark.parametrize("bidir", [False, True])
 def test_in_kernel_projection_graph_replays_match_float64(rng, monkeypatch, bidir):
     """Inference with prepared weights: the eager first call, then graph replays (new inputs each
-    call), every one against float64 (bidirectional: the two directions one after the other)."""
-    import cupy as cp
-    from ecornn.arrays import to_module
-    from ecornn.engines import persistent_graph
+    call), every one against float64 (bidirectional: both directions in one grid)."""
     monkeypatch.setattr(persistent, "CLUSTER_DEFAULT", False)
-    monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", True)
-    config = LSTMConfig(256, 512, 1, bidir, "float32", 4, 24)
-    assert _forward_plan(config, training=False).in_kernel_projection or bidir
-    weights, _, _, _ = random_problem(rng, config)
-    gpu_weights = [LayerWeights(*(to_module(a, cp) for a in w)) for w in weights]
-    prepared = persistent.prepare(config, gpu_weights)
-    f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
-    for _ in range(3):
-        _, x, h0, c0 = random_problem(rng, config)
-        got = persistent.forward(config, cp.asarray(x), gpu_weights, cp.asarray(h0), cp.asarray(c0), prepared=prepared)
-        want = lstm_forward(f64(x), _as64(weights), f64(h0), f64(c0), bidirectional=bidir, strategy="reference")
-        for g, w in zip(got[:3], (want.y, want.h, want.c)):
-            assert rel_err(cp.asnumpy(g).astype(np.float64), w) <= FP32_TOL
-    assert len(prepared.graphs) == 1 and not persistent_graph.capture_errors
-    assert persistent.last_kinds["forward"] == "grid"
+    config = LSTMConfig(128, 256, 1, True, "float32", 2, 24) if bidir else LSTMConfig(256, 512, 1, False, "float32", 2, 24)
+    assert _forward_plan(config, training=False).in_kernel_projection
+    _assert_graph_replays_match_float64(rng, config, "grid")
 
 
 def test_refreshed_weights_reach_the_in_kernel_projection(rng, monkeypatch):
