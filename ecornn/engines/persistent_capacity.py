@@ -35,6 +35,7 @@ GRID_INPUT_PROJECTION_MAX_BATCH = 2  # the fp32 grid forward's (v15): faster at 
 POLL_DELAY_NS = 250             # v16: a tagged forward's warps sleep this long before their first poll ...
 POLL_DELAY_MAX_BATCH = 2        # ... at B <= 2 and H <= POLL_DELAY_MAX_HIDDEN (poll_delay_pays)
 POLL_DELAY_MAX_HIDDEN = 1024
+POLL_DELAY_PASSES = ("forward",)  # the backward's too measured no better (fwd+bwd -0.06 to +0.04 ms)
 
 
 @dataclass(frozen=True)
@@ -818,8 +819,10 @@ def poll_delay_pays(plan) -> bool:
     B=1 -0.14, fp32 H=768 B=2 -0.18, H=512 B=1 -0.08, H=1024 B=1 -0.07, H=512 B=2 0.00 us/step;
     bf16 H=2048 B=2 +0.01 to +0.10 (a 3 us step: left out, POLL_DELAY_MAX_HIDDEN). Not at B=4 (fp32
     H=512 unchanged; bf16 H=1024 with v12's projection 1.73-1.83 -> 1.91-2.30), nor with the
-    tensor-core projection, whose product already delays the polls."""
-    return (plan.pass_name == "forward" and plan.tagged and plan.batch <= POLL_DELAY_MAX_BATCH
+    tensor-core projection, whose product already delays the polls. Forwards only (POLL_DELAY_PASSES):
+    the backward's delay on top changed fwd+bwd by -0.064 to +0.042 ms, mostly slower (13_ explorations);
+    the forward's alone by -0.02 to -0.06 ms against none."""
+    return (plan.pass_name in POLL_DELAY_PASSES and plan.tagged and plan.batch <= POLL_DELAY_MAX_BATCH
             and plan.hidden <= POLL_DELAY_MAX_HIDDEN and not (plan.kind == "mma" and plan.in_kernel_projection))
 
 
