@@ -109,11 +109,14 @@ def persistent_step_terms(config: LSTMConfig, device: DeviceSpec, blocks: int) -
 def predict_persistent_us(config: LSTMConfig, device: DeviceSpec, kernel: dict,
                           training: bool = False, consts: CostConstants = DEFAULTS) -> float:
     """Predicted µs per timestep. ``kernel``: the capacity model's choice — ``blocks`` of the grid
-    kernel, and ``cluster_blocks`` when inference runs the cluster kernel."""
+    kernel, ``cluster_blocks`` when inference runs the cluster kernel, ``in_kernel_projection`` when
+    the forward computes x W_ih^T itself (v12, v15: no projection GEMM before it; the kernel's own
+    share is in its step terms, measured about even with it where the engine's rule takes it)."""
     total = 0.0
     for _, k_in in _per_layer_inputs(config):
         projection = _gemm_us(2.0 * config.batch * config.gate_size * k_in * config.num_directions,
                               config, device, consts)
+        forward_projection = 0.0 if kernel.get("in_kernel_projection") else projection
         grid_step = _persistent_step(config, device, kernel["blocks"], consts.grid_sync_us
                                      + consts.persistent_exchange_us, consts)
         if kernel.get("split_mma"):   # the fp32 split forward; the backward stays on the fp32 kernels
@@ -124,21 +127,21 @@ def predict_persistent_us(config: LSTMConfig, device: DeviceSpec, kernel: dict,
                     config, device, consts)
         elif kernel.get("mma"):
             step = mma_step_us(config, consts) - (consts.mma_tagged_saving_us if kernel.get("mma_tagged") else 0.0)
-            total += step + projection
+            total += step + forward_projection
             if training:  # the backward's cost follows its own plan's issue/staging clocks
                 total += (consts.mma_bwd_step_us + consts.mma_bwd_us_per_kclock * kernel["mma_bwd_clocks"] / 1e3
                           + 2 * projection) + _gemm_us(
                     2.0 * config.batch * config.gate_size * config.hidden_size * config.num_directions,
                     config, device, consts)
         elif training:
-            total += (1 + consts.backward_factor) * grid_step + 3 * projection + _gemm_us(
+            total += (1 + consts.backward_factor) * grid_step + 2 * projection + forward_projection + _gemm_us(
                 2.0 * config.batch * config.gate_size * config.hidden_size * config.num_directions,
                 config, device, consts)
         elif kernel.get("cluster_blocks"):
             total += _persistent_step(config, device, kernel["cluster_blocks"], consts.cluster_step_us,
                                       consts) + projection
         else:
-            total += grid_step + projection
+            total += grid_step + forward_projection
     return total + consts.call_overhead_us / config.seq_len
 
 

@@ -55,7 +55,9 @@ def persistent_fit(config: LSTMConfig, device: DeviceSpec, training: bool = Fals
         passes = persistent_capacity.plan_grid_config(props, config, training)
     forward = passes["forward"]
     kernel = {"blocks": forward.grid, "threads": forward.threads, "launches": forward.launches,
-              "passes": {name: p.describe() for name, p in passes.items()}}
+              "passes": {name: p.describe() for name, p in passes.items()},
+              # v12/v15: the forward computes x W_ih^T itself (no projection GEMM before it)
+              "in_kernel_projection": bool(getattr(forward, "in_kernel_projection", False))}
     if getattr(forward, "parts", 1) == 2:   # the fp32 split forward (fp32 kernels backward)
         kernel["split_mma"] = forward.mma_per_tile * forward.n_tiles
         if "backward" in passes:
@@ -70,6 +72,7 @@ def persistent_fit(config: LSTMConfig, device: DeviceSpec, training: bool = Fals
     cluster = None if training else _cluster_forward(config, props)
     if cluster is not None:  # the engine's "auto" runs inference on one cluster per direction
         kernel["cluster_blocks"] = cluster.cluster
+        kernel["in_kernel_projection"] = False
         kernel["passes"]["forward"] = f"forward: cluster kernel, {cluster.cluster} blocks per direction"
     return kernel
 
