@@ -179,3 +179,23 @@ def test_a_failing_replay_drops_the_graph_and_runs_eagerly(graph_engine, rng, mo
     monkeypatch.setattr(persistent_graph, "ENABLED", False)
     for a, b in zip(got, _forward(graph_engine, config, weights, prepared, calls[1])):
         assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("captured_casts", [True, False])
+def test_output_casts_are_captured_or_left_to_the_replay(graph_engine, rng, monkeypatch, captured_casts):
+    """CAPTURE_OUTPUT_CASTS: the graph's outputs are in the caller's dtype (here float64 arrays for an
+    fp32 configuration), so a replay copies them out as they are; False: fp32 graph outputs, cast by
+    each replay. Either way the replays equal the eager path bitwise."""
+    monkeypatch.setattr(persistent_graph, "CAPTURE_OUTPUT_CASTS", captured_casts)
+    config = LSTMConfig(10, 16, 1, False, "float32", 2, 5)
+    weights, _, _, _ = random_problem(rng, config)
+    prepared = graph_engine.prepare(config, weights)
+    calls = [tuple(a.astype(np.float64) for a in _inputs(rng, config)) for _ in range(3)]
+    replayed = [_forward(graph_engine, config, weights, prepared, inputs) for inputs in calls]
+    entry = next(iter(prepared.graphs.values()))
+    assert entry.graph.launches == 2
+    assert all(o.dtype == (np.float64 if captured_casts else np.float32) for o in entry.outputs)
+    monkeypatch.setattr(persistent_graph, "ENABLED", False)
+    for inputs, got in zip(calls, replayed):
+        for g, w in zip(got, _forward(graph_engine, config, weights, prepared, inputs)):
+            assert g.dtype == w.dtype == np.float64 and np.array_equal(g, w)

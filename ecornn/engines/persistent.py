@@ -813,8 +813,9 @@ def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None
         return (*outputs, None)
     result = _forward_eager(config, x, weights, h0, c0, prepared=prepared, variant=variant)
 
-    def rerun(x_, h0_, c0_):   # the captured part: the caller's dtypes in, fp32 out (output casts outside)
-        out = _forward_eager(config, x_, weights, h0_, c0_, prepared=prepared, variant=variant, cast=False)
+    def rerun(x_, h0_, c0_):   # the captured part: the caller's dtypes in; out too where the casts are captured
+        out = _forward_eager(config, x_, weights, h0_, c0_, prepared=prepared, variant=variant,
+                             cast=persistent_graph.CAPTURE_OUTPUT_CASTS)
         return (*out[:3], last_kinds["forward"])
     with _last_kinds_kept():
         persistent_graph.capture(prepared, config, mode, x, h0, c0, rerun)

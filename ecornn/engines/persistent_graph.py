@@ -11,7 +11,9 @@ caller's dtypes and the conversion to fp32 is captured, so a replay's copies are
 memcpys: the GPU sits idle until the host has issued them and the graph launch, and a CuPy
 elementwise copy costs ~15-50 us of host time each where a memcpy costs a few (H100 profile,
 notes_persistent.md v8). The graph holds the input conversion, the projection GEMM, the exchange
-memset and the kernel; the output casts sit outside it.
+memset, the kernel and (CAPTURE_OUTPUT_CASTS, twelfth session) the output casts to the caller's
+dtype, so a 16-bit replay's outputs leave by memcpy too instead of three elementwise casts (~100 us
+of host time per call, H100 profile of v14).
 Captures and replays all run on one stream per device, ordered with the caller's stream by events
 and serialised by a lock: the graphs' buffers and their cuBLAS workspace are shared, so two replays
 must never overlap.
@@ -32,6 +34,8 @@ from ..arrays import is_gpu_array
 ENABLED = True       # benchmarks and tests switch it off to time or test the eager path
 CAPTURE_INPUT_CASTS = True   # v8: input buffers in the caller's dtypes, their fp32 conversion captured;
                              # False: fp32 input buffers, converted by each replay (v5; ablation)
+CAPTURE_OUTPUT_CASTS = True  # the outputs' cast to the caller's dtype captured too; False: fp32 graph
+                             # outputs, cast by each replay (the ablation)
 MAX_GRAPHS = 4       # per prepared weights: each graph holds its own buffers
 capture_errors: dict = {}   # key -> why capture failed (the call ran eagerly)
 _LOCK = threading.Lock()    # one capture or replay at a time (threads sharing prepared weights)
@@ -43,7 +47,7 @@ class ForwardGraph:
     graph: object
     pool: object        # cupy MemoryPool: every buffer the graph touches
     inputs: tuple       # (x, h0, c0) in the caller's dtypes: the replay copies the caller's arrays in
-    outputs: tuple      # (output, hT, cT), fp32
+    outputs: tuple      # (output, hT, cT), in the caller's dtype (CAPTURE_OUTPUT_CASTS) or fp32
     kind: str           # the forward kernel kind the graph runs
 
 
@@ -53,7 +57,7 @@ def _cp():
 
 
 def _key(config, mode, x, h0, c0) -> tuple:
-    return (config.key(), mode, CAPTURE_INPUT_CASTS, _cp().cuda.Device().id, x.dtype.str, h0.dtype.str,
+    return (config.key(), mode, CAPTURE_INPUT_CASTS, CAPTURE_OUTPUT_CASTS, _cp().cuda.Device().id, x.dtype.str, h0.dtype.str,
             c0.dtype.str)
 
 
@@ -141,7 +145,7 @@ def _copy_in(dst, src, stream) -> None:
 
 def capture(prepared, config, mode, x, h0, c0, run_eager) -> None:
     """Capture ``run_eager(x, h0, c0) -> (output, hT, cT, kind)`` (inputs in the caller's dtypes,
-    fp32 outputs) into a graph
+    outputs in the caller's dtype or fp32: CAPTURE_OUTPUT_CASTS) into a graph
     (called after an eager call of the same configuration: modules are compiled, cuBLAS warm).
     Nothing runs now; a failure leaves the configuration eager."""
     if not _wanted(prepared, x):
