@@ -38,9 +38,9 @@
 // of x_{t+1} ([B][in_size] rows, loaded at the top of step t) into shared memory [k][b] after the
 // block published h_t and multiplies it into per-lane partials, to which the next step's W_hh
 // product is added before the lane and warp sums (one reduction for both); the pointwise adds the
-// bias. Under the tagged exchange
-// that product runs while the other blocks still compute h_t; under grid.sync it runs before the
-// barrier (tests and the ablation only: capacity.input_projection_pays).
+// bias. Under the tagged exchange that product runs while the other blocks still compute h_t;
+// under grid.sync it runs before the barrier (tests and the ablation only:
+// capacity.input_projection_pays).
 //
 // ecornn-persistent
 // Check lines: the capacity model's H100 plans fwd H=1024 B=4 and B=8, H=1536 B=4 (shared-memory
@@ -100,8 +100,7 @@ static_assert(32 % LANE_ROWS == 0, "LANE_ROWS must divide 32");
 static_assert(IN_COLS == 0 || PASS == 0, "the input projection runs in the forward kernel only");
 
 // v15: W_ih columns per lane (all in registers), the staged x_t [k][b] (kInSliceWords per warp,
-// after the partials in shared memory) and each lane's share of
-// its warp's slice while it is in flight.
+// after the partials in shared memory) and each lane's share of its warp's slice in flight.
 constexpr int kInCols = IN_COLS;
 constexpr bool kInput = kInCols > 0;
 constexpr int kInWarpCols = kInCols * kLaneK;

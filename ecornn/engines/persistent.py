@@ -864,14 +864,14 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
     c_final = _output(config.state_shape)
     reserve = PersistentReserve(config, plans, prep, h0, c0)
     layer_in = _f32(x)
+    fwd = plans["forward"]   # one plan for every layer: what it reads and adds is decided once
+    built = _final(fwd) if fwd.kind in ("mma", "grid") else fwd
+    projection_in_kernel = built.kind in ("mma", "grid") and built.in_kernel_projection
+    in_kernel_bias = fwd.kind == "mma" or projection_in_kernel
+    gemm_dtype = _gemm_dtype(config)
+    x16_dtype = config.dtype if projection_in_kernel and fwd.kind == "mma" else gemm_dtype
     for layer in range(config.num_layers):
         s0 = slot(layer, 0, dirs)
-        fwd = plans["forward"]
-        built = _final(fwd) if fwd.kind in ("mma", "grid") else fwd
-        projection_in_kernel = built.kind in ("mma", "grid") and built.in_kernel_projection
-        in_kernel_bias = fwd.kind == "mma" or projection_in_kernel
-        gemm_dtype = _gemm_dtype(config)
-        x16_dtype = config.dtype if projection_in_kernel and fwd.kind == "mma" else gemm_dtype
         layer_in_16bit = _storage16(layer_in, x16_dtype) if x16_dtype else None
         if projection_in_kernel:   # v12 / v15: the kernel reads x (16-bit / fp32) and W_ih tiles itself
             xin = layer_in_16bit if fwd.kind == "mma" else layer_in
