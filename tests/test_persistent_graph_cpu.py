@@ -25,8 +25,17 @@ class _FakeGraph:
         self.replay()
 
 
+class _FakeEvent:
+    def __init__(self, disable_timing=False):
+        pass
+
+    def record(self, stream=None):
+        pass
+
+
 class _FakeStream:
     recorded = None   # what the capture in progress recorded (set by _recording)
+    ptr = 0           # every stand-in is the same stream
 
     def __init__(self, non_blocking=False):
         pass
@@ -57,7 +66,8 @@ def _fake_cupy():
     pool = SimpleNamespace(malloc=lambda size: None)
     cuda = SimpleNamespace(MemoryPool=lambda: pool, using_allocator=lambda malloc: contextlib.nullcontext(),
                            Stream=_FakeStream, get_current_stream=lambda: _FakeStream(),
-                           Device=lambda: SimpleNamespace(id=0))
+                           Device=lambda: SimpleNamespace(id=0), Event=_FakeEvent,
+                           runtime=SimpleNamespace(getDevice=lambda: 0))
     return SimpleNamespace(cuda=cuda, float32=np.float32, empty=np.empty, copyto=np.copyto)
 
 
@@ -84,6 +94,7 @@ def graph_engine(cpu_engine, monkeypatch):  # noqa: F811 - the imported fixture
         prepared, config, mode, x, h0, c0, _recording(run_eager)))
     monkeypatch.setattr(persistent_graph, "capture_errors", {})
     monkeypatch.setattr(persistent_graph, "_streams", {})          # no stand-in stream outlives the test
+    monkeypatch.setattr(persistent_graph, "_last_replay", {})      # nor a stand-in event
     monkeypatch.setattr(persistent_graph, "_warm_blas", lambda stream: None)
     monkeypatch.setattr(persistent_graph, "_copy_in", lambda dst, src, stream: np.copyto(dst, src))
     return cpu_engine
@@ -113,9 +124,10 @@ def test_second_call_replays_and_matches_the_eager_path(graph_engine, rng, monke
     third = _forward(graph_engine, config, weights, prepared, calls[2])
     assert graph.launches == 2
     entry = next(iter(prepared.graphs.values()))
-    for a, b in zip(second, kept):                        # the caller's own arrays: not rewritten
+    assert isinstance(entry.outputs, persistent_graph.PackedOutputs)   # v17: one buffer, copied out at once
+    for a, b, c in zip(second, kept, third):              # the caller's own arrays: not rewritten
         assert np.array_equal(a, b)
-        assert not any(np.shares_memory(a, o) for o in entry.outputs)
+        assert not np.shares_memory(a, entry.outputs.buffer) and not np.shares_memory(a, c)
     monkeypatch.setattr(persistent_graph, "ENABLED", False)
     for inputs, got in zip(calls, (first, second, third)):
         want = _forward(graph_engine, config, weights, prepared, inputs)

@@ -93,6 +93,10 @@ PAIRED_SPLIT = True      # fp32 split at B = 1, 2, 4: hi and lo vector rows in o
                          # False: 3 mma per tile (the ablation)
 POLL_DELAY = True        # tagged forwards at B <= 2: the first poll's delay (v16, capacity.poll_delay_pays);
                          # False: none (the ablation)
+DIRECT_16BIT_INPUT = True  # v17: a 16-bit x reaches the 16-bit GEMM or kernel as it is (its bits); False:
+                           # through an fp32 copy and back (two conversion kernels; the ablation)
+ONE_OUTPUT_BUFFER = True   # v17: output, hT and cT as views of one buffer (one cast kernel, one replay copy);
+                           # False: three arrays (the ablation)
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
                           # per the capacity model's rule; True / False force one (tests, ablation)
 last_kinds: dict = {}    # pass -> kernel kind ("grid", "cluster", "mma") of the latest call (tests, benchmarks)
@@ -706,11 +710,13 @@ def _gemm_dtype(config):
 
 
 def _storage16(a, dtype: str):
-    """fp32 ``a`` as a contiguous array of the 16-bit storage of ``dtype`` (fp16, or bf16 as raw
+    """``a`` (fp32, or already ``dtype``) as a contiguous array of the 16-bit storage of ``dtype`` (fp16, or bf16 as raw
     uint16 words; round to nearest even): an operand of the 16-bit GEMMs."""
     from . import fused   # its conversion kernel (kernels/fused_pointwise.cu)
     cp = _cp()
-    a = cp.ascontiguousarray(a)
+    if a.dtype.name == dtype and DIRECT_16BIT_INPUT:   # already these 16-bit values: their bits are the storage (v17)
+        return cp.ascontiguousarray(a).view(fused.storage_dtype(dtype))
+    a = _f32(a)
     out = cp.empty(a.shape, fused.storage_dtype(dtype))
     cols = a.shape[-1]
     rows = a.size // cols
@@ -775,6 +781,26 @@ def _biases(prepared: PersistentWeights, layer: int, directions: int):
     return prepared.tiles[key]
 
 
+def _output_layout(config) -> tuple:
+    """(offset, shape) of the forward's output, hT and cT in one buffer, each 256 bytes aligned."""
+    layout, offset = [], 0
+    for shape in ((config.seq_len, config.batch, config.num_directions * config.hidden_size),
+                  config.state_shape, config.state_shape):
+        layout.append((offset, shape))
+        offset += -(-int(np.prod(shape)) // 64) * 64
+    return tuple(layout), offset
+
+
+def _output_views(config):
+    """(buffer, (output, hT, cT)): the three fp32 outputs as views of one buffer (v17), so a 16-bit
+    forward casts them with one kernel and a graph replay copies them out with one memcpy."""
+    if not ONE_OUTPUT_BUFFER:
+        return None, (_output(config.output_shape), _output(config.state_shape), _output(config.state_shape))
+    layout, size = _output_layout(config)
+    buffer = _output((size,))
+    return buffer, persistent_graph.buffer_views(buffer, layout)
+
+
 def _output(shape):
     """An fp32 buffer every element of which a kernel writes (NaN-poisoned under tests)."""
     cp = _cp()
@@ -795,7 +821,8 @@ def _last_kinds_kept():
 def _graph_mode(variant) -> tuple:
     """What a captured graph depends on besides the configuration and dtypes."""
     return (variant, TAGGED_EXCHANGE, FP32_GEMMS, MIN_3XTF32_FLOPS, BACKWARD_BY_ROWS, SIXTEEN_BIT_GEMMS,
-            IN_KERNEL_PROJECTION, UNITS_FASTEST, FP32_TENSOR_CORES, PAIRED_SPLIT, POLL_DELAY)
+            IN_KERNEL_PROJECTION, UNITS_FASTEST, FP32_TENSOR_CORES, PAIRED_SPLIT, POLL_DELAY, DIRECT_16BIT_INPUT,
+            ONE_OUTPUT_BUFFER)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
@@ -860,25 +887,28 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
     prep = prepared if prepared is not None else prepare(config, weights)
     steps, batch, hidden, dirs = config.seq_len, config.batch, config.hidden_size, config.num_directions
     h0, c0 = _f32(h0), _f32(c0)
-    h_final = _output(config.state_shape)
-    c_final = _output(config.state_shape)
+    packed, (y_last, h_final, c_final) = _output_views(config)
     reserve = PersistentReserve(config, plans, prep, h0, c0)
-    layer_in = _f32(x)
+    layer_in = x   # the caller's dtype: converted to fp32 only where something reads fp32
     fwd = plans["forward"]   # one plan for every layer: what it reads and adds is decided once
     built = _final(fwd) if fwd.kind in ("mma", "grid") else fwd
     projection_in_kernel = built.kind in ("mma", "grid") and built.in_kernel_projection
     in_kernel_bias = fwd.kind == "mma" or projection_in_kernel
     gemm_dtype = _gemm_dtype(config)
     x16_dtype = config.dtype if projection_in_kernel and fwd.kind == "mma" else gemm_dtype
+    reads_f32 = (training or not DIRECT_16BIT_INPUT
+                 or (fwd.kind != "mma" if projection_in_kernel else gemm_dtype is None))
     for layer in range(config.num_layers):
         s0 = slot(layer, 0, dirs)
         layer_in_16bit = _storage16(layer_in, x16_dtype) if x16_dtype else None
+        if reads_f32:
+            layer_in = _f32(layer_in)
         if projection_in_kernel:   # v12 / v15: the kernel reads x (16-bit / fp32) and W_ih tiles itself
             xin = layer_in_16bit if fwd.kind == "mma" else layer_in
         else:
             xin = cp.ascontiguousarray(_input_projections(layer_in, prep.slots[s0:s0 + dirs], _tf32_for(config),
                                                           not in_kernel_bias, layer_in_16bit, gemm_dtype))
-        y = _output((steps, batch, dirs * hidden))
+        y = y_last if layer == config.num_layers - 1 else _output((steps, batch, dirs * hidden))
         gates = _output((dirs, steps, batch, 4 * hidden)) if training else None
         cells = _output((dirs, steps, batch, hidden)) if training else None
         states = slice(s0, s0 + dirs)
@@ -906,10 +936,12 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
             mask = (rng.random(y.shape) >= dropout).astype(np.float32) / np.float32(1.0 - dropout)
             reserve.dropout_masks[layer] = cp.asarray(mask)
             layer_in = y * reserve.dropout_masks[layer]
-    dtype = x.dtype if cast else np.float32
-    return (layer_in.astype(dtype, copy=False), h_final.astype(dtype, copy=False),
-            c_final.astype(dtype, copy=False),
-            reserve if training else None)
+    if cast and x.dtype != np.float32:   # one cast of the three outputs together
+        if packed is None:
+            y_last, h_final, c_final = (a.astype(x.dtype) for a in (y_last, h_final, c_final))
+        else:
+            y_last, h_final, c_final = persistent_graph.buffer_views(packed.astype(x.dtype), _output_layout(config)[0])
+    return y_last, h_final, c_final, reserve if training else None
 
 
 def _add_initial_recurrence(xw, h0, preps) -> None:

@@ -14,9 +14,11 @@ notes_persistent.md v8). The graph holds the input conversion, the projection GE
 memset, the kernel and (CAPTURE_OUTPUT_CASTS, twelfth session) the output casts to the caller's
 dtype, so a 16-bit replay's outputs leave by memcpy too instead of three elementwise casts (~100 us
 of host time per call, H100 profile of v14).
-Captures and replays all run on one stream per device, ordered with the caller's stream by events
-and serialised by a lock: the graphs' buffers and their cuBLAS workspace are shared, so two replays
-must never overlap.
+Captures run on one stream per device. Replays run on the caller's stream (v17; before, on the
+capture stream, handed over by three new events per replay, ~the host time of a few memcpys before
+the launch): the graphs' buffers and their cuBLAS workspace are shared, so two replays must never
+overlap, and a replay waits for the one before only where that ran on another stream (one reused
+event per device). A lock serialises the host side.
 
 Everything the captured forward allocates comes from a memory pool of its own that lives as long
 as the graph, so no buffer the graph uses can be handed to anyone else. Training-mode forwards are
@@ -39,7 +41,21 @@ CAPTURE_OUTPUT_CASTS = True  # the outputs' cast to the caller's dtype captured 
 MAX_GRAPHS = 4       # per prepared weights: each graph holds its own buffers
 capture_errors: dict = {}   # key -> why capture failed (the call ran eagerly)
 _LOCK = threading.Lock()    # one capture or replay at a time (threads sharing prepared weights)
-_streams: dict = {}         # device -> the stream of every capture and replay (_graph_stream)
+_streams: dict = {}         # device -> the stream of every capture (_graph_stream)
+REPLAY_ON_CALLER_STREAM = True   # v17: replays run on the caller's stream (no events unless it changes);
+                                 # False: on the graph stream, three events per replay (v5-v16, ablation)
+_last_replay: dict = {}     # device -> (stream ptr, event recorded after the last replay's work)
+
+
+@dataclass
+class PackedOutputs:
+    """Graph outputs that are C-ordered views of one 1-D buffer (v17: the forward's output, hT and
+    cT): a replay copies them out with one allocation and one memcpy instead of one each."""
+    buffer: object
+    layout: tuple       # (offset, shape) of each output, in elements of buffer
+
+    def __iter__(self):   # the outputs themselves, as views
+        return iter(buffer_views(self.buffer, self.layout))
 
 
 @dataclass
@@ -47,8 +63,37 @@ class ForwardGraph:
     graph: object
     pool: object        # cupy MemoryPool: every buffer the graph touches
     inputs: tuple       # (x, h0, c0) in the caller's dtypes: the replay copies the caller's arrays in
-    outputs: tuple      # (output, hT, cT), in the caller's dtype (CAPTURE_OUTPUT_CASTS) or fp32
+    outputs: object     # (output, hT, cT), in the caller's dtype (CAPTURE_OUTPUT_CASTS) or fp32,
+                        # as PackedOutputs where they share one buffer
     kind: str           # the forward kernel kind the graph runs
+
+
+def buffer_views(buffer, layout) -> tuple:
+    """The arrays of ``layout`` ((offset, shape) each) as views of the 1-D ``buffer``."""
+    views = []
+    for offset, shape in layout:
+        size = 1
+        for n in shape:
+            size *= n
+        views.append(buffer[offset:offset + size].reshape(shape))
+    return tuple(views)
+
+
+def _address(a) -> int:
+    ptr = getattr(a.data, "ptr", None)   # CuPy; NumPy (the CPU tests) below
+    return ptr if ptr is not None else a.__array_interface__["data"][0]
+
+
+def pack_outputs(arrays):
+    """PackedOutputs of ``arrays`` where they are C-ordered views of one 1-D buffer of their dtype,
+    else the arrays themselves (copied out one by one)."""
+    arrays = tuple(arrays)
+    base = arrays[0].base if arrays else None
+    if base is None or base.ndim != 1 or not all(
+            a.base is base and a.flags.c_contiguous and a.dtype == base.dtype for a in arrays):
+        return arrays
+    layout = tuple(((_address(a) - _address(base)) // a.itemsize, tuple(a.shape)) for a in arrays)
+    return PackedOutputs(base, layout)
 
 
 def _cp():
@@ -112,24 +157,70 @@ def _launch(entry: ForwardGraph, x, h0, c0) -> tuple:
 
 
 def launch_with_copies(graph, buffers, inputs, outputs, dtype=None) -> tuple:
-    """Copy ``inputs`` into the graph's ``buffers``, launch ``graph`` on the graph stream and return
-    new arrays holding ``outputs`` (cast to ``dtype`` if given), made on the caller's stream. Ordered
-    after the caller's earlier work, and the next replay after these copies. Call under _LOCK."""
+    """Copy ``inputs`` into the graph's ``buffers``, launch ``graph`` and return new arrays holding
+    ``outputs`` (cast to ``dtype`` if given), all on the caller's stream (REPLAY_ON_CALLER_STREAM),
+    ordered after the replay before it, whatever stream that ran on. Call under _LOCK."""
+    if not REPLAY_ON_CALLER_STREAM:
+        return _launch_on_graph_stream(graph, buffers, inputs, outputs, dtype)
+    cp = _cp()
+    caller = cp.cuda.get_current_stream()
+    _after_last_replay(caller)
+    for dst, src in zip(buffers, inputs):
+        _copy_in(dst, src, caller)
+    graph.launch(stream=caller)
+    copies = _copies_out(outputs, dtype, caller)
+    _mark_replay(caller)
+    return copies
+
+
+def _after_last_replay(stream) -> None:
+    """Order ``stream`` after the last replay on this device where that ran on another stream: the
+    graphs share their buffers and cuBLAS workspace, so replays must never overlap."""
+    last = _last_replay.get(_cp().cuda.runtime.getDevice())
+    if last is not None and last[0] != stream.ptr:
+        stream.wait_event(last[1])
+
+
+def _mark_replay(stream) -> None:
+    """Record where this replay's work (its output copies included) ends: one event per device, reused."""
+    cp = _cp()
+    device = cp.cuda.runtime.getDevice()
+    event = _last_replay[device][1] if device in _last_replay else cp.cuda.Event(disable_timing=True)
+    event.record(stream)
+    _last_replay[device] = (stream.ptr, event)
+
+
+def _copies_out(outputs, dtype, stream) -> tuple:
+    """New arrays holding ``outputs`` (a tuple, or PackedOutputs: one buffer copied at once)."""
+    cp = _cp()
+    if isinstance(outputs, PackedOutputs):
+        whole = cp.empty(outputs.buffer.shape, dtype or outputs.buffer.dtype)
+        _copy_in(whole, outputs.buffer, stream)
+        return buffer_views(whole, outputs.layout)
+    copies = []
+    for a in outputs:
+        copy = cp.empty(a.shape, dtype or a.dtype)
+        _copy_in(copy, a, stream)
+        copies.append(copy)
+    return tuple(copies)
+
+
+def _launch_on_graph_stream(graph, buffers, inputs, outputs, dtype=None) -> tuple:
+    """v5-v16: copies and launch on the graph stream, handed over to and from the caller's stream by
+    three new events (the ablation of REPLAY_ON_CALLER_STREAM)."""
     cp = _cp()
     stream, caller = _graph_stream(), cp.cuda.get_current_stream()
+    _after_last_replay(stream)
     stream.wait_event(caller.record())                 # the caller's inputs are written
     with stream:
         for dst, src in zip(buffers, inputs):
             _copy_in(dst, src, stream)
         graph.launch(stream=stream)
     caller.wait_event(stream.record())
-    copies = []
-    for a in outputs:
-        copy = cp.empty(a.shape, dtype or a.dtype)
-        _copy_in(copy, a, caller)
-        copies.append(copy)
+    copies = _copies_out(outputs, dtype, caller)
     stream.wait_event(caller.record())                 # read before the next replay rewrites them
-    return tuple(copies)
+    _mark_replay(caller)
+    return copies
 
 
 def _copy_in(dst, src, stream) -> None:
@@ -176,7 +267,7 @@ def capture(prepared, config, mode, x, h0, c0, run_eager) -> None:
                     return
     if len(graphs) >= MAX_GRAPHS:
         graphs.popitem(last=False)
-    graphs[key] = ForwardGraph(graph, pool, inputs, tuple(outputs), kind)
+    graphs[key] = ForwardGraph(graph, pool, inputs, pack_outputs(outputs), kind)
 
 
 def captured(stream, run, *args):

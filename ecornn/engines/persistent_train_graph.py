@@ -41,7 +41,7 @@ class TrainingSet:
     backward_graph: object
     pool: object            # cupy MemoryPool: every buffer of both graphs
     forward_inputs: tuple   # (x, h0, c0), caller's dtypes
-    forward_outputs: tuple  # (y, hT, cT), caller's dtype
+    forward_outputs: object  # (y, hT, cT), caller's dtype (persistent_graph.PackedOutputs where they share a buffer)
     reserve: object         # the PersistentReserve the forward graph rewrites
     backward_inputs: tuple  # (dy, dhT, dcT)
     backward_outputs: tuple  # (dx, dh0, dc0, [LayerWeights]), caller's dtype
@@ -180,5 +180,5 @@ def _capture_set(config, mode, x, h0, c0, backward_like, runners):
     except Exception as exc:  # noqa: BLE001 - recorded; the configuration stays eager
         pg.capture_errors[_key(config, mode, (x, h0, c0))] = f"training: {type(exc).__name__}: {exc}"
         return None
-    return TrainingSet(forward_graph, backward_graph, pool, forward_inputs, (y, hT, cT), saved,
+    return TrainingSet(forward_graph, backward_graph, pool, forward_inputs, pg.pack_outputs((y, hT, cT)), saved,
                        backward_inputs, grads)
