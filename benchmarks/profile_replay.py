@@ -3,8 +3,8 @@
 The benches time a call between CUDA events recorded on the caller's stream before and after it,
 with a sync after each call, so the host's work up to the graph launch is GPU idle time inside the
 measured span, and so is every node of the graph besides the kernel. Per cell and mode (v17: the
-replay on the caller's stream, 16-bit x without an fp32 round trip, the outputs in one buffer; v16:
-all three off; fp32 rows also v17 with the projection as 3xTF32), timed alternately (A B C C B A):
+replay on the caller's stream, its input copies as one kernel, 16-bit x without an fp32 round trip,
+the outputs in one buffer; v16: all four off; fp32 rows also v17 with the projection as 3xTF32), timed alternately (A B C C B A):
   span            the bench's number (events around persistent.forward, synced per call)
   api span        the same through ecornn.lstm_forward on prepared weights
   graph GPU       the mode's graph replayed back to back (its nodes without any host gap)
@@ -30,7 +30,8 @@ from bench_persistent import (STEPS, _problem, bench_args, bench_meta, fmt, kern
 
 ROWS = [("float32", 512, 4), ("bfloat16", 1024, 4), ("float16", 1024, 8), ("float32", 1024, 4),
         ("float16", 1024, 16), ("bfloat16", 2048, 4), ("float16", 1024, 1)]
-V17 = {"REPLAY_ON_CALLER_STREAM": True, "DIRECT_16BIT_INPUT": True, "ONE_OUTPUT_BUFFER": True}
+V17 = {"REPLAY_ON_CALLER_STREAM": True, "COPY_KERNEL": True, "DIRECT_16BIT_INPUT": True, "ONE_OUTPUT_BUFFER": True}
+GRAPH_FLAGS = ("REPLAY_ON_CALLER_STREAM", "COPY_KERNEL")   # persistent_graph's; the others are persistent's
 MODES = {"v17": V17, "v16": {name: False for name in V17},
          "v17_3xtf32": {**V17, "MIN_3XTF32_FLOPS": 0.0}}   # fp32 rows only: the projection as 3xTF32
 DEFAULTS = {**V17, "MIN_3XTF32_FLOPS": 4e9}
@@ -51,7 +52,7 @@ class _TimedGraph:
 def _set_mode(flags: dict) -> None:
     from ecornn.engines import persistent, persistent_graph
     for name, value in {**DEFAULTS, **flags}.items():
-        setattr(persistent_graph if name == "REPLAY_ON_CALLER_STREAM" else persistent, name, value)
+        setattr(persistent_graph if name in GRAPH_FLAGS else persistent, name, value)
 
 
 def _span_us(fn, repeats):

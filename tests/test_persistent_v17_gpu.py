@@ -139,3 +139,25 @@ def test_outputs_share_one_buffer_and_stay_the_callers(rng, dtype):
     _assert_equal_bits(outs[2][1:], kept[2][1:])
     _assert_equal_bits(again, kept[3])
     _assert_equal_bits(outs[1], kept[1])
+
+
+def test_input_copies_by_one_kernel_or_one_by_one(rng, monkeypatch):
+    """COPY_KERNEL: aligned C-ordered inputs go by the copy kernel; an input 2 bytes off 16-byte
+    alignment (a view into a larger array) falls back to copies one by one. Bitwise eager either way."""
+    import cupy as cp
+    config = LSTMConfig(64, 256, 1, False, "float16", 2, 30)
+    _, gpu_weights, prepared = _prepared(rng, config)
+    launches = []
+    kernel_for = persistent_graph._copy_kernel
+    monkeypatch.setattr(persistent_graph, "_copy_kernel", lambda device: (launches.append(device),
+                                                                          kernel_for(device))[1])
+    calls = [_gpu_inputs(rng, config) for _ in range(4)]
+    x, h0, c0 = calls[3]
+    shifted = cp.empty(x.size + 1, x.dtype)[1:].reshape(x.shape)   # 2 bytes past an aligned start
+    shifted[...] = x
+    calls[3] = (shifted, h0, c0)
+    outs = [persistent.forward(config, x, gpu_weights, h0, c0, prepared=prepared)[:3] for x, h0, c0 in calls]
+    assert len(launches) == 1                     # call 3 (call 1 ran eagerly, call 2 captured)
+    monkeypatch.setattr(persistent_graph, "ENABLED", False)
+    for (x, h0, c0), got in zip(calls, outs):
+        _assert_equal_bits(got, persistent.forward(config, x, gpu_weights, h0, c0, prepared=prepared)[:3])
