@@ -4,7 +4,8 @@ The benches time a call between CUDA events recorded on the caller's stream befo
 with a sync after each call, so the host's work up to the graph launch is GPU idle time inside the
 measured span, and so is every node of the graph besides the kernel. Per cell and mode (v17: the
 replay on the caller's stream, its input copies as one kernel, 16-bit x without an fp32 round trip,
-the outputs in one buffer; v16: all four off; fp32 rows also v17 with the projection as 3xTF32), timed alternately (A B C C B A):
+the outputs in one buffer; v17_memcpys: the copies as three memcpys; v16: all four off; an earlier
+version also ran fp32 rows with the projection as 3xTF32), timed alternately (A B C C B A):
   span            the bench's number (events around persistent.forward, synced per call)
   api span        the same through ecornn.lstm_forward on prepared weights
   graph GPU       the mode's graph replayed back to back (its nodes without any host gap)
@@ -32,8 +33,7 @@ ROWS = [("float32", 512, 4), ("bfloat16", 1024, 4), ("float16", 1024, 8), ("floa
         ("float16", 1024, 16), ("bfloat16", 2048, 4), ("float16", 1024, 1)]
 V17 = {"REPLAY_ON_CALLER_STREAM": True, "COPY_KERNEL": True, "DIRECT_16BIT_INPUT": True, "ONE_OUTPUT_BUFFER": True}
 GRAPH_FLAGS = ("REPLAY_ON_CALLER_STREAM", "COPY_KERNEL")   # persistent_graph's; the others are persistent's
-MODES = {"v17": V17, "v16": {name: False for name in V17},
-         "v17_3xtf32": {**V17, "MIN_3XTF32_FLOPS": 0.0}}   # fp32 rows only: the projection as 3xTF32
+MODES = {"v17": V17, "v17_memcpys": {**V17, "COPY_KERNEL": False}, "v16": {name: False for name in V17}}
 DEFAULTS = {**V17, "MIN_3XTF32_FLOPS": 4e9}
 
 
@@ -104,7 +104,7 @@ def profile(dtype, hidden, batch, repeats):
     api_prepared = prepare_weights(weights, strategy="persistent")
     fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
     api = lambda: lstm_forward(x, api_prepared, h0, c0, strategy="persistent")  # noqa: E731
-    modes = [m for m in MODES if dtype == "float32" or m != "v17_3xtf32"]
+    modes = list(MODES)
     timed = {}
     stream = cp.cuda.get_current_stream()
     out = {}

@@ -36,8 +36,7 @@ def _steps_us(config, x, h0, c0, prepared, repeats):
     """Median host µs of each step of persistent.forward's replay path, run by hand in its order."""
     import cupy as cp
     from ecornn.engines import persistent, persistent_graph as pg
-    names = ["graph_mode", "key", "lookup", "current_stream", "order", "copy_x", "copy_h0", "copy_c0", "launch",
-             "copies_out", "mark"]
+    names = ["graph_mode", "key", "lookup", "current_stream", "order", "copy_inputs", "launch", "copies_out", "mark"]
     samples = {n: [] for n in names}
     for _ in range(repeats):
         cp.cuda.Device().synchronize()
@@ -52,9 +51,8 @@ def _steps_us(config, x, h0, c0, prepared, repeats):
         t.append(time.perf_counter())
         pg._after_last_replay(caller)
         t.append(time.perf_counter())
-        for dst, src in zip(entry.inputs, (x, h0, c0)):
-            pg._copy_in(dst, src, caller)
-            t.append(time.perf_counter())
+        pg._copy_inputs(entry.inputs, (x, h0, c0), caller)
+        t.append(time.perf_counter())
         entry.graph.launch(stream=caller)
         t.append(time.perf_counter())
         pg._copies_out(entry.outputs, x.dtype, caller)
@@ -68,7 +66,7 @@ def _steps_us(config, x, h0, c0, prepared, repeats):
 
 def main(argv=None):
     import cupy as cp
-    from ecornn.engines import persistent
+    from ecornn.engines import persistent, persistent_graph as pg
     args, out = bench_args(argv, repeats=200)
     meta = bench_meta()
     config, weights, x, h0, c0 = _problem(*CELL)
@@ -82,8 +80,19 @@ def main(argv=None):
     stream = cp.cuda.get_current_stream()
     dst = entry.inputs[1]
     event = cp.cuda.Event(disable_timing=True)
+    inputs = (x, h0, c0)
+    kernel = pg._copy_kernel(cp.cuda.runtime.getDevice())
+    words = [np.int64(a.nbytes) for a in entry.inputs]
     calls = {
         "forward_call": fwd,
+        "copy_inputs_kernel": lambda: pg._copy_inputs(entry.inputs, inputs, stream),
+        "copy_inputs_memcpys": lambda: [pg._copy_in(d, s, stream) for d, s in zip(entry.inputs, inputs)],
+        "copy_kernel_args": lambda: pg._copy_kernel_args(entry.inputs, inputs),
+        "raw_kernel_launch": lambda: kernel((256,), (256,), (entry.inputs[0], x, words[0], entry.inputs[1], h0,
+                                                              words[1], entry.inputs[2], c0, words[2])),
+        "raw_kernel_launch_ptrs": lambda: kernel((256,), (256,), (
+            np.uint64(entry.inputs[0].data.ptr), np.uint64(x.data.ptr), words[0], np.uint64(entry.inputs[1].data.ptr),
+            np.uint64(h0.data.ptr), words[1], np.uint64(entry.inputs[2].data.ptr), np.uint64(c0.data.ptr), words[2])),
         "memcpyAsync": lambda: cp.cuda.runtime.memcpyAsync(dst.data.ptr, h0.data.ptr, dst.nbytes,
                                                            cp.cuda.runtime.memcpyDeviceToDevice, stream.ptr),
         "flags_c_contiguous": lambda: h0.flags.c_contiguous,

@@ -228,22 +228,26 @@ def _launch_on_graph_stream(graph, buffers, inputs, outputs, dtype=None) -> tupl
 
 def _copy_inputs(buffers, inputs, stream) -> None:
     """The caller's ``inputs`` into the graph's ``buffers`` on ``stream`` (the current one): three
-    same-dtype, C-ordered device arrays of 16-byte multiples by one kernel (COPY_KERNEL), else one
-    copy each."""
-    if COPY_KERNEL and len(buffers) == 3 and all(_kernel_copyable(d, s) for d, s in zip(buffers, inputs)):
-        args, words = [], 0
+    same-dtype, C-ordered device arrays starting 16-byte aligned by one kernel (COPY_KERNEL), else
+    one copy each."""
+    args = _copy_kernel_args(buffers, inputs) if COPY_KERNEL and len(buffers) == 3 else None
+    if args is None:
         for dst, src in zip(buffers, inputs):
-            args += [dst, src, np.int64(dst.nbytes // 16)]
-            words += dst.nbytes // 16
-        _copy_kernel(_cp().cuda.runtime.getDevice())((max(1, min(-(-words // 256), 1024)),), (256,), tuple(args))
+            _copy_in(dst, src, stream)
         return
+    sizes = [np.int64(b.nbytes) for b in buffers]
+    threads = sum(int(n) // 16 + 1 for n in sizes)
+    _copy_kernel(_cp().cuda.runtime.getDevice())((max(1, min(-(-threads // 256), 1024)),), (256,), (
+        buffers[0], args[0], sizes[0], buffers[1], args[1], sizes[1], buffers[2], args[2], sizes[2]))
+
+
+def _copy_kernel_args(buffers, inputs):
+    """``inputs`` where the copy kernel can take them all (the buffers are the graph's own
+    allocations: aligned, C-ordered), else None."""
     for dst, src in zip(buffers, inputs):
-        _copy_in(dst, src, stream)
-
-
-def _kernel_copyable(dst, src) -> bool:
-    return (is_gpu_array(src) and src.dtype == dst.dtype and src.flags.c_contiguous and dst.nbytes % 16 == 0
-            and src.data.ptr % 16 == 0 and dst.data.ptr % 16 == 0)
+        if not (is_gpu_array(src) and src.dtype == dst.dtype and src.flags.c_contiguous and src.data.ptr % 16 == 0):
+            return None
+    return inputs
 
 
 @functools.lru_cache(maxsize=None)
