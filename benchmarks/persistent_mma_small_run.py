@@ -70,8 +70,8 @@ persistent.FP32_TENSOR_CORES = "auto"
 # v5: inference with prepared weights replays a CUDA graph from the second call on.
 from ecornn import prepare_weights  # noqa: E402
 from ecornn.engines import persistent_graph  # noqa: E402
-for dtype in ("float16", "bfloat16"):
-    config = LSTMConfig(24, 42, 2, True, dtype, 3, 5)
+for dtype in ("float16", "bfloat16"):   # H=41: h0 and c0 of 984 bytes, a tail past the copy kernel's 16-byte words (v17)
+    config = LSTMConfig(24, 41, 2, True, dtype, 3, 5)
     rng = np.random.default_rng(2)
     prepared = prepare_weights(init_weights(config, seed=3), strategy="persistent", bidirectional=True)
     x = rng.standard_normal(config.input_shape).astype(dtype)
