@@ -3,7 +3,9 @@
 An engine module has ``name``, ``device`` ("cpu" or "gpu"), ``check(config)`` (raises
 NotSupported), ``forward(config, x, weights, h0, c0, training=, dropout=, rng=)`` returning
 ``(y, hT, cT, reserve)`` and ``backward(reserve, dy, dhT, dcT)`` returning
-``(dx, dh0, dc0, dweights)``. Arrays are time-major (TNC) in the engine's array module.
+``(dx, dh0, dc0, dweights)``. Arrays are time-major (TNC) in the engine's array module. An engine
+with ``prepare(config, weights)`` takes its result as ``forward(..., prepared=)`` and then does not
+read ``weights`` (the API passes the caller's raw arrays, unconverted).
 """
 from __future__ import annotations
 
