@@ -16,15 +16,16 @@ def _forward_plan(config):
     return persistent._final(persistent.plans_for(config, training=True)["forward"])
 
 
-@pytest.mark.parametrize("dtype, inp, hidden, layers, bidir, batch, steps", [
-    ("float32", 512, 512, 1, False, 1, 40),     # grid kernel with v15's projection
-    ("float32", 64, 768, 1, False, 2, 30),      # grid kernel, the projection does not fit
-    ("float16", 1024, 1024, 1, False, 1, 30),   # tensor cores
-    ("bfloat16", 48, 1024, 2, True, 2, 20),     # tensor cores, 2 layers bidirectional
+@pytest.mark.parametrize("dtype, inp, hidden, layers, bidir, batch, steps, delay", [
+    ("float32", 512, 512, 1, False, 1, 40, cap.POLL_DELAY_NS),     # grid kernel with v15's projection
+    ("float32", 64, 768, 1, False, 2, 30, cap.POLL_DELAY_NS),      # grid kernel, the projection does not fit
+    ("float16", 1024, 1024, 1, False, 1, 30, cap.POLL_DELAY_NS),   # tensor cores
+    ("bfloat16", 48, 1024, 2, True, 2, 20, cap.POLL_DELAY_NS),     # tensor cores, 2 layers bidirectional
+    ("bfloat16", 2048, 2048, 1, False, 4, 16, cap.LONG_POLL_DELAY_NS),   # v18: the long delay
 ])
-def test_the_delay_changes_no_bit(monkeypatch, rng, dtype, inp, hidden, layers, bidir, batch, steps):
+def test_the_delay_changes_no_bit(monkeypatch, rng, dtype, inp, hidden, layers, bidir, batch, steps, delay):
     config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)
-    assert _forward_plan(config).poll_delay_ns == cap.POLL_DELAY_NS
+    assert _forward_plan(config).poll_delay_ns == delay
     weights, x, h0, c0 = random_problem(rng, config)
     seeds = _gradient_seeds(rng, config, dtype)
     delayed = _run("persistent", x, weights, h0, c0, *seeds, bidir)

@@ -36,6 +36,8 @@ POLL_DELAY_NS = 250             # v16: a tagged forward's warps sleep this long 
 POLL_DELAY_MAX_BATCH = 2        # ... at B <= 2 and H <= POLL_DELAY_MAX_HIDDEN (poll_delay_pays)
 POLL_DELAY_MAX_HIDDEN = 1024
 POLL_DELAY_PASSES = ("forward",)  # the backward's too measured no better (fwd+bwd -0.06 to +0.04 ms)
+LONG_POLL_DELAY_NS = 600        # v18: tagged tensor-core forwards at B = 4 and H >= LONG_POLL_DELAY_MIN_HIDDEN
+LONG_POLL_DELAY_MIN_HIDDEN = 2048   # without the in-kernel projection (a ~3.5 us step) wait longer
 
 
 @dataclass(frozen=True)
@@ -826,9 +828,26 @@ def poll_delay_pays(plan) -> bool:
             and plan.hidden <= POLL_DELAY_MAX_HIDDEN and not (plan.kind == "mma" and plan.in_kernel_projection))
 
 
+def long_poll_delay_pays(plan) -> bool:
+    """Whether a forward's warps sleep LONG_POLL_DELAY_NS before their first poll instead (v18): the
+    tagged tensor-core forward at B = 4 and H >= 2048, without the in-kernel projection (bf16
+    H=2048 B=4: v12's projection does not fit). H100, kernel alone (results/persistent_v15,
+    8_explore_mma_poll_delay, two runs): 3.57-3.61 us/step -> 3.44-3.45 at 600 ns; 150 and 300 ns were
+    slower (3.67-3.78). Whole forward: results/persistent_v17 (v18 rows)."""
+    return (plan.kind == "mma" and plan.parts == 1 and plan.pass_name == "forward" and plan.tagged
+            and plan.batch == 4 and plan.hidden >= LONG_POLL_DELAY_MIN_HIDDEN and not plan.in_kernel_projection)
+
+
+def poll_delay_ns(plan) -> int:
+    """The forward's first-poll delay: POLL_DELAY_NS (v16), LONG_POLL_DELAY_NS (v18) or none."""
+    if poll_delay_pays(plan):
+        return POLL_DELAY_NS
+    return LONG_POLL_DELAY_NS if long_poll_delay_pays(plan) else 0
+
+
 def with_poll_delay(plan, enabled=True):
-    """``plan`` (grid or tensor-core) with POLL_DELAY_NS where ``enabled`` and poll_delay_pays, else 0."""
-    delay = POLL_DELAY_NS if enabled and poll_delay_pays(plan) else 0
+    """``plan`` (grid or tensor-core) with its poll_delay_ns where ``enabled``, else 0."""
+    delay = poll_delay_ns(plan) if enabled else 0
     return plan if plan.poll_delay_ns == delay else replace(plan, poll_delay_ns=delay)
 
 
