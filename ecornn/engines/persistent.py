@@ -43,6 +43,9 @@ v14: at B = 1, 2, 4 the split's hi and lo rows of h share one mma N tile (two mm
 PAIRED_SPLIT). v15: the fp32 grid forward computes x W_ih^T itself too (W_ih rows in registers,
 grid_with_input_projection) under the same flag, by input_projection_pays (tagged plans, B <= 2).
 v16: tagged forwards at B <= 2 sleep before their warps' first poll (capacity.poll_delay_pays; POLL_DELAY).
+v17: a 16-bit x reaches the 16-bit GEMM or kernel as it is (DIRECT_16BIT_INPUT), and output, hT and cT
+are views of one buffer (ONE_OUTPUT_BUFFER); persistent_graph replays on the caller's stream.
+v18: tagged tensor-core forwards at B = 4, H >= 2048 wait longer (capacity.long_poll_delay_pays).
 """
 from __future__ import annotations
 
