@@ -87,7 +87,7 @@ def main(argv=None):
         "forward_call": fwd,
         "copy_inputs_kernel": lambda: pg._copy_inputs(entry.inputs, inputs, stream),
         "copy_inputs_memcpys": lambda: [pg._copy_in(d, s, stream) for d, s in zip(entry.inputs, inputs)],
-        "copy_kernel_args": lambda: pg._copy_kernel_args(entry.inputs, inputs),
+        "copyable_by_kernel": lambda: pg._copyable_by_kernel(entry.inputs, inputs),
         "raw_kernel_launch": lambda: kernel((256,), (256,), (entry.inputs[0], x, words[0], entry.inputs[1], h0,
                                                               words[1], entry.inputs[2], c0, words[2])),
         "raw_kernel_launch_ptrs": lambda: kernel((256,), (256,), (

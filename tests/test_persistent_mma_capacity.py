@@ -170,7 +170,7 @@ def test_input_projection_takes_the_widest_layer_input():
 def test_input_projection_stays_a_gemm_where_it_cannot_run(dtype, inp, hidden, batch, layers, why):
     plan = _forward(dtype, inp, hidden, batch, layers)
     assert plan.input_k_tiles == 0, why
-    assert plan == cap.plan_mma(H100, "forward", hidden, batch, dtype=dtype)
+    assert plan == cap.with_poll_delay(cap.plan_mma(H100, "forward", hidden, batch, dtype=dtype))   # v18's delay at H=2048
 
 
 def test_backward_plans_never_carry_the_projection():

@@ -713,11 +713,11 @@ def _gemm_dtype(config):
 
 
 def _storage16(a, dtype: str):
-    """``a`` (fp32, or already ``dtype``) as a contiguous array of the 16-bit storage of ``dtype`` (fp16, or bf16 as raw
-    uint16 words; round to nearest even): an operand of the 16-bit GEMMs."""
+    """``a`` (fp32, or already ``dtype``) as a contiguous array of the 16-bit storage of ``dtype``
+    (fp16, or bf16 as raw uint16 words; round to nearest even): an operand of the 16-bit GEMMs."""
     from . import fused   # its conversion kernel (kernels/fused_pointwise.cu)
     cp = _cp()
-    if a.dtype.name == dtype and DIRECT_16BIT_INPUT:   # already these 16-bit values: their bits are the storage (v17)
+    if a.dtype.name == dtype and DIRECT_16BIT_INPUT:   # already these values: their bits are the storage (v17)
         return cp.ascontiguousarray(a).view(fused.storage_dtype(dtype))
     a = _f32(a)
     out = cp.empty(a.shape, fused.storage_dtype(dtype))
@@ -761,14 +761,14 @@ def _input_projections(layer_input, preps, tf32=False, with_bias=True, input_16b
     """[D, T, B, 4H]: every direction's x W_ih^T (+ b) (one GEMM each, written in place). With
     ``gemm_dtype``, a 16-bit GEMM on ``input_16bit`` (layer_input as _storage16)."""
     cp = _cp()
-    steps, batch, k = layer_input.shape
-    flat = layer_input.reshape(steps * batch, k)
+    steps, batch, k = layer_input.shape   # with gemm_dtype only its shape is read (it may be 16-bit)
     out = cp.empty((len(preps), steps * batch, preps[0].w_ih.shape[0]), cp.float32)
     for d, prep in enumerate(preps):
         if gemm_dtype is not None:
             _matmul(input_16bit.reshape(steps * batch, k), prep.input_weight_16bit(gemm_dtype).T, out[d],
                     a_type=gemm_dtype)
         else:
+            flat = layer_input.reshape(steps * batch, k)
             _matmul(flat, prep.w_ih.T, out[d], tf32=tf32, b_parts=_projection_parts(prep, flat.shape[0], tf32))
         if with_bias:
             out[d] += prep.bias

@@ -230,24 +230,21 @@ def _copy_inputs(buffers, inputs, stream) -> None:
     """The caller's ``inputs`` into the graph's ``buffers`` on ``stream`` (the current one): three
     same-dtype, C-ordered device arrays starting 16-byte aligned by one kernel (COPY_KERNEL), else
     one copy each."""
-    args = _copy_kernel_args(buffers, inputs) if COPY_KERNEL and len(buffers) == 3 else None
-    if args is None:
+    if not (COPY_KERNEL and len(buffers) == 3 and _copyable_by_kernel(buffers, inputs)):
         for dst, src in zip(buffers, inputs):
             _copy_in(dst, src, stream)
         return
     sizes = [np.int64(b.nbytes) for b in buffers]
     threads = sum(int(n) // 16 + 1 for n in sizes)
     _copy_kernel(_cp().cuda.runtime.getDevice())((max(1, min(-(-threads // 256), 1024)),), (256,), (
-        buffers[0], args[0], sizes[0], buffers[1], args[1], sizes[1], buffers[2], args[2], sizes[2]))
+        buffers[0], inputs[0], sizes[0], buffers[1], inputs[1], sizes[1], buffers[2], inputs[2], sizes[2]))
 
 
-def _copy_kernel_args(buffers, inputs):
-    """``inputs`` where the copy kernel can take them all (the buffers are the graph's own
-    allocations: aligned, C-ordered), else None."""
-    for dst, src in zip(buffers, inputs):
-        if not (is_gpu_array(src) and src.dtype == dst.dtype and src.flags.c_contiguous and src.data.ptr % 16 == 0):
-            return None
-    return inputs
+def _copyable_by_kernel(buffers, inputs) -> bool:
+    """Whether every input is a device array of its buffer's dtype and size, C-ordered and 16-byte
+    aligned (the buffers are the graph's own allocations: aligned and C-ordered)."""
+    return all(is_gpu_array(src) and src.dtype == dst.dtype and src.nbytes == dst.nbytes and src.flags.c_contiguous
+               and src.data.ptr % 16 == 0 for dst, src in zip(buffers, inputs))
 
 
 @functools.lru_cache(maxsize=None)
