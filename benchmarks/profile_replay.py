@@ -28,6 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_persistent import (STEPS, _problem, bench_args, bench_meta, fmt, kernel_launcher,  # noqa: E402
                               measure_rows)
+from profile_whole_call import _gpu_us as _back_to_back_us  # noqa: E402  (GPU µs per call, back to back)
 
 ROWS = [("float32", 512, 4), ("bfloat16", 1024, 4), ("float16", 1024, 8), ("float32", 1024, 4),
         ("float16", 1024, 16), ("bfloat16", 2048, 4), ("float16", 1024, 1)]
@@ -58,28 +59,8 @@ def _set_mode(flags: dict) -> None:
 def _span_us(fn, repeats):
     """Median µs between events recorded on the current stream around ``fn()``, synced per call."""
     import cupy as cp
-    times = []
-    for _ in range(repeats):
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop) * 1e3)
-    return float(np.median(times))
-
-
-def _back_to_back_us(fn, repeats):
-    """GPU µs per call of ``fn`` issued ``repeats`` times back to back (the host runs ahead)."""
-    import cupy as cp
-    fn()
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    start.record()
-    for _ in range(repeats):
-        fn()
-    stop.record()
-    stop.synchronize()
-    return cp.cuda.get_elapsed_time(start, stop) * 1e3 / repeats
+    from ecornn.timing import median_seconds
+    return median_seconds(fn, repeats, xp=cp, warmup=0) * 1e6
 
 
 def _host_split_us(fn, timed, repeats):
