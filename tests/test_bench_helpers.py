@@ -131,3 +131,29 @@ def test_v16_measure_times_both_modes_under_their_flags(monkeypatch):
     v16.measure("float16", 64, 1, 2, delay_first=True)
     assert seen == [True, False]
     assert "| float16 | 64 | 1 | - | - | 2.00 | 3.00 |" in v16.markdown([{"dtype": "float16", "hidden": 64, "batch": 1, **out}])
+
+
+def test_profile_replay_sets_and_restores_each_modes_flags():
+    """profile_replay._set_mode: the v17 flags live in two modules; {} restores every default."""
+    import profile_replay as pr
+    from ecornn.engines import persistent, persistent_graph
+    try:
+        pr._set_mode(pr.MODES["v16"])
+        assert not persistent_graph.REPLAY_ON_CALLER_STREAM and not persistent_graph.COPY_KERNEL
+        assert not persistent.DIRECT_16BIT_INPUT and not persistent.ONE_OUTPUT_BUFFER
+        pr._set_mode(pr.MODES["v17_memcpys"])
+        assert persistent_graph.REPLAY_ON_CALLER_STREAM and not persistent_graph.COPY_KERNEL
+    finally:
+        pr._set_mode({})
+    assert persistent_graph.REPLAY_ON_CALLER_STREAM and persistent_graph.COPY_KERNEL
+    assert persistent.DIRECT_16BIT_INPUT and persistent.ONE_OUTPUT_BUFFER and persistent.MIN_3XTF32_FLOPS == 4e9
+    row = {"dtype": "bfloat16", "hidden": 8, "batch": 2, "v17_kind": "mma", "v17_span_us": [512.0, 768.0],
+           "v16_span_us": [1024.0, 1024.0], "kernel_gpu_us": 256.0}
+    assert pr.markdown([row]).splitlines()[-1].endswith("| 2.50 / - / 4.00 |")
+
+
+def test_v18_bench_measures_its_rows_with_v16s_modes():
+    import bench_persistent_v16 as v16
+    import bench_persistent_v18 as v18
+    assert v18.row is v16.row and v18.markdown is v16.markdown
+    assert ("bfloat16", 2048, 4) in v18.ROWS
