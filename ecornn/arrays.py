@@ -31,8 +31,14 @@ def gpu_available() -> bool:
 
 
 def is_gpu_array(a) -> bool:
-    cupy = cupy_or_none() if type(a).__module__.startswith("cupy") else None
-    return cupy is not None and isinstance(a, cupy.ndarray)
+    return _is_gpu_type(type(a))
+
+
+@functools.lru_cache(maxsize=64)
+def _is_gpu_type(cls) -> bool:
+    """Per array type, once (an inference call asks ~15 times: host-bound at small batch)."""
+    cupy = cupy_or_none() if cls.__module__.startswith("cupy") else None
+    return cupy is not None and issubclass(cls, cupy.ndarray)
 
 
 def module_of(a):

@@ -98,17 +98,25 @@ def test_sixteen_bit_x_reaches_the_kernel_without_an_fp32_copy(rng, monkeypatch,
     host_weights, gpu_weights, prepared = _prepared(rng, config)
     assert persistent._final(persistent.plans_for(config, False)["forward"]).in_kernel_projection == in_kernel
     x, h0, c0 = _gpu_inputs(rng, config)
+    dy = _gpu_inputs(rng, config.replace(input_size=hidden))[0]
     converted = []
     f32 = persistent._f32
-    monkeypatch.setattr(persistent, "_f32", lambda a: (converted.append(a.shape), f32(a))[1])
+    monkeypatch.setattr(persistent, "_f32", lambda a: (converted.append(a is x), f32(a))[1])
+
+    def train():   # fwd+bwd in training mode: x's 16-bit operand of dW_ih is x itself too
+        out = persistent.forward(config, x, gpu_weights, h0, c0, training=True, prepared=prepared)
+        dx, dh0, dc0, grads = persistent.backward(out[3], dy, cp.zeros_like(h0), cp.zeros_like(c0))
+        return (*out[:3], dx, dh0, dc0, *(a for g in grads for a in g))
     runs = [persistent.forward(config, x, gpu_weights, h0, c0, prepared=prepared)[:3] for _ in range(3)]
-    assert x.shape not in converted and len(prepared.graphs) == 1
+    trained = train()
+    assert not any(converted) and len(prepared.graphs) == 1
     monkeypatch.setattr(persistent, "DIRECT_16BIT_INPUT", False)
-    converted.clear()
     ablation = persistent.forward(config, x, gpu_weights, h0, c0, prepared=prepared)[:3]
-    assert x.shape in converted
+    trained_ablation = train()
+    assert any(converted)
     for run in runs:
         _assert_equal_bits(run, ablation)
+    _assert_equal_bits(trained, trained_ablation)
     exact = reference_engine.forward(config.replace(dtype="float64"), _float64(x), host_weights, _float64(h0),
                                      _float64(c0))
     for g, w in zip(runs[-1], exact[:3]):

@@ -675,7 +675,8 @@ def _cluster_choice(config, training: bool, variant: str):
 # ---- forward ----------------------------------------------------------------------------------
 @dataclass
 class LayerSave:
-    layer_input: object   # [T, B, K] fp32 (after dropout)
+    layer_input: object   # [T, B, K] fp32 (after dropout); layer 0 with 16-bit GEMMs: x as given (v17; its
+                          # shape is all the backward reads, the GEMMs take layer_input_16bit)
     output: object        # [T, B, D*H] fp32 (h_t of every direction)
     gates: object         # [D, T, B, 4H] activated, gate-interleaved
     cells: object         # [D, T, B, H]
@@ -899,8 +900,8 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
     in_kernel_bias = fwd.kind == "mma" or projection_in_kernel
     gemm_dtype = _gemm_dtype(config)
     x16_dtype = config.dtype if projection_in_kernel and fwd.kind == "mma" else gemm_dtype
-    reads_f32 = (training or not DIRECT_16BIT_INPUT
-                 or (fwd.kind != "mma" if projection_in_kernel else gemm_dtype is None))
+    reads_f32 = (not DIRECT_16BIT_INPUT or gemm_dtype is None   # fp32 GEMM operands (projection, dW_ih)
+                 or (projection_in_kernel and fwd.kind != "mma"))    # the grid kernel reads fp32 x
     for layer in range(config.num_layers):
         s0 = slot(layer, 0, dirs)
         layer_in_16bit = _storage16(layer_in, x16_dtype) if x16_dtype else None
