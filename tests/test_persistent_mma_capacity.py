@@ -55,6 +55,16 @@ def test_one_above_capacity_names_the_limit():
         cap.plan_mma(SMALL, "forward", largest + 64, 4)
 
 
+def test_a_16bit_call_too_large_for_both_kernels_names_the_tensor_core_limit_first():
+    """fp16 H=2048 B=8 fits neither kernel: the message leads with the 16-bit tensor-core reason, not
+    only the fp32 fallback's (which named fp32 and 64 MiB for a float16 call)."""
+    config = LSTMConfig(2048, 2048, dtype="float16", batch=8, seq_len=3)
+    with pytest.raises(NotSupported) as info:
+        cap.plan_config(H100, config, training=False)
+    reason = info.value.reason
+    assert reason.index("float16, 32.0 MiB") < reason.index("fp32 kernels as fallback") < reason.index("fp32, 64.0 MiB")
+
+
 def test_fp32_backward_other_dtypes_and_old_gpus_are_not_supported():
     with pytest.raises(NotSupported, match="forwards only"):   # v13 splits fp32 forwards only
         cap.plan_mma(H100, "backward", 256, 4, dtype="float32")

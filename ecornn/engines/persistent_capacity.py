@@ -336,12 +336,19 @@ def plan_config(props: dict, config, training: bool, backward_by_rows="auto", fp
     'backward': plan]}): the tensor-core kernel for fp16/bf16 where it fits (MmaPlan), else the
     fp32 kernels (plan_grid_config); NotSupported when neither fits. fp32 forwards run split on the
     tensor cores (v13) where ``fp32_tensor_cores`` says so ("auto": fp32_split_pays; True; False)."""
+    mma_error = None
     if config.dtype in MMA_DTYPES:
         try:
             return plan_mma_config(props, config, training)
-        except NotSupported:
-            pass
-    plans = plan_grid_config(props, config, training, backward_by_rows)
+        except NotSupported as exc:
+            mma_error = exc
+    try:
+        plans = plan_grid_config(props, config, training, backward_by_rows)
+    except NotSupported as exc:
+        if mma_error is None:
+            raise
+        # a 16-bit call: say why the tensor-core kernel did not fit first, the fp32 fallback's reason after
+        raise NotSupported(STRATEGY, f"{mma_error.reason}; the fp32 kernels as fallback: {exc.reason}") from exc
     if config.dtype == MMA_SPLIT_DTYPE and fp32_tensor_cores:
         try:
             split = plan_mma(props, "forward", config.hidden_size, config.batch, config.num_directions,
