@@ -56,9 +56,9 @@ def test_one_above_capacity_names_the_limit():
 
 
 def test_a_16bit_call_too_large_for_both_kernels_names_the_tensor_core_limit_first():
-    """fp16 H=2048 B=8 fits neither kernel: the message leads with the 16-bit tensor-core reason, not
+    """fp16 H=2048 B=16 fits neither kernel: the message leads with the 16-bit tensor-core reason, not
     only the fp32 fallback's (which named fp32 and 64 MiB for a float16 call)."""
-    config = LSTMConfig(2048, 2048, dtype="float16", batch=8, seq_len=3)
+    config = LSTMConfig(2048, 2048, dtype="float16", batch=16, seq_len=3)
     with pytest.raises(NotSupported) as info:
         cap.plan_config(H100, config, training=False)
     reason = info.value.reason

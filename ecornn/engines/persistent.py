@@ -100,6 +100,7 @@ DIRECT_16BIT_INPUT = True  # v17: a 16-bit x reaches the 16-bit GEMM or kernel a
                            # through an fp32 copy and back (two conversion kernels; the ablation)
 ONE_OUTPUT_BUFFER = True   # v17: output, hT and cT as views of one buffer (one cast kernel, one replay copy);
                            # False: three arrays (the ablation)
+REGISTER_MODEL = "v19"    # tensor-core plans: register k-tiles by the v19 refit; "v4": the old model (ablation)
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
                           # per the capacity model's rule; True / False force one (tests, ablation)
 last_kinds: dict = {}    # pass -> kernel kind ("grid", "cluster", "mma") of the latest call (tests, benchmarks)
@@ -139,12 +140,13 @@ def _check_dtype(config) -> None:
 
 
 @functools.lru_cache(maxsize=256)
-def _plans_for(props_items: tuple, config, training: bool, variant: str, by_rows, fp32_tensor_cores) -> dict:
+def _plans_for(props_items: tuple, config, training: bool, variant: str, by_rows, fp32_tensor_cores,
+               reg_model: str = "v19") -> dict:
     props = dict(props_items)
     if variant == "mma":
-        return capacity.plan_mma_config(props, config, training)
+        return capacity.plan_mma_config(props, config, training, reg_model)
     if variant == "auto":
-        return capacity.plan_config(props, config, training, by_rows, fp32_tensor_cores)
+        return capacity.plan_config(props, config, training, by_rows, fp32_tensor_cores, reg_model)
     return capacity.plan_grid_config(props, config, training, by_rows)
 
 
@@ -154,10 +156,12 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
     TAGGED_EXCHANGE True/False forces the grid and tensor-core plans' exchange (tests, the ablation);
     IN_KERNEL_PROJECTION True/False puts the tensor-core or grid forward's projection in the kernel wherever it
     fits / takes it out, UNITS_FASTEST=False the v10 pointwise thread order, PAIRED_SPLIT=False the
-    split's 3 mma per tile at B <= 4, POLL_DELAY=False no first-poll delay (tests, the ablations)."""
+    split's 3 mma per tile at B <= 4, POLL_DELAY=False no first-poll delay, REGISTER_MODEL="v4" the
+    tensor-core plans of the v4 register model (tests, the ablations)."""
     props = _props()
     by_rows = BACKWARD_BY_ROWS if by_rows is None else by_rows
-    plans = _plans_for(tuple(sorted(props.items())), config, training, variant, by_rows, FP32_TENSOR_CORES)
+    plans = _plans_for(tuple(sorted(props.items())), config, training, variant, by_rows, FP32_TENSOR_CORES,
+                       REGISTER_MODEL)
     if IN_KERNEL_PROJECTION != "auto" and plans["forward"].kind in ("mma", "grid"):
         forward = plans["forward"].without_input_projection()
         if IN_KERNEL_PROJECTION:
@@ -826,7 +830,7 @@ def _graph_mode(variant) -> tuple:
     """What a captured graph depends on besides the configuration and dtypes."""
     return (variant, TAGGED_EXCHANGE, FP32_GEMMS, MIN_3XTF32_FLOPS, BACKWARD_BY_ROWS, SIXTEEN_BIT_GEMMS,
             IN_KERNEL_PROJECTION, UNITS_FASTEST, FP32_TENSOR_CORES, PAIRED_SPLIT, POLL_DELAY, DIRECT_16BIT_INPUT,
-            ONE_OUTPUT_BUFFER)
+            ONE_OUTPUT_BUFFER, REGISTER_MODEL)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,

@@ -331,7 +331,8 @@ def _why_not(props, pass_name, hidden, batch) -> str:
     return what
 
 
-def plan_config(props: dict, config, training: bool, backward_by_rows="auto", fp32_tensor_cores="auto") -> dict:
+def plan_config(props: dict, config, training: bool, backward_by_rows="auto", fp32_tensor_cores="auto",
+                reg_model: str = "v19") -> dict:
     """Plans the engine's "auto" variant runs for every pass a call needs ({'forward': plan[,
     'backward': plan]}): the tensor-core kernel for fp16/bf16 where it fits (MmaPlan), else the
     fp32 kernels (plan_grid_config); NotSupported when neither fits. fp32 forwards run split on the
@@ -339,7 +340,7 @@ def plan_config(props: dict, config, training: bool, backward_by_rows="auto", fp
     mma_error = None
     if config.dtype in MMA_DTYPES:
         try:
-            return plan_mma_config(props, config, training)
+            return plan_mma_config(props, config, training, reg_model)
         except NotSupported as exc:
             mma_error = exc
     try:
@@ -352,7 +353,7 @@ def plan_config(props: dict, config, training: bool, backward_by_rows="auto", fp
     if config.dtype == MMA_SPLIT_DTYPE and fp32_tensor_cores:
         try:
             split = plan_mma(props, "forward", config.hidden_size, config.batch, config.num_directions,
-                             MMA_SPLIT_DTYPE)
+                             MMA_SPLIT_DTYPE, reg_model)
         except NotSupported:
             return plans
         if fp32_tensor_cores is True or fp32_split_pays(split):
@@ -610,11 +611,30 @@ def predicted_cluster_us_per_step(plan: ClusterPlan, clock_ghz: float = 1.75, ba
 MMA_DTYPES = ("float16", "bfloat16")
 MMA_WARP_CHOICES = (16, 8, 4)
 # Registers besides the register tiles (4 * m_tiles per k-tile) and the accumulators
-# (4 * m_tiles * n_tiles * mma_acc_split): ptxas 13.0, largest spill-free REG_K_TILES of representative
-# plans on sm_90 and sm_80 (benchmarks/notes_persistent.md, v4). At 255 registers/thread ptxas hoists far more
-# shared-memory loads ahead of the mma chain, hence the larger figure for 8 and 4 warps.
-MMA_REG_OVERHEAD = {("forward", 16): 64, ("forward", 8): 160, ("forward", 4): 160,
-                    ("backward", 16): 76, ("backward", 8): 112, ("backward", 4): 112}
+# (4 * m_tiles * n_tiles * mma_acc_split), per (pass, warps), for plans that read some k-tiles from
+# shared memory. v4 fitted them to the largest spill-free REG_K_TILES of representative plans on sm_90
+# and sm_80 (ptxas 13.0); at 255 registers/thread ptxas hoists more shared-memory loads ahead of the
+# mma chain, hence the larger figures for 8 and 4 warps.
+MMA_REG_OVERHEAD_V4 = {("forward", 16): 64, ("forward", 8): 160, ("forward", 4): 160,
+                       ("backward", 16): 76, ("backward", 8): 112, ("backward", 4): 112}
+# v19: refitted on today's kernel (its 16-bit exchange staging since v5.1 needs fewer registers) with
+# tools/fit_mma_registers.py --compiler nvrtc: the engine's own builds on the H100 (NVRTC + cooperative
+# linking, whose ptxas needs more registers than nvcc's whole-program build at the same REG_K_TILES;
+# results/persistent_v19/fit_mma_registers_nvrtc.*). 8-warp backwards keep 46-50 of 64 k-tiles
+# (v4 model: 31), 8-warp forwards 9-12 (4-5), 16-warp forwards at H=2048 B <= 4 4 of 8 (3); 16-warp
+# forwards need 2.5 more registers per batch row (fp16 H=1536 B=16 keeps 2 of 6: v4's 3 spilled).
+MMA_REG_OVERHEAD_V19 = {("forward", 16): 37, ("forward", 8): 88, ("forward", 4): 160,
+                        ("backward", 16): 76, ("backward", 8): 52, ("backward", 4): 112}
+MMA_REG_PER_BATCH_V19 = {("forward", 16): 2.5}
+# v19: with every k-tile in registers the shared-memory tile loop is gone and ptxas needs 40 + B:
+# 16-warp backwards at H <= 1024 and B <= 8 keep all 16 k-tiles (128 registers, v4 model: 9; B=16
+# spills there and keeps the partial 9), fp32 split forwards at H=1024 B=8 all 4.
+MMA_FULL_REG_OVERHEAD_V19 = {("backward", 16): 40, ("forward", 16): 40}
+MMA_FULL_REG_PER_BATCH_V19 = 1
+# v19: a 16-warp forward with an odd number of shared-memory k-tiles (the unroll-by-2 loop's remainder)
+# needs this many more (bf16 H=1792 B=4 keeps 3 of 7; nvcc: fp16 H=2112 B=4 spills 8 bytes at 4 of 9).
+MMA_ODD_SMEM_TILES_REGS_V19 = {("forward", 16): 8}
+MMA_REG_MODELS = ("v19", "v4")
 # ... plus one register per batch row above 16 (the pointwise and staging state grow with B): the
 # overhead above was fitted at B <= 16; at H=512 B=64 (16 warps) ptxas needs 128 + 16 spilled bytes
 # where the fit said 104, the engine's back-off then ran out of shared memory and "auto" fell back to
@@ -622,9 +642,12 @@ MMA_REG_OVERHEAD = {("forward", 16): 64, ("forward", 8): 160, ("forward", 4): 16
 MMA_REG_PER_BATCH_ABOVE_16 = 1
 # v13: fp32 forwards on the tensor cores as fp16 hi/lo halves (SPLIT=1: twice the A tiles, three mma
 # per tile). Besides tiles and accumulators ptxas 13.0 needed 45 (16 warps) and 72-94 (8 and 4 warps)
-# registers with every k-tile in registers (sm_90 and sm_80: fp32 H=512/1024, B=1..8).
+# registers with every k-tile in registers (sm_90 and sm_80: fp32 H=512/1024, B=1..8). v19: 16 warps
+# with shared-memory k-tiles need more (fp32 H=1280 B=8 keeps 1 of 5, not 2), 8 warps less (H=1536
+# B=4 keeps 6 of 12, not 5).
 MMA_SPLIT_DTYPE = "float32"
-MMA_SPLIT_REG_OVERHEAD = {("forward", 16): 48, ("forward", 8): 96, ("forward", 4): 96}
+MMA_SPLIT_REG_OVERHEAD_V4 = {("forward", 16): 48, ("forward", 8): 96, ("forward", 4): 96}
+MMA_SPLIT_REG_OVERHEAD_V19 = {("forward", 16): 60, ("forward", 8): 72, ("forward", 4): 96}
 PAIRED_SPLIT_BATCHES = (1, 2, 4)  # v14: 2B <= 8 vector rows fit one N tile, partner column by one shuffle
 MMA_MIN_COMPUTE = (8, 0)          # mma.sync m16n8k16 with bf16 inputs
 MMA_STAGE_CHUNK = 8               # float4 loads per lane in flight while staging (kStageChunk)
@@ -868,23 +891,47 @@ def tagged_exchange_pays(batch: int, k_tiles: int) -> bool:
     return batch * k_tiles <= 8 * TAGGED_MAX_LOADS_PER_LANE
 
 
-def _mma_candidate(props, pass_name, dtype, hidden, batch, directions, warps, units):
+def mma_register_k_tiles(props, pass_name, parts, warps, batch, m_tiles, k_tiles, reg_model="v19") -> tuple:
+    """(k-tiles per warp kept in registers, registers besides them) by the register model
+    ``reg_model`` ("v19", or "v4": the ablation); (None, None) when not even the rest fits."""
+    if reg_model not in MMA_REG_MODELS:
+        raise ValueError(f"reg_model: expected one of {MMA_REG_MODELS}, got {reg_model!r}")
+    a_tiles, n_tiles = parts * m_tiles, -(-batch // 8)
+    v4 = reg_model == "v4"
+    tables = ((MMA_SPLIT_REG_OVERHEAD_V4 if v4 else MMA_SPLIT_REG_OVERHEAD_V19) if parts == 2
+              else (MMA_REG_OVERHEAD_V4 if v4 else MMA_REG_OVERHEAD_V19))
+    fixed = (MMA_REG_PER_BATCH_ABOVE_16 * max(0, batch - 16)
+             + 4 * a_tiles * n_tiles * mma_acc_split(a_tiles, n_tiles, k_tiles))
+    cap = register_cap(props, 32 * warps)
+    full = None if v4 else MMA_FULL_REG_OVERHEAD_V19.get((pass_name, warps))
+    if full is not None:
+        full += MMA_FULL_REG_PER_BATCH_V19 * batch
+        if full + fixed + 4 * a_tiles * k_tiles <= cap:
+            return k_tiles, full + fixed
+    per_batch = 0 if v4 or parts == 2 else MMA_REG_PER_BATCH_V19.get((pass_name, warps), 0)
+    base = tables[(pass_name, warps)] + int(per_batch * batch) + fixed
+    if base > cap:
+        return None, None
+    reg = min(k_tiles, (cap - base) // (4 * a_tiles))
+    odd = 0 if v4 else MMA_ODD_SMEM_TILES_REGS_V19.get((pass_name, warps), 0)
+    if odd and (k_tiles - reg) % 2 == 1:
+        base += odd
+        reg = max(0, min(reg, (cap - base) // (4 * a_tiles)))
+    return reg, base
+
+
+def _mma_candidate(props, pass_name, dtype, hidden, batch, directions, warps, units, reg_model="v19"):
     """The MmaPlan for one (warps, units) choice, or None if it cannot fit one block per SM."""
     rows_per_unit, k = (4, hidden) if pass_name == "forward" else (1, 4 * hidden)
     if units * batch > 32 * warps:            # one pointwise thread per (unit, batch)
         return None
     m_tiles = -(-rows_per_unit * units // 16)
     k_tiles = -(-k // (16 * warps))
-    n_tiles = -(-batch // 8)
     parts = mma_parts(dtype)
     a_tiles = parts * m_tiles
-    overhead = (MMA_SPLIT_REG_OVERHEAD if parts == 2 else MMA_REG_OVERHEAD)[(pass_name, warps)]
-    base = (overhead + MMA_REG_PER_BATCH_ABOVE_16 * max(0, batch - 16)
-            + 4 * a_tiles * n_tiles * mma_acc_split(a_tiles, n_tiles, k_tiles))
-    spare = register_cap(props, 32 * warps) - base
-    if spare < 0:
+    reg_k_tiles, base = mma_register_k_tiles(props, pass_name, parts, warps, batch, m_tiles, k_tiles, reg_model)
+    if reg_k_tiles is None:
         return None
-    reg_k_tiles = min(k_tiles, spare // (4 * a_tiles))
     smem = mma_smem_bytes(pass_name, batch, warps, m_tiles, k_tiles, k_tiles - reg_k_tiles, parts)
     if smem > props["smem_per_block_optin"] - SMEM_RESERVED_PER_BLOCK:
         return None
@@ -912,7 +959,17 @@ def mma_step_clocks(plan: MmaPlan) -> float:
     return max(issue, chain) + smem_tiles + staging + 8 * plan.warps
 
 
-def _mma_plan_for_directions(props, pass_name, dtype, hidden, batch, directions):
+def _mma_plan_for_directions(props, pass_name, dtype, hidden, batch, directions, reg_model="v19"):
+    """The best-ranked (warps, units) plan of one launch of ``directions`` directions, or None. v19
+    keeps the v4 model's (warps, units) where that one fits (measured in the v5 plan exploration):
+    ranked by the v19 register tiles, bf16 H=2048 B=4 would trade its tagged exchange for 8 warps
+    under grid.sync, which mma_step_clocks does not weigh. Only the register k-tiles change there
+    (where v19 keeps fewer and the shared memory no longer fits, as fp32 H=1280 B=8, v19 ranks anew)."""
+    if reg_model != "v4":
+        v4 = _mma_plan_for_directions(props, pass_name, dtype, hidden, batch, directions, "v4")
+        kept = v4 and _mma_candidate(props, pass_name, dtype, hidden, batch, directions, v4.warps, v4.units, reg_model)
+        if kept:
+            return kept
     blocks_available = props["sm_count"] // directions
     if blocks_available < 1:
         return None
@@ -920,7 +977,7 @@ def _mma_plan_for_directions(props, pass_name, dtype, hidden, batch, directions)
     plans = []
     for warps in MMA_WARP_CHOICES:
         for units in range(smallest, min(hidden, smallest + 8) + 1):
-            plan = _mma_candidate(props, pass_name, dtype, hidden, batch, directions, warps, units)
+            plan = _mma_candidate(props, pass_name, dtype, hidden, batch, directions, warps, units, reg_model)
             if plan is not None:
                 plans.append(plan)
                 break
@@ -928,7 +985,7 @@ def _mma_plan_for_directions(props, pass_name, dtype, hidden, batch, directions)
 
 
 def plan_mma(props: dict, pass_name: str, hidden: int, batch: int, num_directions: int = 1,
-             dtype: str = "float16") -> MmaPlan:
+             dtype: str = "float16", reg_model: str = "v19") -> MmaPlan:
     """Tensor-core plan of one pass (both directions in one grid when they fit, else one after
     the other), or NotSupported naming the limit."""
     if pass_name not in ("forward", "backward"):
@@ -946,10 +1003,10 @@ def plan_mma(props: dict, pass_name: str, hidden: int, batch: int, num_direction
     if not props.get("cooperative_launch", True):
         raise NotSupported(STRATEGY, "the device does not support cooperative launches")
     if num_directions == 2:
-        both = _mma_plan_for_directions(props, pass_name, dtype, hidden, batch, 2)
+        both = _mma_plan_for_directions(props, pass_name, dtype, hidden, batch, 2, reg_model)
         if both is not None:
             return both
-    one = _mma_plan_for_directions(props, pass_name, dtype, hidden, batch, 1)
+    one = _mma_plan_for_directions(props, pass_name, dtype, hidden, batch, 1, reg_model)
     if one is None:
         raise NotSupported(STRATEGY, _mma_why_not(props, pass_name, dtype, hidden, batch))
     return replace(one, launches=num_directions)
@@ -964,10 +1021,10 @@ def _mma_why_not(props, pass_name, dtype, hidden, batch) -> str:
             f"registers + shared memory, {props['smem_per_block_optin'] // 1024} KB shared memory per block)")
 
 
-def plan_mma_config(props: dict, config, training: bool) -> dict:
+def plan_mma_config(props: dict, config, training: bool, reg_model: str = "v19") -> dict:
     """Tensor-core plans of every pass a call needs, or NotSupported. fp32: the split forward (v13)
     and the fp32 kernels' backward."""
-    args = (config.hidden_size, config.batch, config.num_directions, config.dtype)
+    args = (config.hidden_size, config.batch, config.num_directions, config.dtype, reg_model)
     forward = plan_mma(props, "forward", *args)
     if config.dtype == MMA_SPLIT_DTYPE:
         return {**plan_grid_config(props, config, training), "forward": with_poll_delay(forward)}
