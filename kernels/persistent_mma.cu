@@ -362,18 +362,20 @@ __device__ __forceinline__ void smem_tile_mma(Acc& acc, const uint4* ws, const u
 }
 
 // part[s] += the products of KT shared-memory k-tiles ws (this lane's uint4 of the warp's first
-// tile; k-tile index kt0 + ks in the staged vector) over Split accumulator sets. Not fully unrolled:
+// tile; k-tile index KT0 + ks in the staged vector) over Split accumulator sets. Not fully unrolled:
 // everything here comes from shared memory, and full unrolling lets ptxas hoist every tile load
 // (4 registers each) ahead of the mma chain and spill the register tiles.
-template <int KT, int Split, int Stride>
+template <int KT, int Split, int Stride, int KT0>
 __device__ __forceinline__ void smem_tile_products(float (&part)[Split][kATiles][kNTiles][4], const uint4* ws,
-                                                   const unsigned int* vec_w, int kt0) {
+                                                   const unsigned int* vec_w) {
     if constexpr (Split == 1) {
 #pragma unroll 2
         for (int ks = 0; ks < KT; ++ks)
 #pragma unroll
-            for (int mt = 0; mt < kMTiles; ++mt) smem_tile_mma<Stride>(part[0], ws + ks * kATiles * 32, vec_w, kt0 + ks, mt);
-    } else {   // groups of Split tiles, tile s of a group into set s (compile-time index)
+            for (int mt = 0; mt < kMTiles; ++mt) smem_tile_mma<Stride>(part[0], ws + ks * kATiles * 32, vec_w, KT0 + ks, mt);
+    } else {   // groups of Split tiles; k-tile kt into set kt % Split (compile-time index), as the
+               // register k-tiles: the sums do not depend on REG_K_TILES (v19: a spill back-off
+               // changes no bit)
 #pragma unroll 1
         for (int k0 = 0; k0 < KT; k0 += Split)
 #pragma unroll
@@ -381,7 +383,8 @@ __device__ __forceinline__ void smem_tile_products(float (&part)[Split][kATiles]
                 if (KT % Split == 0 || k0 + s < KT) {
 #pragma unroll
                     for (int mt = 0; mt < kMTiles; ++mt)
-                        smem_tile_mma<Stride>(part[s], ws + (k0 + s) * kATiles * 32, vec_w, kt0 + k0 + s, mt);
+                        smem_tile_mma<Stride>(part[(KT0 + s) % Split], ws + (k0 + s) * kATiles * 32, vec_w,
+                                              KT0 + k0 + s, mt);
                 }
             }
     }
@@ -430,8 +433,8 @@ __device__ __forceinline__ void warp_product(Acc& acc, const RegTiles& a_reg, co
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt)
             mma_ktile(part[kt % kAccSplit], a_reg[kt][mt], a_reg[kt][kSplit ? kMTiles + mt : mt], vec_w, kt, mt);
-    smem_tile_products<kSmemKTiles, kAccSplit, kVecStride>(part, a_s + warp * kSmemKTiles * kATiles * 32 + lane,
-                                                           vec_w, kRegKTiles);
+    smem_tile_products<kSmemKTiles, kAccSplit, kVecStride, kRegKTiles>(
+        part, a_s + warp * kSmemKTiles * kATiles * 32 + lane, vec_w);
     sum_sets<kAccSplit>(acc, part);
 }
 
@@ -445,8 +448,8 @@ __device__ __forceinline__ void input_product(Acc& acc, const uint4* in_s, unsig
         stage_rows<kInWarpK, kXStride, kBatch>(x_w, x_rows, in_size, in_size);
         float part[kInAccSplit][kATiles][kNTiles][4];
         start_sets<kInAccSplit>(part, acc, false);
-        smem_tile_products<kInKTiles, kInAccSplit, kXStride>(part, in_s + warp * kInKTiles * kMTiles * 32 + lane,
-                                                             x_w, 0);
+        smem_tile_products<kInKTiles, kInAccSplit, kXStride, 0>(part, in_s + warp * kInKTiles * kMTiles * 32 + lane,
+                                                                x_w);
         sum_sets<kInAccSplit>(acc, part);
     }
 }
