@@ -213,6 +213,21 @@ def ab_table(rows, head: str, cells, lead=("hidden", "batch")) -> str:
     return "\n".join(lines)
 
 
+def pair_table(rows, first: str, second: str, labels: tuple) -> str:
+    """The two-mode A/B table (v16, v18, v19): whole forward, kernel and fwd+bwd of modes ``first``
+    and ``second`` (column ``labels``), cuDNN's, and the ratios to cuDNN of ``first``."""
+    a, b = labels
+    head = (f"| dtype | H | B | fwd µs/step {a} | {b} | kernel {a} | {b} | cuDNN fwd | fwd+bwd ms {a} | {b} | "
+            "cuDNN fwd+bwd | fwd vs cuDNN | fwd+bwd vs cuDNN |")
+
+    def cells(r):
+        return [fmt(r.get(f"{first}_graph_fwd_us")), fmt(r.get(f"{second}_graph_fwd_us")),
+                fmt(r.get(f"{first}_kernel_us")), fmt(r.get(f"{second}_kernel_us")), fmt(r.get("cudnn_us")),
+                fmt(r.get(f"{first}_train_ms")), fmt(r.get(f"{second}_train_ms")), fmt(r.get("cudnn_train_ms"))
+                ] + cudnn_ratios(r, r.get(f"{first}_graph_fwd_us"), r.get(f"{first}_train_ms"))
+    return ab_table(rows, head, cells, lead=("dtype", "hidden", "batch"))
+
+
 def cudnn_ratios(r, fwd_us, train_ms) -> list:
     """Cells: cuDNN's forward and fwd+bwd time over ``fwd_us`` and ``train_ms`` (speed-ups)."""
     c, ct = r.get("cudnn_us"), r.get("cudnn_train_ms")

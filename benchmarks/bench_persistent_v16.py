@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ab_modes  # noqa: E402
-from bench_persistent import _problem, ab_bench_main, ab_table, cudnn_ratios, fmt, measured_row  # noqa: E402
+from bench_persistent import _problem, ab_bench_main, measured_row, pair_table  # noqa: E402
 
 ROWS = [("float32", 512, 1), ("float32", 512, 2), ("float32", 768, 2), ("float32", 1024, 1),
         ("float16", 1024, 1), ("float16", 1024, 2), ("bfloat16", 1024, 1), ("bfloat16", 2048, 2)]
@@ -34,15 +34,7 @@ def row(dtype, hidden, batch, repeats, delay_first=False):
 
 
 def markdown(rows):
-    head = ("| dtype | H | B | fwd µs/step delay | no delay | kernel delay | no delay | cuDNN fwd | "
-            "fwd+bwd ms delay | no delay | cuDNN fwd+bwd | fwd vs cuDNN | fwd+bwd vs cuDNN |")
-
-    def cells(r):
-        return [fmt(r.get("delay_graph_fwd_us")), fmt(r.get("no_delay_graph_fwd_us")), fmt(r.get("delay_kernel_us")),
-                fmt(r.get("no_delay_kernel_us")), fmt(r.get("cudnn_us")), fmt(r.get("delay_train_ms")),
-                fmt(r.get("no_delay_train_ms")), fmt(r.get("cudnn_train_ms"))] + cudnn_ratios(
-                    r, r.get("delay_graph_fwd_us"), r.get("delay_train_ms"))
-    return ab_table(rows, head, cells, lead=("dtype", "hidden", "batch"))
+    return pair_table(rows, "delay", "no_delay", ("delay", "no delay"))
 
 
 def main(argv=None):

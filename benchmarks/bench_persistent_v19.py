@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ab_modes  # noqa: E402
-from bench_persistent import _problem, ab_bench_main, ab_table, cudnn_ratios, fmt, measured_row  # noqa: E402
+from bench_persistent import _problem, ab_bench_main, measured_row, pair_table  # noqa: E402
 
 from ecornn.engines import persistent  # noqa: E402
 
@@ -42,15 +42,7 @@ def row(dtype, hidden, batch, repeats, v19_first=False):
 
 
 def markdown(rows):
-    head = ("| dtype | H | B | fwd µs/step v19 | v4 | kernel v19 | v4 | cuDNN fwd | fwd+bwd ms v19 | v4 | "
-            "cuDNN fwd+bwd | fwd vs cuDNN | fwd+bwd vs cuDNN |")
-
-    def cells(r):
-        return [fmt(r.get("v19_graph_fwd_us")), fmt(r.get("v4_graph_fwd_us")), fmt(r.get("v19_kernel_us")),
-                fmt(r.get("v4_kernel_us")), fmt(r.get("cudnn_us")), fmt(r.get("v19_train_ms")),
-                fmt(r.get("v4_train_ms")), fmt(r.get("cudnn_train_ms"))] + cudnn_ratios(
-                    r, r.get("v19_graph_fwd_us"), r.get("v19_train_ms"))
-    table = ab_table(rows, head, cells, lead=("dtype", "hidden", "batch"))
+    table = pair_table(rows, "v19", "v4", ("v19", "v4"))
     plans = ["", "Plans (forward; backward):"] + [
         f"- {r['dtype']} H={r['hidden']} B={r['batch']}: v19 {r.get('v19_plan')}; {r.get('v19_backward_plan')} "
         f"| v4 {r.get('v4_plan')}; {r.get('v4_backward_plan')}" for r in rows]

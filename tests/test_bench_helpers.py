@@ -157,3 +157,29 @@ def test_v18_bench_measures_its_rows_with_v16s_modes():
     import bench_persistent_v18 as v18
     assert v18.row is v16.row and v18.markdown is v16.markdown
     assert ("bfloat16", 2048, 4) in v18.ROWS
+
+
+def test_v19_measure_times_both_register_models_and_records_each_backward_plan(monkeypatch):
+    """bench_persistent_v19.measure: "v4" first unless v19_first, REGISTER_MODEL back at "v19" after,
+    each mode's backward plan from its own flags; the table and the plans list."""
+    import ab_modes
+    import bench_persistent_v19 as v19
+    from ecornn.engines import persistent
+    seen = []
+
+    def time_mode(config, weights, x, h0, c0, repeats, train=True):
+        seen.append(persistent.REGISTER_MODEL)
+        return {"kernel_us": 2.0 if persistent.REGISTER_MODEL == "v19" else 3.0, "plan": "fwd"}
+    monkeypatch.setattr(ab_modes, "time_mode", time_mode)
+    monkeypatch.setattr(v19, "_problem", lambda *a, **k: ("config",) + (None,) * 4)
+    monkeypatch.setattr(v19, "backward_plan",
+                        lambda config, mode, out: out.update({f"{mode}_backward_plan": persistent.REGISTER_MODEL}))
+    out = v19.measure("float16", 64, 8, 2)
+    assert seen == ["v4", "v19"] and persistent.REGISTER_MODEL == "v19"
+    assert out["v19_kernel_us"] == 2.0 and out["v4_kernel_us"] == 3.0
+    assert out["v19_backward_plan"] == "v19" and out["v4_backward_plan"] == "v4"
+    seen.clear()
+    v19.measure("float16", 64, 8, 2, v19_first=True)
+    assert seen == ["v19", "v4"]
+    table = v19.markdown([{"dtype": "float16", "hidden": 64, "batch": 8, **out}])
+    assert "| float16 | 64 | 8 | - | - | 2.00 | 3.00 |" in table and "v19 fwd; v19 | v4 fwd; v4" in table

@@ -9,7 +9,9 @@ from tests.mxnet_helpers import autograd, get_weights, gluon, mx, random_config,
 
 pytestmark = pytest.mark.mxnet
 
-TOL = 1e-5
+# ours (fp32) against mxnet's fp32 LSTM, not float64: both sides round, and a small draw (T=1, B=1)
+# measured dx at 1.4e-5. The float64 tests hold our numerics to 1e-5.
+TOL = 3e-5
 # layers, bidirectional, layout, batch, steps, with begin states
 STRUCTURES = [
     (1, False, "TNC", 1, 1, False),
