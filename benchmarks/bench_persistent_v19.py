@@ -1,5 +1,5 @@
 """v19 benchmark: the tensor-core plans of the refitted register model (capacity.MMA_REG_OVERHEAD_V19:
-more k-tiles in registers, other warp counts where the model now ranks them first) against the v4
+more k-tiles in registers, the same warps and units wherever the v4 geometry still fits) against the v4
 model's plans (REGISTER_MODEL="v4", the ablation), cuDNN in the same process (torch.nn.LSTM, PyTorch
 defaults). Per row (T=256, 1 layer, input=hidden, random non-zero inputs, CUDA events, median): both
 modes' forward and backward plans, the whole forward (graph replay), the forward kernel alone and

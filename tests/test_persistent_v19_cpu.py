@@ -1,8 +1,9 @@
 """v19 on the CPU: the refitted register model of the tensor-core plans (more k-tiles in registers,
 persistent_capacity.MMA_REG_OVERHEAD_V19), checked against the compiler's data
 (benchmarks/results/persistent_v19/fit_mma_registers_nvrtc.json, tools/fit_mma_registers.py --compiler
-nvrtc on the H100: every REG_K_TILES of each plan built the engine's way, its registers and spills), the warp/unit choice it keeps from v4, and the
-engine's ablation flag. tests/test_persistent_v19_gpu.py builds and runs the plans."""
+nvrtc on the H100: every REG_K_TILES of each plan built the engine's way, its registers and spills),
+the warp/unit choice it keeps from v4, and the engine's ablation flag.
+tests/test_persistent_v19_gpu.py builds and runs the plans."""
 import json
 from pathlib import Path
 
