@@ -1,11 +1,12 @@
-"""Where a replayed inference forward spends the time before its graph runs (v17; H100, T=256).
+"""Where a replayed inference forward spends the time before its graph runs (v17, v20; H100, T=256).
 
 The benches time a call between CUDA events recorded on the caller's stream before and after it,
 with a sync after each call, so the host's work up to the graph launch is GPU idle time inside the
-measured span, and so is every node of the graph besides the kernel. Per cell and mode (v17: the
-replay on the caller's stream, its input copies as one kernel, 16-bit x without an fp32 round trip,
-the outputs in one buffer; v17_memcpys: the copies as three memcpys; v16: all four off; an earlier
-version also ran fp32 rows with the projection as 3xTF32), timed alternately (A B C C B A):
+measured span, and so is every node of the graph besides the kernel. Per cell and mode (v20: the
+graph fetches its inputs through the replay ring, persistent_graph.INPUTS_BY_REFERENCE; v17: the
+caller's inputs copied by a kernel launched before the graph; both with v17's replay on the caller's
+stream, 16-bit x without an fp32 round trip and the outputs in one buffer; results/persistent_v17
+holds v16 and v17_memcpys), timed alternately (A B B A):
   span            the bench's number (events around persistent.forward, synced per call)
   api span        the same through ecornn.lstm_forward on prepared weights
   graph GPU       the mode's graph replayed back to back (its nodes without any host gap)
@@ -32,10 +33,13 @@ from profile_whole_call import _gpu_us as _back_to_back_us  # noqa: E402  (GPU Â
 
 ROWS = [("float32", 512, 4), ("bfloat16", 1024, 4), ("float16", 1024, 8), ("float32", 1024, 4),
         ("float16", 1024, 16), ("bfloat16", 2048, 4), ("float16", 1024, 1)]
-V17 = {"REPLAY_ON_CALLER_STREAM": True, "COPY_KERNEL": True, "DIRECT_16BIT_INPUT": True, "ONE_OUTPUT_BUFFER": True}
-GRAPH_FLAGS = ("REPLAY_ON_CALLER_STREAM", "COPY_KERNEL")   # persistent_graph's; the others are persistent's
-MODES = {"v17": V17, "v17_memcpys": {**V17, "COPY_KERNEL": False}, "v16": {name: False for name in V17}}
-DEFAULTS = {**V17, "MIN_3XTF32_FLOPS": 4e9}
+V17 = {"REPLAY_ON_CALLER_STREAM": True, "COPY_KERNEL": True, "DIRECT_16BIT_INPUT": True, "ONE_OUTPUT_BUFFER": True,
+       "INPUTS_BY_REFERENCE": False}
+V20 = {**V17, "INPUTS_BY_REFERENCE": True}
+GRAPH_FLAGS = ("REPLAY_ON_CALLER_STREAM", "COPY_KERNEL", "INPUTS_BY_REFERENCE")   # persistent_graph's; the
+                                                                                  # others are persistent's
+MODES = {"v20": V20, "v17": V17}   # (v16 and v17_memcpys: results/persistent_v17)
+DEFAULTS = {**V20, "MIN_3XTF32_FLOPS": 4e9}
 
 
 class _TimedGraph:
@@ -96,7 +100,7 @@ def profile(dtype, hidden, batch, repeats):
             entry = prepared.graphs[persistent_graph._key(config, persistent._graph_mode("auto"), x, h0, c0)]
             if not isinstance(entry.graph, _TimedGraph):
                 entry.graph = _TimedGraph(entry.graph)
-            timed[mode] = entry.graph
+            timed[mode] = entry
             out[f"{mode}_kind"] = persistent.last_kinds.get("forward")
         samples = {m: {"span": [], "api_span": [], "split": []} for m in modes}
         for rnd in range(2):                                 # A B C, then C B A
@@ -105,10 +109,10 @@ def profile(dtype, hidden, batch, repeats):
                 fwd(), api()
                 samples[mode]["span"].append(_span_us(fwd, repeats))
                 samples[mode]["api_span"].append(_span_us(api, repeats))
-                samples[mode]["split"].append(_host_split_us(fwd, timed[mode], repeats))
+                samples[mode]["split"].append(_host_split_us(fwd, timed[mode].graph, repeats))
         for mode in modes:
-            graph = timed[mode].graph
-            out[f"{mode}_graph_gpu_us"] = _back_to_back_us(lambda: graph.launch(stream=stream), repeats)
+            entry = timed[mode]
+            out[f"{mode}_graph_gpu_us"] = _back_to_back_us(lambda: entry.launch_bare(stream), repeats)
     finally:
         _set_mode({})
     for mode, s in samples.items():
@@ -148,7 +152,7 @@ def markdown(rows):
         vals = [cell(r.get(f"{m}_{key}")) for key, _ in per_mode for m in MODES] + [cell(r.get("kernel_gpu_us"))]
         steps = " / ".join(fmt(float(np.mean(r[f"{m}_span_us"])) / STEPS if f"{m}_span_us" in r else None)
                            for m in MODES)
-        lines.append(f"| {r['dtype']} | {r['hidden']} | {r['batch']} | {r.get('v17_kind', '-')} | " + " | ".join(vals)
+        lines.append(f"| {r['dtype']} | {r['hidden']} | {r['batch']} | {r.get('v20_kind', '-')} | " + " | ".join(vals)
                      + f" | {steps} |")
     return "\n".join(lines) + "\n"
 

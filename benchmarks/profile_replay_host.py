@@ -36,7 +36,7 @@ def _steps_us(config, x, h0, c0, prepared, repeats):
     """Median host µs of each step of persistent.forward's replay path, run by hand in its order."""
     import cupy as cp
     from ecornn.engines import persistent, persistent_graph as pg
-    names = ["graph_mode", "key", "lookup", "current_stream", "order", "copy_inputs", "launch", "copies_out", "mark"]
+    names = ["graph_mode", "key", "lookup", "current_stream", "order", "hand_inputs", "launch", "copies_out", "mark"]
     samples = {n: [] for n in names}
     for _ in range(repeats):
         cp.cuda.Device().synchronize()
@@ -51,9 +51,10 @@ def _steps_us(config, x, h0, c0, prepared, repeats):
         t.append(time.perf_counter())
         pg._after_last_replay(caller)
         t.append(time.perf_counter())
-        pg._copy_inputs(entry.inputs, (x, h0, c0), caller)
+        kept = pg._hand_inputs(entry.inputs, (x, h0, c0), caller, entry.ring)
         t.append(time.perf_counter())
         entry.graph.launch(stream=caller)
+        pg._launched(entry.ring, kept)
         t.append(time.perf_counter())
         pg._copies_out(entry.outputs, x.dtype, caller)
         t.append(time.perf_counter())
@@ -62,6 +63,16 @@ def _steps_us(config, x, h0, c0, prepared, repeats):
         for name, a, b in zip(names, t, t[1:]):
             samples[name].append((b - a) * 1e6)
     return {f"step_{n}_us": float(np.median(v)) for n, v in samples.items()}
+
+
+def _ring_launch(pg, entry, inputs, stream):
+    """v20's whole host side of a launch: the slot, the graph launch, the count (the copy kernel's
+    graph: the copy kernel and the launch)."""
+    with pg._LOCK:
+        kept = pg._hand_inputs(entry.inputs, inputs, stream, entry.ring)
+        entry.graph.launch(stream=stream)
+        pg._launched(entry.ring, kept)
+        pg._mark_replay(stream)
 
 
 def main(argv=None):
@@ -86,6 +97,7 @@ def main(argv=None):
     calls = {
         "forward_call": fwd,
         "copy_inputs_kernel": lambda: pg._copy_inputs(entry.inputs, inputs, stream),
+        "ring_publish_graph_launch": lambda: _ring_launch(pg, entry, inputs, stream),
         "copy_inputs_memcpys": lambda: [pg._copy_in(d, s, stream) for d, s in zip(entry.inputs, inputs)],
         "copyable_by_kernel": lambda: pg._copyable_by_kernel(entry.inputs, inputs),
         "raw_kernel_launch": lambda: kernel((256,), (256,), (entry.inputs[0], x, words[0], entry.inputs[1], h0,
@@ -105,7 +117,7 @@ def main(argv=None):
         "new_event_record": lambda: stream.record(),
         "empty_small": lambda: cp.empty(4096, cp.float32),
         "config_key": config.key,
-        "graph_launch": lambda: entry.graph.launch(stream=stream),
+        "graph_launch_bare": lambda: entry.launch_bare(stream),
     }
     for name, fn in calls.items():
         row[f"call_{name}_us"] = _loop_us(fn, args.repeats)

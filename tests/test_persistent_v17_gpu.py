@@ -152,8 +152,10 @@ def test_outputs_share_one_buffer_and_stay_the_callers(rng, dtype):
 def test_input_copies_by_one_kernel_or_one_by_one(rng, monkeypatch):
     """COPY_KERNEL: aligned C-ordered inputs go by the copy kernel (h0 and c0 of 600 bytes: a tail
     past the 16-byte words); an input 2 bytes off 16-byte alignment (a view into a larger array)
-    falls back to copies one by one. Bitwise eager either way."""
+    falls back to copies one by one. Bitwise eager either way. (v20 fetches the inputs in the graph:
+    this is its ablation.)"""
     import cupy as cp
+    monkeypatch.setattr(persistent_graph, "INPUTS_BY_REFERENCE", False)
     config = LSTMConfig(64, 100, 1, False, "float16", 3, 30)
     _, gpu_weights, prepared = _prepared(rng, config)
     launches = []

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..arrays import is_gpu_array
+from . import persistent_replay_ring as ring_module
 
 ENABLED = True       # benchmarks and tests switch it off to time or test the eager path
 CAPTURE_INPUT_CASTS = True   # v8: input buffers in the caller's dtypes, their fp32 conversion captured;
@@ -47,6 +48,8 @@ _LOCK = threading.Lock()    # one capture or replay at a time (threads sharing p
 _streams: dict = {}         # device -> the stream of every capture (_graph_stream)
 COPY_KERNEL = True          # v17: a replay's three input copies as one kernel (one launch instead of three
                             # ~5.6 us memcpy calls of host time); False: memcpys (the ablation)
+INPUTS_BY_REFERENCE = True  # v20: the input copy is the graph's first node, its sources read from a ring in
+                            # mapped host memory (persistent_replay_ring); False: the copy kernel (v17)
 REPLAY_ON_CALLER_STREAM = True   # v17: replays run on the caller's stream (no events unless it changes);
                                  # False: on the graph stream, three events per replay (v5-v16, ablation)
 _last_replay: dict = {}     # device -> (stream ptr, event recorded after the last replay's work)
@@ -71,6 +74,18 @@ class ForwardGraph:
     outputs: object     # (output, hT, cT), in the caller's dtype (CAPTURE_OUTPUT_CASTS) or fp32,
                         # as PackedOutputs where they share one buffer
     kind: str           # the forward kernel kind the graph runs
+    ring: object = None  # InputRing where the graph fetches its inputs itself (v20), else None
+
+    def launch_bare(self, stream) -> None:
+        """Replay the graph alone on its last inputs (benchmarks timing the graph's GPU time)."""
+        with _LOCK:
+            _after_last_replay(stream)
+            if self.ring is not None:
+                self.ring.republish(_wait_for_last_replay)
+            self.graph.launch(stream=stream)
+            if self.ring is not None:
+                self.ring.launched()
+            _mark_replay(stream)
 
 
 def buffer_views(buffer, layout) -> tuple:
@@ -107,8 +122,8 @@ def _cp():
 
 
 def _key(config, mode, x, h0, c0) -> tuple:
-    return (config.key(), mode, CAPTURE_INPUT_CASTS, CAPTURE_OUTPUT_CASTS, _cp().cuda.runtime.getDevice(), x.dtype,
-            h0.dtype, c0.dtype)
+    return (config.key(), mode, CAPTURE_INPUT_CASTS, CAPTURE_OUTPUT_CASTS, INPUTS_BY_REFERENCE,
+            _cp().cuda.runtime.getDevice(), x.dtype, h0.dtype, c0.dtype)
 
 
 def _graphs(prepared) -> OrderedDict:
@@ -158,23 +173,47 @@ def replay(prepared, config, mode, x, h0, c0):
 
 def _launch(entry: ForwardGraph, x, h0, c0) -> tuple:
     with _LOCK:   # the graph's buffers are shared by every caller of these prepared weights
-        return launch_with_copies(entry.graph, entry.inputs, (x, h0, c0), entry.outputs, x.dtype)
+        return launch_with_copies(entry.graph, entry.inputs, (x, h0, c0), entry.outputs, x.dtype, entry.ring)
 
 
-def launch_with_copies(graph, buffers, inputs, outputs, dtype=None) -> tuple:
-    """Copy ``inputs`` into the graph's ``buffers``, launch ``graph`` and return new arrays holding
-    ``outputs`` (cast to ``dtype`` if given), all on the caller's stream (REPLAY_ON_CALLER_STREAM),
-    ordered after the replay before it, whatever stream that ran on. Call under _LOCK."""
+def launch_with_copies(graph, buffers, inputs, outputs, dtype=None, ring=None) -> tuple:
+    """Copy ``inputs`` into the graph's ``buffers`` (or, with a ``ring``, hand the graph their
+    addresses), launch ``graph`` and return new arrays holding ``outputs`` (cast to ``dtype`` if
+    given), all on the caller's stream (REPLAY_ON_CALLER_STREAM), ordered after the replay before
+    it, whatever stream that ran on. Call under _LOCK."""
     if not REPLAY_ON_CALLER_STREAM:
-        return _launch_on_graph_stream(graph, buffers, inputs, outputs, dtype)
+        return _launch_on_graph_stream(graph, buffers, inputs, outputs, dtype, ring)
     cp = _cp()
     caller = cp.cuda.get_current_stream()
     _after_last_replay(caller)
-    _copy_inputs(buffers, inputs, caller)
+    kept = _hand_inputs(buffers, inputs, caller, ring)
     graph.launch(stream=caller)
+    _launched(ring, kept)
     copies = _copies_out(outputs, dtype, caller)
     _mark_replay(caller)
     return copies
+
+
+def _hand_inputs(buffers, inputs, stream, ring):
+    """The inputs' addresses into the ring's next slot (v20), else copied into the buffers. Returns
+    what must stay alive until the launch is issued (the ring's converted copies)."""
+    if ring is None:
+        _copy_inputs(buffers, inputs, stream)
+        return None
+    return ring.publish(inputs, _wait_for_last_replay)
+
+
+def _launched(ring, kept) -> None:
+    del kept   # converted copies go back to the pool of the launch's stream: reused only after it
+    if ring is not None:
+        ring.launched()
+
+
+def _wait_for_last_replay() -> None:
+    """Block until every replay on this device has run (a ring about to reuse an unfetched slot)."""
+    last = _last_replay.get(_cp().cuda.runtime.getDevice())
+    if last is not None:
+        last[1].synchronize()
 
 
 def _after_last_replay(stream) -> None:
@@ -209,7 +248,7 @@ def _copies_out(outputs, dtype, stream) -> tuple:
     return tuple(copies)
 
 
-def _launch_on_graph_stream(graph, buffers, inputs, outputs, dtype=None) -> tuple:
+def _launch_on_graph_stream(graph, buffers, inputs, outputs, dtype=None, ring=None) -> tuple:
     """v5-v16: copies and launch on the graph stream, handed over to and from the caller's stream by
     three new events (the ablation of REPLAY_ON_CALLER_STREAM)."""
     cp = _cp()
@@ -217,8 +256,9 @@ def _launch_on_graph_stream(graph, buffers, inputs, outputs, dtype=None) -> tupl
     _after_last_replay(stream)
     stream.wait_event(caller.record())                 # the caller's inputs are written
     with stream:
-        _copy_inputs(buffers, inputs, stream)
+        kept = _hand_inputs(buffers, inputs, stream, ring)
         graph.launch(stream=stream)
+        _launched(ring, kept)
     caller.wait_event(stream.record())
     copies = _copies_out(outputs, dtype, caller)
     stream.wait_event(caller.record())                 # read before the next replay rewrites them
@@ -282,9 +322,12 @@ def capture(prepared, config, mode, x, h0, c0, run_eager) -> None:
         _warm_blas(stream)
         with cp.cuda.using_allocator(pool.malloc):
             inputs = tuple(cp.empty(a.shape, a.dtype if CAPTURE_INPUT_CASTS else cp.float32) for a in (x, h0, c0))
+            ring = ring_module.InputRing(inputs) if INPUTS_BY_REFERENCE else None
             with stream:
                 stream.begin_capture()
                 try:
+                    if ring is not None:
+                        ring.capture_fetch()
                     *outputs, kind = run_eager(*inputs)
                 except Exception as exc:  # noqa: BLE001 - recorded; the call path stays eager
                     _abandon(stream)
@@ -297,7 +340,7 @@ def capture(prepared, config, mode, x, h0, c0, run_eager) -> None:
                     return
     if len(graphs) >= MAX_GRAPHS:
         graphs.popitem(last=False)
-    graphs[key] = ForwardGraph(graph, pool, inputs, pack_outputs(outputs), kind)
+    graphs[key] = ForwardGraph(graph, pool, inputs, pack_outputs(outputs), kind, ring)
 
 
 def captured(stream, run, *args):

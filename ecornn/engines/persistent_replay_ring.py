@@ -1,0 +1,144 @@
+"""v20: a replayed graph reads the caller's inputs by reference (persistent_graph.INPUTS_BY_REFERENCE).
+
+Until v19 a replay copied x, h0 and c0 into the graph's input buffers with a kernel launched from
+Python before the graph launch: ~12 us of host time on a warm host and more after a sync, during
+which the GPU waits (benchmarks/profile_replay_host.py, v17). Here the copy is the graph's first
+node (`fetch_three` in kernels/replay_inputs.cu) and takes its source addresses at run time from a
+ring of slots in mapped host memory, which the host fills with plain stores: the graph launch is
+the only CUDA call before the GPU starts.
+
+Slot n % SLOTS holds {n, x, h0, c0} for the n-th launch of the graph. The kernel counts its own
+runs on the device and reports each finished fetch to the host (``done[0]``), so the host never
+rewrites a slot that a queued launch has yet to read (it waits on the last replay's event first).
+A launch that bypasses the ring (``graph.launch`` directly) finds a slot whose tag is not its
+count: it fills the buffers with NaN instead of reading another call's inputs, and reports it
+(``done[1]``); the next replay then drops the graph (``RingMismatch``) and runs eagerly.
+"""
+from __future__ import annotations
+
+import ctypes
+import weakref
+
+import numpy as np
+
+from ..arrays import is_gpu_array
+
+SLOTS = 32          # launches that may be queued before the host waits for the oldest fetch
+FETCH_THREADS = 256
+FETCH_MAX_BLOCKS = 1024
+
+
+class RingMismatch(RuntimeError):
+    """The graph ran a launch the ring did not issue (its fetch saw a wrong tag and wrote NaN)."""
+
+
+def _cp():
+    import cupy
+    return cupy
+
+
+class HostWords:
+    """``count`` int64 words of mapped, pinned host memory: a NumPy view for the host and the
+    device address of the same words for kernels. Freed with this object."""
+
+    def __init__(self, count: int, alloc=None, free=None, device_pointer=None):
+        runtime = _cp().cuda.runtime if alloc is None else None
+        alloc = alloc or (lambda n: runtime.hostAlloc(n, runtime.hostAllocMapped | runtime.hostAllocPortable))
+        free = free or runtime.freeHost
+        device_pointer = device_pointer or (lambda p: runtime.pointerGetAttributes(p).devicePointer)
+        self.ptr = alloc(8 * count)
+        self._finalizer = weakref.finalize(self, free, self.ptr)
+        self.words = np.ctypeslib.as_array((ctypes.c_int64 * count).from_address(self.ptr))
+        self.words[:] = 0
+        self.device_ptr = device_pointer(self.ptr)
+
+
+class InputRing:
+    """The ring of one graph: its host slots, its device counters and its fetch node's arguments."""
+
+    def __init__(self, buffers, slots: int = SLOTS, host_words=HostWords):
+        cp = _cp()
+        self.buffers, self.slots, self.issued = tuple(buffers), slots, 0
+        self.host = host_words(4 * slots + 2)            # the slots, then done[0] (fetches) and done[1] (mismatch)
+        self.slot_words = self.host.words[:4 * slots].reshape(slots, 4)
+        self.done = self.host.words[4 * slots:]
+        self.slot_words[:, 0] = -1                       # no launch's tag: a launch before any publish fetches NaN
+        self.state = cp.zeros(2, cp.uint64)               # device: fetch count, blocks arrived
+        cp.cuda.get_current_stream().synchronize()       # zeroed before any stream's first launch
+        self.last_sources = tuple(b.data.ptr for b in self.buffers)
+        _fetch_kernel(cp.cuda.runtime.getDevice())       # compiled now: never inside the capture
+
+    def capture_fetch(self) -> None:
+        """Issue the fetch kernel on the current stream (called at the start of a capture)."""
+        cp = _cp()
+        sizes = [np.int64(b.nbytes) for b in self.buffers]
+        words = max(int(n) for n in sizes) // 16 + 1
+        blocks = max(1, min(-(-words // FETCH_THREADS), FETCH_MAX_BLOCKS))
+        args = [np.uint64(self.host.device_ptr), self.state, np.uint64(self.host.device_ptr + 8 * 4 * self.slots),
+                np.int32(self.slots)]
+        for buffer, size in zip(self.buffers, sizes):
+            args += [buffer, size]
+        _fetch_kernel(cp.cuda.runtime.getDevice())((blocks,), (FETCH_THREADS,), tuple(args))
+
+    def publish(self, inputs, wait_for_fetches) -> list:
+        """Fill the next slot with ``inputs``' addresses (converted copies where an input is not a
+        C-ordered device array of its buffer's dtype and size; returned, to be kept until the launch
+        is issued). ``wait_for_fetches()`` blocks until every issued launch has fetched."""
+        self._claim_slot(wait_for_fetches)
+        kept = [_as_buffer_like(src, dst) for src, dst in zip(inputs, self.buffers)]
+        self.last_sources = tuple(a.data.ptr for a in kept)
+        self._write(self.last_sources)
+        return kept
+
+    def republish(self, wait_for_fetches) -> None:
+        """The next slot with the previous launch's sources again (benchmarks that replay the bare
+        graph: their launches go through the ring too)."""
+        self._claim_slot(wait_for_fetches)
+        self._write(self.last_sources)
+
+    def _claim_slot(self, wait_for_fetches) -> None:
+        """Make sure the next slot is free: its last launch (SLOTS ago) has fetched."""
+        self._check_mismatch()
+        if self.issued - int(self.done[0]) >= self.slots:
+            wait_for_fetches()
+            if self.issued != int(self.done[0]):
+                raise RuntimeError(f"replay ring: {self.issued} launches issued, {int(self.done[0])} fetched "
+                                   "after waiting for them")
+
+    def launched(self) -> None:
+        self.issued += 1
+
+    def _write(self, sources) -> None:
+        slot = self.slot_words[self.issued % self.slots]
+        slot[1], slot[2], slot[3] = sources
+        slot[0] = self.issued          # the tag last: a slot is whole once its tag matches
+
+    def _check_mismatch(self) -> None:
+        if self.done[1]:
+            raise RingMismatch(f"the graph's fetch {int(self.done[1]) - 1} found a slot of another launch "
+                               "(a launch outside the replay ring); that call's outputs are NaN")
+
+
+def _as_buffer_like(src, dst):
+    """``src`` itself where the fetch can read it as ``dst``'s bytes, else a C-ordered copy in
+    ``dst``'s dtype and shape (made on the current stream; an input of another size raises)."""
+    cp = _cp()
+    if is_gpu_array(src) and src.dtype == dst.dtype and src.nbytes == dst.nbytes and src.flags.c_contiguous:
+        return src
+    if int(np.prod(src.shape)) != dst.size:
+        raise ValueError(f"replay input of shape {tuple(src.shape)}; the graph was captured for {tuple(dst.shape)}")
+    copy = cp.empty(dst.shape, dst.dtype)
+    cp.copyto(copy, cp.asarray(src).reshape(dst.shape), casting="unsafe")
+    return copy
+
+
+def _fetch_kernel(device: int):
+    return _fetch_kernels.get(device) or _fetch_kernels.setdefault(device, _compile_fetch())
+
+
+def _compile_fetch():
+    from ..gpu import compile_module
+    return compile_module("replay_inputs.cu").get_function("fetch_three")
+
+
+_fetch_kernels: dict = {}
