@@ -23,51 +23,46 @@ extern "C" __global__ void copy_three(char* d0, const char* __restrict__ s0, lon
     }
 }
 
-// v20: the same copies captured as the graph's first node, their sources read at run time from a
-// ring of slots in mapped host memory ({tag, x, h0, c0} addresses), which the host fills before
-// each launch with plain stores instead of a kernel launch (persistent_replay_ring.py).
-// state[0] counts this graph's fetches (the slot is state[0] % slots), state[1] the blocks that
-// have read it; the last block to arrive advances the count and reports it to the host (done[0]).
-// A slot whose tag is not the count (the graph was launched around the ring) fills the buffers
-// with 0xff bytes (NaN in fp32, fp16, bf16) and reports the count in done[1]: never another
-// call's inputs.
-__device__ __forceinline__ void copy_bytes(long long i, long long stride, char* dst, const char* src,
-                                           long long bytes, bool ok) {
-    const bool aligned = ok && (reinterpret_cast<unsigned long long>(src) % 16 == 0);
-    if (aligned) {
+// v20: the same copies captured in the graph, their sources read at run time from a ring of slots
+// in mapped host memory ({tag, x, h0, c0} addresses), which the host fills before each launch with
+// plain stores instead of a kernel launch (ecornn/engines/persistent_replay_ring.py).
+// fetch_slot (one warp) reads slot state[0] % slots over the bus once, its four words in parallel
+// (reads of host memory cost ~1 us each and queue behind one another: every block reading them
+// itself cost 2-4 ms per launch), checks its tag, leaves {x, h0, c0, ok} in device memory
+// (current), advances the count state[0] and reports it to the host (done[0]). A slot whose tag is
+// not the count (the graph was launched around the ring) reports it in done[1], and copy_current
+// then fills the buffers with 0xff bytes (NaN in fp32, fp16, bf16): never another call's inputs.
+extern "C" __global__ void fetch_slot(const volatile long long* ring, unsigned long long* state,
+                                      volatile unsigned long long* done, int slots, long long* current) {
+    const int lane = threadIdx.x;
+    const unsigned long long seq = state[0];
+    const long long word = lane < 4 ? ring[4 * (seq % slots) + lane] : 0;
+    const bool ok = __shfl_sync(0xffffffffu, word, 0) == static_cast<long long>(seq);
+    if (lane >= 1 && lane < 4) current[lane - 1] = ok ? word : 0;
+    if (lane == 0) {
+        current[3] = ok;
+        state[0] = seq + 1;
+        if (!ok) done[1] = seq + 1;
+        done[0] = seq + 1;
+        __threadfence_system();
+    }
+}
+
+__device__ __forceinline__ void copy_or_fill(long long i, long long stride, char* dst, const char* src,
+                                             long long bytes, bool ok) {
+    if (ok && reinterpret_cast<unsigned long long>(src) % 16 == 0) {
         for (long long w = i; w <= bytes / 16; w += stride) copy_part(w, dst, src, bytes);
-    } else {
+    } else {   // a source off 16-byte alignment goes bytewise
         for (long long b = i; b < bytes; b += stride) dst[b] = ok ? src[b] : char(0xff);
     }
 }
 
-extern "C" __global__ void fetch_three(const volatile long long* ring, unsigned long long* state,
-                                       volatile unsigned long long* done, int slots,
-                                       char* d0, long long n0, char* d1, long long n1, char* d2, long long n2) {
-    __shared__ const char* src[3];
-    __shared__ bool ok;
-    __shared__ unsigned long long seq;
-    if (threadIdx.x == 0) {
-        seq = *reinterpret_cast<volatile unsigned long long*>(state);
-        const volatile long long* slot = ring + 4 * (seq % slots);
-        ok = slot[0] == static_cast<long long>(seq);
-        for (int k = 0; k < 3; ++k) src[k] = reinterpret_cast<const char*>(slot[1 + k]);
-    }
-    __syncthreads();
+extern "C" __global__ void copy_current(const long long* current, char* d0, long long n0, char* d1, long long n1,
+                                        char* d2, long long n2) {
+    const bool ok = current[3] != 0;
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long stride = (long long)gridDim.x * blockDim.x;
-    copy_bytes(i, stride, d0, src[0], n0, ok);
-    copy_bytes(i, stride, d1, src[1], n1, ok);
-    copy_bytes(i, stride, d2, src[2], n2, ok);
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        if (atomicAdd(state + 1, 1ull) == gridDim.x - 1) {   // every block has read state[0]
-            state[1] = 0;
-            *reinterpret_cast<volatile unsigned long long*>(state) = seq + 1;
-            if (!ok) done[1] = seq + 1;
-            done[0] = seq + 1;
-            __threadfence_system();
-        }
-    }
+    copy_or_fill(i, stride, d0, reinterpret_cast<const char*>(current[0]), n0, ok);
+    copy_or_fill(i, stride, d1, reinterpret_cast<const char*>(current[1]), n1, ok);
+    copy_or_fill(i, stride, d2, reinterpret_cast<const char*>(current[2]), n2, ok);
 }

@@ -1,5 +1,5 @@
 """v20's replay ring (persistent_replay_ring.InputRing) on the CPU: the host side against an
-emulation of the graph's fetch node (kernels/replay_inputs.cu, fetch_three), which reads slot
+emulation of the graph's fetch node (kernels/replay_inputs.cu, fetch_slot), which reads slot
 count % slots, checks its tag, counts its runs and reports them. Checked: every launch fetches the
 inputs published for it, across the ring's wrap; the host waits before it would overwrite a slot
 that a queued launch has not fetched; a launch around the ring fetches NaN, never another call's
@@ -28,7 +28,7 @@ class _Array:
 
 
 class _Device:
-    """The fetch node's side of the protocol, run when the emulated GPU gets to a launch."""
+    """fetch_slot's side of the protocol, run when the emulated GPU gets to a launch."""
 
     def __init__(self, ring):
         self.ring, self.fetched = ring, []
@@ -55,10 +55,10 @@ def ring(monkeypatch):
     def empty(shape, dtype):
         copies.append(_Array(10_000 + len(copies), shape, dtype))
         return copies[-1]
-    fake_cp = SimpleNamespace(cuda=cuda, zeros=np.zeros, uint64=np.uint64, empty=empty,
+    fake_cp = SimpleNamespace(cuda=cuda, zeros=np.zeros, uint64=np.uint64, int64=np.int64, empty=empty,
                               copyto=lambda dst, src, casting: None, asarray=lambda a: a)
     monkeypatch.setattr(ring_module, "_cp", lambda: fake_cp)
-    monkeypatch.setattr(ring_module, "_fetch_kernel", lambda device: None)
+    monkeypatch.setattr(ring_module, "_fetch_kernels_for", lambda device: None)
     monkeypatch.setattr(ring_module, "is_gpu_array", lambda a: isinstance(a, _Array))
     held = []
 

@@ -3,9 +3,9 @@
 Until v19 a replay copied x, h0 and c0 into the graph's input buffers with a kernel launched from
 Python before the graph launch: ~12 us of host time on a warm host and more after a sync, during
 which the GPU waits (benchmarks/profile_replay_host.py, v17). Here the copy is the graph's first
-node (`fetch_three` in kernels/replay_inputs.cu) and takes its source addresses at run time from a
-ring of slots in mapped host memory, which the host fills with plain stores: the graph launch is
-the only CUDA call before the GPU starts.
+nodes (`fetch_slot`, `copy_current` in kernels/replay_inputs.cu) and takes its source addresses at
+run time from a ring of slots in mapped host memory, which the host fills with plain stores: the
+graph launch is the only CUDA call before the GPU starts.
 
 Slot n % SLOTS holds {n, x, h0, c0} for the n-th launch of the graph. The kernel counts its own
 runs on the device and reports each finished fetch to the host (``done[0]``), so the host never
@@ -63,22 +63,27 @@ class InputRing:
         self.slot_words = self.host.words[:4 * slots].reshape(slots, 4)
         self.done = self.host.words[4 * slots:]
         self.slot_words[:, 0] = -1                       # no launch's tag: a launch before any publish fetches NaN
-        self.state = cp.zeros(2, cp.uint64)               # device: fetch count, blocks arrived
+        self.state = cp.zeros(1, cp.uint64)               # device: the fetch count
+        self.current = cp.zeros(4, cp.int64)              # device: this launch's x, h0, c0 and whether its tag matched
         cp.cuda.get_current_stream().synchronize()       # zeroed before any stream's first launch
         self.last_sources = tuple(b.data.ptr for b in self.buffers)
-        _fetch_kernel(cp.cuda.runtime.getDevice())       # compiled now: never inside the capture
+        _fetch_kernels_for(cp.cuda.runtime.getDevice())  # compiled now: never inside the capture
 
     def capture_fetch(self) -> None:
-        """Issue the fetch kernel on the current stream (called at the start of a capture)."""
+        """Issue the fetch kernels on the current stream (called at the start of a capture): one warp
+        reads the slot (host memory, read once), then the copies read device memory only."""
         cp = _cp()
+        fetch_slot, copy_current = _fetch_kernels_for(cp.cuda.runtime.getDevice())
+        fetch_slot((1,), (32,), (np.uint64(self.host.device_ptr), self.state,
+                                 np.uint64(self.host.device_ptr + 8 * 4 * self.slots), np.int32(self.slots),
+                                 self.current))
         sizes = [np.int64(b.nbytes) for b in self.buffers]
         words = max(int(n) for n in sizes) // 16 + 1
         blocks = max(1, min(-(-words // FETCH_THREADS), FETCH_MAX_BLOCKS))
-        args = [np.uint64(self.host.device_ptr), self.state, np.uint64(self.host.device_ptr + 8 * 4 * self.slots),
-                np.int32(self.slots)]
+        args = [self.current]
         for buffer, size in zip(self.buffers, sizes):
             args += [buffer, size]
-        _fetch_kernel(cp.cuda.runtime.getDevice())((blocks,), (FETCH_THREADS,), tuple(args))
+        copy_current((blocks,), (FETCH_THREADS,), tuple(args))
 
     def publish(self, inputs, wait_for_fetches) -> list:
         """Fill the next slot with ``inputs``' addresses (converted copies where an input is not a
@@ -132,13 +137,14 @@ def _as_buffer_like(src, dst):
     return copy
 
 
-def _fetch_kernel(device: int):
+def _fetch_kernels_for(device: int) -> tuple:
     return _fetch_kernels.get(device) or _fetch_kernels.setdefault(device, _compile_fetch())
 
 
-def _compile_fetch():
+def _compile_fetch() -> tuple:
     from ..gpu import compile_module
-    return compile_module("replay_inputs.cu").get_function("fetch_three")
+    module = compile_module("replay_inputs.cu")
+    return module.get_function("fetch_slot"), module.get_function("copy_current")
 
 
 _fetch_kernels: dict = {}
