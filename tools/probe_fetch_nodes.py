@@ -4,7 +4,8 @@ N times in a row into one graph and replayed back to back. Then whole forward gr
 H=1024 B=4 bf16: the kernel reads x itself; H=512 B=4 fp32: the projection GEMM does) captured with
 their input nodes varied, replayed back to back: v20 (fetch_slot, copy_current), copy_current
 alone, fetch_slot alone, no input node (timing only: stale inputs), and v17's graph (no input
-node; its copy kernel runs outside the graph, not timed here). Prints a table; writes OUT_DIR/probe_fetch_nodes.json.
+node; its copy kernel runs outside the graph, not timed here), and v20 with the input nodes'
+preferred shared-memory carveout at 100% (the SMs keep the persistent kernel's configuration). Prints a table; writes OUT_DIR/probe_fetch_nodes.json.
 
     python tools/probe_fetch_nodes.py OUT_DIR
 """
@@ -52,9 +53,12 @@ def forward_graph_us(cell, repeats=30):
     prepared = persistent.prepare(config, weights)
     persistent_graph._copy_kernel(cp.cuda.runtime.getDevice())   # compiled before any capture
     real = ring_module.InputRing.capture_fetch
-    variants = {"v20": real, "copy only": "copy", "fetch only": "fetch", "no input node": None, "v17": "v17"}
+    variants = {"v20": real, "copy only": "copy", "fetch only": "fetch", "no input node": None, "v17": "v17",
+                "v20, input nodes at carveout 100": real}
     out = {}
     for name, variant in variants.items():
+        for kernel in ring_module._fetch_kernels_for(cp.cuda.runtime.getDevice()):
+            kernel.preferred_shared_memory_carveout = 100 if "carveout" in name else -1
         prepared.graphs.clear()
         persistent_graph.INPUTS_BY_REFERENCE = variant != "v17"
         ring_module.InputRing.capture_fetch = _input_nodes(variant, real)
