@@ -97,7 +97,8 @@ def graph_engine(cpu_engine, monkeypatch):  # noqa: F811 - the imported fixture
     monkeypatch.setattr(persistent_graph, "_last_replay", {})      # nor a stand-in event
     monkeypatch.setattr(persistent_graph, "_warm_blas", lambda stream: None)
     monkeypatch.setattr(persistent_graph, "_copy_in", lambda dst, src, stream: np.copyto(dst, src))
-    return cpu_engine
+    monkeypatch.setattr(persistent_graph, "INPUTS_BY_REFERENCE", False)   # the copies (v20's ring reads device
+    return cpu_engine                                                       # addresses: test_persistent_v20_*)
 
 
 def _inputs(rng, config):

@@ -89,7 +89,7 @@ def test_a_failed_refresh_capture_stays_eager_and_correct(refresh_engine, rng, m
     weights, _, _, _ = random_problem(rng, config)
     prepared = refresh_engine.prepare(config, weights)
 
-    def failing(stream, run, *args):
+    def failing(stream, run, *args, ring=None):
         raise RuntimeError("operation not permitted when stream is capturing")
     monkeypatch.setattr(persistent_graph, "captured", failing)
     for _ in range(3):

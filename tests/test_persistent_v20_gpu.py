@@ -121,3 +121,28 @@ def test_bare_launches_keep_the_ring_in_step(rng, monkeypatch):
     assert not entry.ring.done[1] and entry.ring.issued == int(entry.ring.done[0]) == ring_module.SLOTS + 8
     for got, want in zip(first + later, _eager(monkeypatch, config, gpu_weights, prepared, calls)):
         _assert_equal_bits(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_training_sets_fetch_their_inputs_too(rng, monkeypatch, dtype):
+    """Training forward and backward graphs (persistent_train_graph) fetch through a ring each:
+    replayed fwd+bwd on fresh inputs and gradients, bitwise the eager path, with no sync between."""
+    import cupy as cp
+    from ecornn.engines import persistent_train_graph
+    config = LSTMConfig(48, 64, 1, False, dtype, 3, 40)
+    _, gpu_weights, prepared = _prepared(rng, config)
+    calls = [(*_gpu_inputs(rng, config), *_gpu_inputs(rng, config.replace(input_size=64))) for _ in range(5)]
+
+    def train(x, h0, c0, dy, dh, dc):
+        out = persistent.forward(config, x, gpu_weights, h0, c0, training=True, prepared=prepared)
+        dx, dh0, dc0, grads = persistent.backward(out[3], dy, dh, dc)
+        return (*out[:3], dx, dh0, dc0, *(a for g in grads for a in g))
+    got = [train(*c) for c in calls]
+    cp.cuda.Device().synchronize()
+    (sets,) = prepared.training_sets.values()
+    assert all(s.forward_ring is not None and s.backward_ring is not None for s in sets)
+    assert sum(s.forward_ring.issued for s in sets) == sum(s.backward_ring.issued for s in sets) == len(calls) - 1
+    assert all(int(r.done[0]) == r.issued and not r.done[1] for s in sets for r in (s.forward_ring, s.backward_ring))
+    monkeypatch.setattr(persistent_train_graph, "ENABLED", False)
+    for c, g in zip(calls, got):
+        _assert_equal_bits(g, train(*c))

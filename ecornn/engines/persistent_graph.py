@@ -343,11 +343,14 @@ def capture(prepared, config, mode, x, h0, c0, run_eager) -> None:
     graphs[key] = ForwardGraph(graph, pool, inputs, pack_outputs(outputs), kind, ring)
 
 
-def captured(stream, run, *args):
-    """``(graph, run(*args))`` with run's work captured on ``stream`` (not executed)."""
+def captured(stream, run, *args, ring=None):
+    """``(graph, run(*args))`` with run's work captured on ``stream`` (not executed), after the
+    ``ring``'s fetch of the inputs where one is given (v20)."""
     with stream:
         stream.begin_capture()
         try:
+            if ring is not None:
+                ring.capture_fetch()
             result = run(*args)
         except Exception:
             _abandon(stream)

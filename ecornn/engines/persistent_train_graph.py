@@ -7,7 +7,9 @@ fp16 H=1024 B=8 T=256, more than the GPU needs, so the GPU waits (notes_persiste
 prepared weights, the first backward of a configuration captures a *set*: one forward graph and one
 backward graph over buffers of their own (one memory pool): the forward's inputs, the reserve it
 writes, the backward's inputs and outputs. Later training forwards replay a free set, and their
-backward replays its backward graph; inputs are copied in, outputs copied out into new arrays.
+backward replays its backward graph; inputs are fetched by the graphs themselves through a replay
+ring each (v20, persistent_replay_ring; copied in by a kernel before the launch where
+persistent_graph.INPUTS_BY_REFERENCE is off), outputs copied out into new arrays.
 
 A replayed forward leases its set to the reserve it returns (``GraphReserve``, with the set's
 generation). The set is free again once that reserve is garbage-collected or its backward has run.
@@ -45,6 +47,8 @@ class TrainingSet:
     reserve: object         # the PersistentReserve the forward graph rewrites
     backward_inputs: tuple  # (dy, dhT, dcT)
     backward_outputs: tuple  # (dx, dh0, dc0, [LayerWeights]), caller's dtype
+    forward_ring: object = None   # InputRing of each graph where it fetches its inputs (v20)
+    backward_ring: object = None
     generation: int = 0
     holder: object = None   # weakref to the GraphReserve that leases the set
     backward_done: bool = False
@@ -61,7 +65,8 @@ class GraphReserve:
 
 
 def _key(config, mode, arrays) -> tuple:
-    return ("training", config.key(), mode, pg._cp().cuda.Device().id, *(a.dtype.str for a in arrays))
+    return ("training", config.key(), mode, pg.INPUTS_BY_REFERENCE, pg._cp().cuda.Device().id,
+            *(a.dtype.str for a in arrays))
 
 
 def _set_bytes(config) -> int:
@@ -95,7 +100,7 @@ def replay_forward(prepared, config, mode, x, h0, c0, runners):
             return None
         try:
             outputs = pg.launch_with_copies(chosen.forward_graph, chosen.forward_inputs, (x, h0, c0),
-                                            chosen.forward_outputs)
+                                            chosen.forward_outputs, ring=chosen.forward_ring)
         except Exception as exc:  # noqa: BLE001 - recorded; this and later calls run eagerly
             pg.capture_errors[key] = f"training replay: {type(exc).__name__}: {exc}"
             del prepared.training_sets[key]
@@ -124,7 +129,8 @@ def backward(reserve: GraphReserve, dy, dhT, dcT, run_backward, retain=False):
             d_x, dh0, dc0, grads = chosen.backward_outputs
             flat = (d_x, dh0, dc0, *(a for g in grads for a in g))
             try:
-                out = pg.launch_with_copies(chosen.backward_graph, chosen.backward_inputs, inputs, flat)
+                out = pg.launch_with_copies(chosen.backward_graph, chosen.backward_inputs, inputs, flat,
+                                            ring=chosen.backward_ring)
             except Exception as exc:  # noqa: BLE001 - recorded; the reserve is intact: eager below
                 pg.capture_errors[("training backward", id(chosen))] = f"{type(exc).__name__}: {exc}"
         if out is None:
@@ -174,11 +180,13 @@ def _capture_set(config, mode, x, h0, c0, backward_like, runners):
     try:
         with cp.cuda.using_allocator(pool.malloc):
             forward_inputs = tuple(cp.empty(a.shape, a.dtype) for a in (x, h0, c0))
-            forward_graph, (y, hT, cT, saved) = pg.captured(stream, run_forward, *forward_inputs)
             backward_inputs = tuple(cp.empty(a.shape, a.dtype) for a in backward_like)
-            backward_graph, grads = pg.captured(stream, run_backward, saved, *backward_inputs)
+            rings = [pg.ring_module.InputRing(b) if pg.INPUTS_BY_REFERENCE else None
+                     for b in (forward_inputs, backward_inputs)]
+            forward_graph, (y, hT, cT, saved) = pg.captured(stream, run_forward, *forward_inputs, ring=rings[0])
+            backward_graph, grads = pg.captured(stream, run_backward, saved, *backward_inputs, ring=rings[1])
     except Exception as exc:  # noqa: BLE001 - recorded; the configuration stays eager
         pg.capture_errors[_key(config, mode, (x, h0, c0))] = f"training: {type(exc).__name__}: {exc}"
         return None
     return TrainingSet(forward_graph, backward_graph, pool, forward_inputs, pg.pack_outputs((y, hT, cT)), saved,
-                       backward_inputs, grads)
+                       backward_inputs, grads, *rings)
