@@ -47,12 +47,13 @@ def _graph_gpu_us(training_set, repeats=20):
     from ecornn.engines import persistent_graph
     stream = persistent_graph._graph_stream()
     out = {}
-    for name, graph in (("forward", training_set.forward_graph), ("backward", training_set.backward_graph)):
-        graph.launch(stream=stream)
+    for name, graph, ring in (("forward", training_set.forward_graph, training_set.forward_ring),
+                              ("backward", training_set.backward_graph, training_set.backward_ring)):
+        persistent_graph.launch_bare(graph, ring, stream)
         start, end = cp.cuda.Event(), cp.cuda.Event()
         start.record(stream)
         for _ in range(repeats):
-            graph.launch(stream=stream)
+            persistent_graph.launch_bare(graph, ring, stream)
         end.record(stream)
         end.synchronize()
         out[f"{name}_graph_gpu_us"] = cp.cuda.get_elapsed_time(start, end) * 1e3 / repeats

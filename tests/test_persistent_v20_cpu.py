@@ -175,3 +175,19 @@ def test_the_replay_hands_the_ring_the_inputs_instead_of_copying(monkeypatch):
     graph = SimpleNamespace(launch=lambda stream=None: log.append("launch"))
     persistent_graph.launch_with_copies(graph, ("buf",), ("x",), (np.zeros(3),), ring=fake_ring)
     assert log == [("publish", ("x",)), "launch", "launched", "copy", "record"]
+
+
+def test_a_bare_launch_goes_through_the_ring(monkeypatch):
+    """persistent_graph.launch_bare (the benchmarks' graph timing): republish, launch, count, mark."""
+    log = []
+    stream = SimpleNamespace(ptr=7, wait_event=lambda e: None)
+    event = SimpleNamespace(record=lambda s: log.append("record"))
+    cuda = SimpleNamespace(get_current_stream=lambda: stream, Event=lambda disable_timing: event,
+                           runtime=SimpleNamespace(getDevice=lambda: 0))
+    monkeypatch.setattr(persistent_graph, "_cp", lambda: SimpleNamespace(cuda=cuda))
+    monkeypatch.setattr(persistent_graph, "_last_replay", {})
+    fake_ring = SimpleNamespace(republish=lambda wait: log.append("republish"), launched=lambda: log.append("launched"))
+    graph = SimpleNamespace(launch=lambda stream=None: log.append("launch"))
+    persistent_graph.launch_bare(graph, fake_ring, stream)
+    persistent_graph.launch_bare(graph, None, stream)
+    assert log == ["republish", "launch", "launched", "record", "launch", "record"]

@@ -78,14 +78,20 @@ class ForwardGraph:
 
     def launch_bare(self, stream) -> None:
         """Replay the graph alone on its last inputs (benchmarks timing the graph's GPU time)."""
-        with _LOCK:
-            _after_last_replay(stream)
-            if self.ring is not None:
-                self.ring.republish(_wait_for_last_replay)
-            self.graph.launch(stream=stream)
-            if self.ring is not None:
-                self.ring.launched()
-            _mark_replay(stream)
+        launch_bare(self.graph, self.ring, stream)
+
+
+def launch_bare(graph, ring, stream) -> None:
+    """Replay ``graph`` alone on ``stream`` with the inputs of its last launch, through its ``ring``
+    where it has one (a bare ``graph.launch`` would fetch NaN and retire the graph)."""
+    with _LOCK:
+        _after_last_replay(stream)
+        if ring is not None:
+            ring.republish(_wait_for_last_replay)
+        graph.launch(stream=stream)
+        if ring is not None:
+            ring.launched()
+        _mark_replay(stream)
 
 
 def buffer_views(buffer, layout) -> tuple:
