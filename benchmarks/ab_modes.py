@@ -41,9 +41,11 @@ def measure_modes(problem, modes: dict, repeats, other_first=False, train_modes=
     """``{mode}_{key}`` of time_mode for every mode of ``modes`` (name -> engine flags), in reverse
     name order (``other_first``: in name order, the order-bias check); fwd+bwd only for
     ``train_modes`` (all by default). ``extra(mode, out)`` runs under each mode's flags afterwards and
-    may add keys. The flags are back at their defaults after, also when a mode fails."""
+    may add keys. The flags are back at their defaults after, also when a mode fails. A mode that
+    fails is recorded as ``{mode}_error`` and the others are still timed; if every mode fails, the
+    first failure is raised (the row's error)."""
     config, weights, x, h0, c0 = problem
-    out = {}
+    out, failures = {}, []
     for mode in sorted(modes, reverse=not other_first):
         set_engine_flags(modes[mode])
         try:
@@ -51,6 +53,11 @@ def measure_modes(problem, modes: dict, repeats, other_first=False, train_modes=
             out.update({f"{mode}_{k}": v for k, v in time_mode(config, weights, x, h0, c0, repeats, train).items()})
             if extra is not None:
                 extra(mode, out)
+        except Exception as exc:  # noqa: BLE001 - recorded per mode, never hidden
+            failures.append(exc)
+            out[f"{mode}_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
         finally:
             set_engine_flags({})
+    if failures and len(failures) == len(modes):
+        raise failures[0]
     return out

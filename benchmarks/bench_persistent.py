@@ -205,10 +205,12 @@ def fmt(v, spec=".2f"):
 
 def ab_table(rows, head: str, cells, lead=("hidden", "batch")) -> str:
     """The A/B benches' table (v11-v14): ``head``, then per row its ``lead`` fields and ``cells(r)``,
-    or the row's error."""
+    or the row's error; a mode's own error (ab_modes.measure_modes) follows the row's cells."""
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         body = [f"error: {r['error'][:200]}"] if "error" in r else cells(r)
+        body += [f"{k[:-len('_error')]} error: {str(v)[:200]}" for k, v in r.items()
+                 if k.endswith("_error") and k != "cudnn_error" and "error" not in r]
         lines.append("| " + " | ".join([str(r[k]) for k in lead] + body) + " |")
     return "\n".join(lines)
 

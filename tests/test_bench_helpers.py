@@ -185,3 +185,24 @@ def test_v19_measure_times_both_register_models_and_records_each_backward_plan(m
     assert seen == ["v19", "v4"]
     table = v19.markdown([{"dtype": "float16", "hidden": 64, "batch": 8, **out}])
     assert "| float16 | 64 | 8 | - | - | 2.00 | 3.00 |" in table and "v19 fwd; v19 | v4 fwd; v4" in table
+
+
+def test_a_failing_mode_leaves_the_others_timed_and_shows_in_the_table(monkeypatch):
+    """ab_modes.measure_modes: one mode that fails (e.g. a plan that does not build under it) is
+    recorded as {mode}_error; the other mode's numbers stay, and pair_table shows both."""
+    import ab_modes
+    import bench_persistent as bp
+    from ecornn.engines import persistent
+
+    def time_mode(config, weights, x, h0, c0, repeats, train=True):
+        if persistent.REGISTER_MODEL == "v4":
+            raise RuntimeError("spills")
+        return {"graph_fwd_us": 2.0, "kernel_us": 1.5, "train_ms": 1.25}
+    monkeypatch.setattr(ab_modes, "time_mode", time_mode)
+    modes = {"v19": {"REGISTER_MODEL": "v19"}, "v4": {"REGISTER_MODEL": "v4"}}
+    out = ab_modes.measure_modes((None,) * 5, modes, 2)
+    assert out["v19_graph_fwd_us"] == 2.0 and out["v4_error"] == "RuntimeError: spills"
+    assert persistent.REGISTER_MODEL == "v19"
+    row = {"dtype": "float16", "hidden": 8, "batch": 1, **out}
+    line = bp.pair_table([row], "v19", "v4", ("v19", "v4")).splitlines()[-1]
+    assert line.startswith("| float16 | 8 | 1 | 2.00 | - | 1.50 | - |") and line.endswith("| v4 error: RuntimeError: spills |")
