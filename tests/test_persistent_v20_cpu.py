@@ -159,17 +159,23 @@ def test_inputs_the_fetch_cannot_read_as_they_are_become_copies(ring):
         ring.publish((_Array(700, (3, 2)), h0, c0), lambda: None)
 
 
-def test_the_replay_hands_the_ring_the_inputs_instead_of_copying(monkeypatch):
-    """launch_with_copies with a ring: no copy on the stream, publish before the launch, launched after."""
-    log = []
+def _replay_stand_ins(monkeypatch, log):
+    """persistent_graph's CuPy as stand-ins that log the replay's event records; returns the stream."""
     stream = SimpleNamespace(ptr=7, wait_event=lambda e: None)
     event = SimpleNamespace(record=lambda s: log.append("record"))
     cuda = SimpleNamespace(get_current_stream=lambda: stream, Event=lambda disable_timing: event,
                            runtime=SimpleNamespace(getDevice=lambda: 0))
     monkeypatch.setattr(persistent_graph, "_cp", lambda: SimpleNamespace(cuda=cuda, empty=np.empty))
+    monkeypatch.setattr(persistent_graph, "_last_replay", {})
+    return stream
+
+
+def test_the_replay_hands_the_ring_the_inputs_instead_of_copying(monkeypatch):
+    """launch_with_copies with a ring: no copy on the stream, publish before the launch, launched after."""
+    log = []
+    _replay_stand_ins(monkeypatch, log)
     monkeypatch.setattr(persistent_graph, "_copy_in", lambda dst, src, s: log.append("copy"))
     monkeypatch.setattr(persistent_graph, "_copy_inputs", lambda b, i, s: log.append("copy inputs"))
-    monkeypatch.setattr(persistent_graph, "_last_replay", {})
     fake_ring = SimpleNamespace(publish=lambda inputs, wait: log.append(("publish", inputs)) or [],
                                 launched=lambda: log.append("launched"))
     graph = SimpleNamespace(launch=lambda stream=None: log.append("launch"))
@@ -180,12 +186,7 @@ def test_the_replay_hands_the_ring_the_inputs_instead_of_copying(monkeypatch):
 def test_a_bare_launch_goes_through_the_ring(monkeypatch):
     """persistent_graph.launch_bare (the benchmarks' graph timing): republish, launch, count, mark."""
     log = []
-    stream = SimpleNamespace(ptr=7, wait_event=lambda e: None)
-    event = SimpleNamespace(record=lambda s: log.append("record"))
-    cuda = SimpleNamespace(get_current_stream=lambda: stream, Event=lambda disable_timing: event,
-                           runtime=SimpleNamespace(getDevice=lambda: 0))
-    monkeypatch.setattr(persistent_graph, "_cp", lambda: SimpleNamespace(cuda=cuda))
-    monkeypatch.setattr(persistent_graph, "_last_replay", {})
+    stream = _replay_stand_ins(monkeypatch, log)
     fake_ring = SimpleNamespace(republish=lambda wait: log.append("republish"), launched=lambda: log.append("launched"))
     graph = SimpleNamespace(launch=lambda stream=None: log.append("launch"))
     persistent_graph.launch_bare(graph, fake_ring, stream)
