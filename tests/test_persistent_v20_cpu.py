@@ -65,8 +65,8 @@ def ring(monkeypatch):
     def host_words(count):
         memory = (ctypes.c_int64 * count)()
         held.append(memory)
-        return ring_module.HostWords(count, alloc=lambda n: ctypes.addressof(memory), free=lambda p: None,
-                                     device_pointer=lambda p: p)
+        return ring_module.HostWords(count, memory=(lambda n: ctypes.addressof(memory), lambda p: None,
+                                                    lambda p: p))
     buffers = [_Array(1), _Array(2, (1, 2)), _Array(3, (1, 2))]
     made = ring_module.InputRing(buffers, slots=4, host_words=host_words)
     made.copies, made.memory = copies, held   # the stand-in host memory lives as long as the ring

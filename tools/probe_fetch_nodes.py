@@ -18,6 +18,9 @@ import numpy as np
 
 from ecornn.engines import persistent_replay_ring as ring_module
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from profile_whole_call import _gpu_us  # noqa: E402  (GPU µs per call, back to back)
+
 REPS, NODES = 30, 20
 
 
@@ -32,22 +35,12 @@ def graph_of(fn, nodes):
 
 def per_node_us(fn, nodes=NODES):
     graph, stream = graph_of(fn, nodes)
-    for _ in range(3):
-        graph.launch(stream=stream)
-    stream.synchronize()
-    start, end = cp.cuda.Event(), cp.cuda.Event()
-    start.record(stream)
-    for _ in range(REPS):
-        graph.launch(stream=stream)
-    end.record(stream)
-    end.synchronize()
-    return cp.cuda.get_elapsed_time(start, end) * 1e3 / REPS / nodes
+    with stream:   # _gpu_us records its events on the current stream
+        return _gpu_us(lambda: graph.launch(stream=stream), REPS) / nodes
 
 
 def forward_graph_us(cell, repeats=30):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from bench_persistent import _problem
-    from profile_whole_call import _gpu_us
     from ecornn.engines import persistent, persistent_graph
     config, weights, x, h0, c0 = _problem(*cell)
     prepared = persistent.prepare(config, weights)

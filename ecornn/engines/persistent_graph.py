@@ -89,8 +89,7 @@ def launch_bare(graph, ring, stream) -> None:
         if ring is not None:
             ring.republish(_wait_for_last_replay)
         graph.launch(stream=stream)
-        if ring is not None:
-            ring.launched()
+        _count_launch(ring)
         _mark_replay(stream)
 
 
@@ -192,9 +191,10 @@ def launch_with_copies(graph, buffers, inputs, outputs, dtype=None, ring=None) -
     cp = _cp()
     caller = cp.cuda.get_current_stream()
     _after_last_replay(caller)
-    kept = _hand_inputs(buffers, inputs, caller, ring)
+    kept = _hand_inputs(buffers, inputs, caller, ring)   # alive until the launch is issued
     graph.launch(stream=caller)
-    _launched(ring, kept)
+    _count_launch(ring)
+    del kept
     copies = _copies_out(outputs, dtype, caller)
     _mark_replay(caller)
     return copies
@@ -209,8 +209,7 @@ def _hand_inputs(buffers, inputs, stream, ring):
     return ring.publish(inputs, _wait_for_last_replay)
 
 
-def _launched(ring, kept) -> None:
-    del kept   # converted copies go back to the pool of the launch's stream: reused only after it
+def _count_launch(ring) -> None:
     if ring is not None:
         ring.launched()
 
@@ -262,9 +261,10 @@ def _launch_on_graph_stream(graph, buffers, inputs, outputs, dtype=None, ring=No
     _after_last_replay(stream)
     stream.wait_event(caller.record())                 # the caller's inputs are written
     with stream:
-        kept = _hand_inputs(buffers, inputs, stream, ring)
+        kept = _hand_inputs(buffers, inputs, stream, ring)   # alive until the launch is issued
         graph.launch(stream=stream)
-        _launched(ring, kept)
+        _count_launch(ring)
+        del kept
     caller.wait_event(stream.record())
     copies = _copies_out(outputs, dtype, caller)
     stream.wait_event(caller.record())                 # read before the next replay rewrites them
@@ -326,24 +326,14 @@ def capture(prepared, config, mode, x, h0, c0, run_eager) -> None:
     stream = _graph_stream()
     with _LOCK:
         _warm_blas(stream)
-        with cp.cuda.using_allocator(pool.malloc):
-            inputs = tuple(cp.empty(a.shape, a.dtype if CAPTURE_INPUT_CASTS else cp.float32) for a in (x, h0, c0))
-            ring = ring_module.InputRing(inputs) if INPUTS_BY_REFERENCE else None
-            with stream:
-                stream.begin_capture()
-                try:
-                    if ring is not None:
-                        ring.capture_fetch()
-                    *outputs, kind = run_eager(*inputs)
-                except Exception as exc:  # noqa: BLE001 - recorded; the call path stays eager
-                    _abandon(stream)
-                    capture_errors[key] = f"{type(exc).__name__}: {exc}"
-                    return
-                try:
-                    graph = stream.end_capture()
-                except Exception as exc:  # noqa: BLE001
-                    capture_errors[key] = f"{type(exc).__name__}: {exc}"
-                    return
+        try:
+            with cp.cuda.using_allocator(pool.malloc):
+                inputs = tuple(cp.empty(a.shape, a.dtype if CAPTURE_INPUT_CASTS else cp.float32) for a in (x, h0, c0))
+                ring = ring_module.InputRing(inputs) if INPUTS_BY_REFERENCE else None
+                graph, (*outputs, kind) = captured(stream, run_eager, *inputs, ring=ring)
+        except Exception as exc:  # noqa: BLE001 - recorded; the call path stays eager
+            capture_errors[key] = f"{type(exc).__name__}: {exc}"
+            return
     if len(graphs) >= MAX_GRAPHS:
         graphs.popitem(last=False)
     graphs[key] = ForwardGraph(graph, pool, inputs, pack_outputs(outputs), kind, ring)

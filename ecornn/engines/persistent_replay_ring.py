@@ -17,6 +17,7 @@ count: it fills the buffers with NaN instead of reading another call's inputs, a
 from __future__ import annotations
 
 import ctypes
+import functools
 import weakref
 
 import numpy as np
@@ -41,16 +42,20 @@ class HostWords:
     """``count`` int64 words of mapped, pinned host memory: a NumPy view for the host and the
     device address of the same words for kernels. Freed with this object."""
 
-    def __init__(self, count: int, alloc=None, free=None, device_pointer=None):
-        runtime = _cp().cuda.runtime if alloc is None else None
-        alloc = alloc or (lambda n: runtime.hostAlloc(n, runtime.hostAllocMapped | runtime.hostAllocPortable))
-        free = free or runtime.freeHost
-        device_pointer = device_pointer or (lambda p: runtime.pointerGetAttributes(p).devicePointer)
+    def __init__(self, count: int, memory=None):
+        alloc, free, device_pointer = memory or _cuda_host_memory()
         self.ptr = alloc(8 * count)
         self._finalizer = weakref.finalize(self, free, self.ptr)
         self.words = np.ctypeslib.as_array((ctypes.c_int64 * count).from_address(self.ptr))
         self.words[:] = 0
         self.device_ptr = device_pointer(self.ptr)
+
+
+def _cuda_host_memory() -> tuple:
+    """(alloc, free, device address) of CUDA's mapped pinned host memory."""
+    runtime = _cp().cuda.runtime
+    return (lambda n: runtime.hostAlloc(n, runtime.hostAllocMapped | runtime.hostAllocPortable), runtime.freeHost,
+            lambda p: runtime.pointerGetAttributes(p).devicePointer)
 
 
 class InputRing:
@@ -137,14 +142,8 @@ def _as_buffer_like(src, dst):
     return copy
 
 
+@functools.lru_cache(maxsize=None)
 def _fetch_kernels_for(device: int) -> tuple:
-    return _fetch_kernels.get(device) or _fetch_kernels.setdefault(device, _compile_fetch())
-
-
-def _compile_fetch() -> tuple:
     from ..gpu import compile_module
     module = compile_module("replay_inputs.cu")
     return module.get_function("fetch_slot"), module.get_function("copy_current")
-
-
-_fetch_kernels: dict = {}

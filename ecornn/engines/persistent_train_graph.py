@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from ..errors import EcornnError
 from . import persistent_graph as pg
+from .persistent_replay_ring import InputRing
 
 ENABLED = True
 MAX_SETS = 2                 # per configuration: a loop keeps the last reserve while the next forward runs
@@ -181,7 +182,7 @@ def _capture_set(config, mode, x, h0, c0, backward_like, runners):
         with cp.cuda.using_allocator(pool.malloc):
             forward_inputs = tuple(cp.empty(a.shape, a.dtype) for a in (x, h0, c0))
             backward_inputs = tuple(cp.empty(a.shape, a.dtype) for a in backward_like)
-            rings = [pg.ring_module.InputRing(b) if pg.INPUTS_BY_REFERENCE else None
+            rings = [InputRing(b) if pg.INPUTS_BY_REFERENCE else None
                      for b in (forward_inputs, backward_inputs)]
             forward_graph, (y, hT, cT, saved) = pg.captured(stream, run_forward, *forward_inputs, ring=rings[0])
             backward_graph, grads = pg.captured(stream, run_backward, saved, *backward_inputs, ring=rings[1])
