@@ -1,12 +1,14 @@
-"""Where a replayed inference forward spends the time before its graph runs (v17, v20; H100, T=256).
+"""Where a replayed inference forward spends the time before its graph runs (v17, v20, v21; H100, T=256).
 
 The benches time a call between CUDA events recorded on the caller's stream before and after it,
 with a sync after each call, so the host's work up to the graph launch is GPU idle time inside the
-measured span, and so is every node of the graph besides the kernel. Per cell and mode (v20: the
-graph fetches its inputs through the replay ring, persistent_graph.INPUTS_BY_REFERENCE; v17: the
-caller's inputs copied by a kernel launched before the graph; both with v17's replay on the caller's
-stream, 16-bit x without an fp32 round trip and the outputs in one buffer; results/persistent_v17
-holds v16 and v17_memcpys), timed alternately (A B B A):
+measured span, and so is every node of the graph besides the kernel. Per cell and mode (v21: as v20,
+and a tensor-core kernel that projects x itself reads it at the fetched address, no copy,
+persistent_graph.KERNEL_READS_X; v20: the graph fetches its inputs through the replay ring,
+persistent_graph.INPUTS_BY_REFERENCE; v17: the caller's inputs copied by a kernel launched before
+the graph; all with v17's replay on the caller's stream, 16-bit x without an fp32 round trip and the
+outputs in one buffer; results/persistent_v17 holds v16 and v17_memcpys; v17 is left out of MODES
+now, V17 is kept), timed alternately (A B B A):
   span            the bench's number (events around persistent.forward, synced per call)
   api span        the same through ecornn.lstm_forward on prepared weights
   graph GPU       the mode's graph replayed back to back (its nodes without any host gap)
@@ -31,15 +33,16 @@ from bench_persistent import (STEPS, _problem, bench_args, bench_meta, fmt, kern
                               measure_rows)
 from profile_whole_call import _gpu_us as _back_to_back_us  # noqa: E402  (GPU µs per call, back to back)
 
-ROWS = [("float32", 512, 4), ("bfloat16", 1024, 4), ("float16", 1024, 8), ("float32", 1024, 4),
-        ("float16", 1024, 16), ("bfloat16", 2048, 4), ("float16", 1024, 1)]
+ROWS = [("bfloat16", 1024, 4), ("float16", 1024, 4), ("float32", 512, 4), ("float16", 1024, 8),
+        ("float32", 1024, 4), ("float16", 1024, 16), ("bfloat16", 2048, 4), ("float16", 1024, 1)]
 V17 = {"REPLAY_ON_CALLER_STREAM": True, "COPY_KERNEL": True, "DIRECT_16BIT_INPUT": True, "ONE_OUTPUT_BUFFER": True,
        "INPUTS_BY_REFERENCE": False}
-V20 = {**V17, "INPUTS_BY_REFERENCE": True}
-GRAPH_FLAGS = ("REPLAY_ON_CALLER_STREAM", "COPY_KERNEL", "INPUTS_BY_REFERENCE")   # persistent_graph's; the
-                                                                                  # others are persistent's
-MODES = {"v20": V20, "v17": V17}   # (v16 and v17_memcpys: results/persistent_v17)
-DEFAULTS = {**V20, "MIN_3XTF32_FLOPS": 4e9}
+V20 = {**V17, "INPUTS_BY_REFERENCE": True, "KERNEL_READS_X": False}
+V21 = {**V20, "KERNEL_READS_X": True}
+GRAPH_FLAGS = ("REPLAY_ON_CALLER_STREAM", "COPY_KERNEL", "INPUTS_BY_REFERENCE",   # persistent_graph's; the
+               "KERNEL_READS_X")                                                  # others are persistent's
+MODES = {"v21": V21, "v20": V20}   # (v16 and v17_memcpys: results/persistent_v17; v17: results/persistent_v20)
+DEFAULTS = {**V21, "MIN_3XTF32_FLOPS": 4e9}
 
 
 class _TimedGraph:
@@ -152,7 +155,7 @@ def markdown(rows):
         vals = [cell(r.get(f"{m}_{key}")) for key, _ in per_mode for m in MODES] + [cell(r.get("kernel_gpu_us"))]
         steps = " / ".join(fmt(float(np.mean(r[f"{m}_span_us"])) / STEPS if f"{m}_span_us" in r else None)
                            for m in MODES)
-        lines.append(f"| {r['dtype']} | {r['hidden']} | {r['batch']} | {r.get('v20_kind', '-')} | " + " | ".join(vals)
+        lines.append(f"| {r['dtype']} | {r['hidden']} | {r['batch']} | {r.get(f'{next(iter(MODES))}_kind', '-')} | " + " | ".join(vals)
                      + f" | {steps} |")
     return "\n".join(lines) + "\n"
 

@@ -49,7 +49,8 @@ extern "C" __global__ void fetch_slot(const volatile long long* ring, unsigned l
 }
 
 __device__ __forceinline__ void copy_or_fill(long long i, long long stride, char* dst, const char* src,
-                                             long long bytes, bool ok) {
+                                             long long bytes, bool ok, bool by_reference) {
+    if (ok && by_reference) return;   // v21: the kernel reads this input at its fetched address
     if (ok && reinterpret_cast<unsigned long long>(src) % 16 == 0) {
         for (long long w = i; w <= bytes / 16; w += stride) copy_part(w, dst, src, bytes);
     } else {   // a source off 16-byte alignment goes bytewise
@@ -57,12 +58,14 @@ __device__ __forceinline__ void copy_or_fill(long long i, long long stride, char
     }
 }
 
-extern "C" __global__ void copy_current(const long long* current, char* d0, long long n0, char* d1, long long n1,
-                                        char* d2, long long n2) {
+// by_reference (v21): bit k set = input k is read where it is by the graph's kernel, so it is not
+// copied, only NaN-filled in its buffer after a wrong tag (the kernel then reads the buffer).
+extern "C" __global__ void copy_current(const long long* current, int by_reference, char* d0, long long n0,
+                                        char* d1, long long n1, char* d2, long long n2) {
     const bool ok = current[3] != 0;
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long stride = (long long)gridDim.x * blockDim.x;
-    copy_or_fill(i, stride, d0, reinterpret_cast<const char*>(current[0]), n0, ok);
-    copy_or_fill(i, stride, d1, reinterpret_cast<const char*>(current[1]), n1, ok);
-    copy_or_fill(i, stride, d2, reinterpret_cast<const char*>(current[2]), n2, ok);
+    copy_or_fill(i, stride, d0, reinterpret_cast<const char*>(current[0]), n0, ok, by_reference & 1);
+    copy_or_fill(i, stride, d1, reinterpret_cast<const char*>(current[1]), n1, ok, by_reference & 2);
+    copy_or_fill(i, stride, d2, reinterpret_cast<const char*>(current[2]), n2, ok, by_reference & 4);
 }

@@ -134,24 +134,27 @@ def test_v16_measure_times_both_modes_under_their_flags(monkeypatch):
 
 
 def test_profile_replay_sets_and_restores_each_modes_flags():
-    """profile_replay._set_mode: the v17/v20 flags live in two modules; {} restores every default."""
+    """profile_replay._set_mode: the v17/v20/v21 flags live in two modules; {} restores every default."""
     import profile_replay as pr
     from ecornn.engines import persistent, persistent_graph
     try:
-        pr._set_mode(pr.MODES["v17"])
+        pr._set_mode(pr.V17)
         assert not persistent_graph.INPUTS_BY_REFERENCE and persistent_graph.COPY_KERNEL
         persistent.DIRECT_16BIT_INPUT = False
         pr._set_mode(pr.MODES["v20"])
         assert persistent_graph.INPUTS_BY_REFERENCE and persistent_graph.REPLAY_ON_CALLER_STREAM
-        assert persistent.DIRECT_16BIT_INPUT
+        assert persistent.DIRECT_16BIT_INPUT and not persistent_graph.KERNEL_READS_X
+        pr._set_mode(pr.MODES["v21"])
+        assert persistent_graph.INPUTS_BY_REFERENCE and persistent_graph.KERNEL_READS_X
     finally:
         pr._set_mode({})
     assert persistent_graph.REPLAY_ON_CALLER_STREAM and persistent_graph.COPY_KERNEL
-    assert persistent_graph.INPUTS_BY_REFERENCE
+    assert persistent_graph.INPUTS_BY_REFERENCE and persistent_graph.KERNEL_READS_X
     assert persistent.DIRECT_16BIT_INPUT and persistent.ONE_OUTPUT_BUFFER and persistent.MIN_3XTF32_FLOPS == 4e9
-    row = {"dtype": "bfloat16", "hidden": 8, "batch": 2, "v20_kind": "mma", "v20_span_us": [512.0, 768.0],
-           "v17_span_us": [1024.0, 1024.0], "kernel_gpu_us": 256.0}
-    assert pr.markdown([row]).splitlines()[-1].endswith("| 2.50 / 4.00 |")
+    row = {"dtype": "bfloat16", "hidden": 8, "batch": 2, "v21_kind": "mma", "v21_span_us": [512.0, 768.0],
+           "v20_span_us": [1024.0, 1024.0], "kernel_gpu_us": 256.0}
+    last = pr.markdown([row]).splitlines()[-1]
+    assert last.startswith("| bfloat16 | 8 | 2 | mma |") and last.endswith("| 2.50 / 4.00 |")
 
 
 def test_v18_bench_measures_its_rows_with_v16s_modes():

@@ -150,7 +150,8 @@ def grid_input_projection(plan, x, input_tiles):
 input_projection_emulator = None   # (plan, x16, input_tiles) -> xw: set by the mma emulation tests
 
 
-def _emulated_launch(plan, args, directions=1, bias=None, input_tiles=None, input_size=0, unscale=None):
+def _emulated_launch(plan, args, directions=1, bias=None, input_tiles=None, input_size=0, unscale=None, x_at=None):
+    assert x_at is None   # v21's x by reference exists in captured graphs only (GPU)
     for launch in range(plan.launches):
         if plan.kind == "rows":
             emulate_backward_rows(plan, args, launch)

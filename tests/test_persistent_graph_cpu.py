@@ -90,8 +90,8 @@ def graph_engine(cpu_engine, monkeypatch):  # noqa: F811 - the imported fixture
     monkeypatch.setattr(persistent, "CLUSTER_DEFAULT", False)   # inference on the emulated grid kernel
     monkeypatch.setattr(persistent_graph, "_cp", _fake_cupy)
     monkeypatch.setattr(persistent_graph, "_wanted", lambda prepared, x: persistent_graph.ENABLED and prepared is not None)
-    monkeypatch.setattr(persistent_graph, "capture", lambda prepared, config, mode, x, h0, c0, run_eager: original(
-        prepared, config, mode, x, h0, c0, _recording(run_eager)))
+    monkeypatch.setattr(persistent_graph, "capture", lambda prepared, config, mode, x, h0, c0, run_eager, **kw: original(
+        prepared, config, mode, x, h0, c0, _recording(run_eager), **kw))
     monkeypatch.setattr(persistent_graph, "capture_errors", {})
     monkeypatch.setattr(persistent_graph, "_streams", {})          # no stand-in stream outlives the test
     monkeypatch.setattr(persistent_graph, "_last_replay", {})      # nor a stand-in event

@@ -63,7 +63,11 @@ def test_split_forward_matches_fp32_reference(cpu_engine, rng, monkeypatch, inp,
     if weight_gain != 1.0 or state_gain != 1.0:   # saturated gates: fp32 gradients are ill-conditioned
         got_grads = want_grads = ((), (), (), ())  # (through any kernel); the forward is the point here
     worst, error, errors = _worst(got, want, got_grads, want_grads)
-    assert error <= FP32_TOL, f"{worst}: {error:.3g} (all: {errors})"
+    # |W_hh h| ~ 1e5: fp32's own rounding of z is ~0.01 absolute, so a gate near its crossing moves
+    # any fp32 forward by up to ~1e-3 (worst of 400 draws: 2.8e-4; ~2% past 1e-5). A missing or wrong
+    # scale is an O(1) error.
+    tol = 1e-3 if weight_gain > 1e3 else FP32_TOL
+    assert error <= tol, f"{worst}: {error:.3g} (all: {errors})"
 
 
 def test_split_halves_rebuild_the_weights(rng):

@@ -1,11 +1,12 @@
-"""Probe (v20): GPU µs per graph node of the replay ring's fetch_slot (one warp reading a slot of mapped
-host memory), copy_current (the input copy from device memory) and an empty kernel, each captured
-N times in a row into one graph and replayed back to back. Then whole forward graphs (T=256,
-H=1024 B=4 bf16: the kernel reads x itself; H=512 B=4 fp32: the projection GEMM does) captured with
-their input nodes varied, replayed back to back: v20 (fetch_slot, copy_current), copy_current
-alone, fetch_slot alone, no input node (timing only: stale inputs), and v17's graph (no input
-node; its copy kernel runs outside the graph, not timed here), and v20 with the input nodes'
-preferred shared-memory carveout at 100% (the SMs keep the persistent kernel's configuration). Prints a table; writes OUT_DIR/probe_fetch_nodes.json.
+"""Probe (v20, v21): GPU µs per graph node of the replay ring's fetch_slot (one warp reading a slot of
+mapped host memory), copy_current (the input copy from device memory) and an empty kernel, each
+captured N times in a row into one graph and replayed back to back. Then the bf16 H=1024 B=4 forward
+graph (T=256; the tensor-core kernel reads x itself) captured with its input nodes varied and
+replayed back to back: v20 (fetch_slot, copy_current of x, h0, c0), v21 (x read by the kernel at its
+fetched address, only h0 and c0 copied), fetch_slot alone (v20's kernel, or v21's with h0 and c0
+stale), no input node (timing only: stale inputs); then v20 and v21 with x rewritten in place by a
+device copy before each launch (fresh x, as a caller's embedding or earlier layer would leave it),
+and that copy alone. Prints a table; writes OUT_DIR/probe_fetch_nodes.json.
 
     python tools/probe_fetch_nodes.py OUT_DIR
 """
@@ -40,38 +41,46 @@ def per_node_us(fn, nodes=NODES):
 
 
 def forward_graph_us(cell, repeats=30):
+    """GPU µs per replay of the cell's forward graph under each variant (name -> (input nodes, v21's
+    KERNEL_READS_X, x rewritten by a 2 MB-class copy before each launch)). The rewrite tells a
+    cost of the copy node from a cost of the kernel reading freshly written x (v21's question)."""
     from bench_persistent import _problem
     from ecornn.engines import persistent, persistent_graph
     config, weights, x, h0, c0 = _problem(*cell)
     prepared = persistent.prepare(config, weights)
     persistent_graph._copy_kernel(cp.cuda.runtime.getDevice())   # compiled before any capture
     real = ring_module.InputRing.capture_fetch
-    variants = {"v20": real, "copy only": "copy", "fetch only": "fetch", "no input node": None, "v17": "v17",
-                "v20, input nodes at carveout 100": real}
-    out = {}
-    for name, variant in variants.items():
-        for kernel in ring_module._fetch_kernels_for(cp.cuda.runtime.getDevice()):
-            kernel.preferred_shared_memory_carveout = 100 if "carveout" in name else -1
+    variants = {"v20": (real, False, False), "v21": (real, True, False), "fetch only": ("fetch", False, False),
+                "v21, fetch only (h0, c0 stale)": ("fetch", True, False), "no input node": (None, False, False),
+                "v20, x rewritten": (real, False, True), "v21, x rewritten": (real, True, True)}
+    source = x.copy()
+
+    def rewrite_x():   # the caller producing a new x in place, as an embedding or a layer before would
+        cp.cuda.runtime.memcpyAsync(x.data.ptr, source.data.ptr, x.nbytes, cp.cuda.runtime.memcpyDeviceToDevice,
+                                    cp.cuda.get_current_stream().ptr)
+    out = {"x rewrite alone": _gpu_us(rewrite_x, repeats)}
+    for name, (nodes, reads_x, rewrite) in variants.items():
         prepared.graphs.clear()
-        persistent_graph.INPUTS_BY_REFERENCE = variant != "v17"
-        ring_module.InputRing.capture_fetch = _input_nodes(variant, real)
+        persistent_graph.KERNEL_READS_X = reads_x
+        ring_module.InputRing.capture_fetch = _input_nodes(nodes, real)
         try:
             for _ in range(2):
                 persistent.forward(config, x, weights, h0, c0, prepared=prepared)
         finally:
             ring_module.InputRing.capture_fetch = real
-            persistent_graph.INPUTS_BY_REFERENCE = True
+            persistent_graph.KERNEL_READS_X = True
         (entry,) = prepared.graphs.values()
+        out[f"{name}: x by reference"] = bool(entry.ring is not None and entry.ring.by_reference[0])
         stream = cp.cuda.get_current_stream()
-        launch = (lambda: entry.launch_bare(stream)) if variant is real else (lambda: entry.graph.launch(stream=stream))
+        bare = (lambda: entry.launch_bare(stream)) if nodes is real else (lambda: entry.graph.launch(stream=stream))
+        launch = (lambda: (rewrite_x(), bare())) if rewrite else bare
         out[name] = _gpu_us(launch, repeats)
     prepared.graphs.clear()
     return out
 
 
 def _input_nodes(variant, real):
-    """capture_fetch replaced by the variant's nodes (copy only: v17's copy kernel from each buffer
-    onto itself, the same bytes moved as copy_current's)."""
+    """capture_fetch replaced by the variant's nodes (None: no input node; "fetch": fetch_slot alone)."""
     def capture(ring):
         device = cp.cuda.runtime.getDevice()
         if variant == "fetch":
@@ -79,9 +88,6 @@ def _input_nodes(variant, real):
             fetch_slot((1,), (32,), (np.uint64(ring.host.device_ptr), ring.state,
                                      np.uint64(ring.host.device_ptr + 8 * 4 * ring.slots), np.int32(ring.slots),
                                      ring.current))
-        elif variant == "copy":
-            from ecornn.engines import persistent_graph
-            persistent_graph._copy_inputs(ring.buffers, ring.buffers, cp.cuda.get_current_stream())
     return real if variant is real else capture
 
 
@@ -96,7 +102,7 @@ def main(out):
     device_words = cp.zeros(4 * ring.slots + 2, cp.int64)
     empty = cp.RawKernel('extern "C" __global__ void empty() {}', "empty")
     sizes = [np.int64(b.nbytes) for b in buffers]
-    copy_args = (ring.current, buffers[0], sizes[0], buffers[1], sizes[1], buffers[2], sizes[2])
+    copy_args = (ring.current, np.int32(0), buffers[0], sizes[0], buffers[1], sizes[1], buffers[2], sizes[2])
     rows = {
         "empty kernel": lambda: empty((1,), (32,), ()),
         "fetch_slot (host slot)": lambda: fetch_slot((1,), (32,), (host, ring.state, done, np.int32(ring.slots),
@@ -111,11 +117,11 @@ def main(out):
         if name.startswith("copy"):   # valid sources (the fetches above left ok = 0: a bytewise NaN fill)
             ring.current[:] = cp.asarray([x.data.ptr, h0.data.ptr, c0.data.ptr, 1], cp.int64)
         result[name] = per_node_us(fn)
-    for cell in (("bfloat16", 1024, 4), ("float32", 512, 4)):
+    for cell in (("bfloat16", 1024, 4),):
         for name, us in forward_graph_us(cell).items():
             result[f"{cell} graph: {name}"] = us
     for name, us in result.items():
-        print(f"| {name} | {us:.2f} |")
+        print(f"| {name} | {us:.2f} |" if not isinstance(us, bool) else f"| {name} | {us} |")
     Path(out).mkdir(parents=True, exist_ok=True)
     Path(out, "probe_fetch_nodes.json").write_text(json.dumps(
         {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "us_per_node": result}, indent=1))

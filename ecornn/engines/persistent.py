@@ -545,12 +545,13 @@ def _final(plan):
 
 
 def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tiles=None, input_size: int = 0,
-            unscale=None):
+            unscale=None, x_at=None):
     """Launch ``plan``'s kernel once per direction group (dir0 follows ``args_before_dir``). The
     kernels take their zeroed exchange buffer next; the mma forward then the biases [D, 4H] (its xw
     comes without them), the packed W_ih tiles and input size of an in-kernel projection (v12;
     null and 0 otherwise), a zeroed barrier word (one memset with the exchange buffer) and the [D]
-    unscale factors of split tiles (v13; null otherwise). The grid forward takes the biases, W_ih
+    unscale factors of split tiles (v13; null otherwise) and the replay ring's fetched addresses where
+    it reads the caller's x there (v21, ``x_at``; null otherwise). The grid forward takes the biases, W_ih
     tiles and input size of its in-kernel projection (v15; null, null, 0 otherwise)."""
     cp = _cp()
     final, kern = _kernel(plan, cp.cuda.Device().id)
@@ -560,7 +561,7 @@ def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tile
     tail = (zeroed[:words].reshape(shape),)
     if final.kind == "mma" and final.pass_name == "forward":
         tail += (bias, input_tiles if input_tiles is not None else _null(), np.int32(input_size), zeroed[words:],
-                 unscale if unscale is not None else _null())
+                 unscale if unscale is not None else _null(), x_at if x_at is not None else _null())
     elif final.kind == "grid" and final.pass_name == "forward":
         tail += (bias if bias is not None else _null(), input_tiles if input_tiles is not None else _null(),
                  np.int32(input_size))
@@ -853,7 +854,8 @@ def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None
                              cast=persistent_graph.CAPTURE_OUTPUT_CASTS)
         return (*out[:3], last_kinds["forward"])
     with _last_kinds_kept():
-        persistent_graph.capture(prepared, config, mode, x, h0, c0, rerun)
+        persistent_graph.capture(prepared, config, mode, x, h0, c0, rerun,
+                                 x_by_reference=persistent_graph.KERNEL_READS_X and kernel_reads_x(config, x, variant))
     return result
 
 
@@ -900,12 +902,9 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
     layer_in = x   # the caller's dtype: converted to fp32 only where something reads fp32
     fwd = plans["forward"]   # one plan for every layer: what it reads and adds is decided once
     built = _final(fwd) if fwd.kind in ("mma", "grid") else fwd
-    projection_in_kernel = built.kind in ("mma", "grid") and built.in_kernel_projection
+    projection_in_kernel, x16_dtype, reads_f32 = _input_reads(config, fwd, built)
     in_kernel_bias = fwd.kind == "mma" or projection_in_kernel
     gemm_dtype = _gemm_dtype(config)
-    x16_dtype = config.dtype if projection_in_kernel and fwd.kind == "mma" else gemm_dtype
-    reads_f32 = (not DIRECT_16BIT_INPUT or gemm_dtype is None   # fp32 GEMM operands (projection, dW_ih)
-                 or (projection_in_kernel and fwd.kind != "mma"))    # the grid kernel reads fp32 x
     for layer in range(config.num_layers):
         s0 = slot(layer, 0, dirs)
         layer_in_16bit = _storage16(layer_in, x16_dtype) if x16_dtype else None
@@ -926,10 +925,11 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
                 np.int32(steps), np.int32(hidden), np.int32(fwd.units))
         if fwd is cluster:
             _launch_cluster(fwd, args + (np.int32(dirs * hidden),))
-        elif projection_in_kernel:
+        elif projection_in_kernel:   # v21: a capture may hand the kernel the caller's x by reference
+            x_at = persistent_graph.input_reference(xin) if fwd.kind == "mma" else None
             _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs,
                     _biases(prep, layer, dirs), _tiles(prep, layer, dirs, built, "w_ih"),
-                    config.layer_input_size(layer))
+                    config.layer_input_size(layer), x_at=x_at)
         else:
             split = _is_split(built)
             if split:   # the kernel starts from h = 0: W_hh h0 joins the first step's xw, in fp32
@@ -950,6 +950,31 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
         else:
             y_last, h_final, c_final = persistent_graph.buffer_views(packed.astype(x.dtype), _output_layout(config)[0])
     return y_last, h_final, c_final, reserve if training else None
+
+
+def _input_reads(config, fwd, built) -> tuple:
+    """(projection in the kernel, 16-bit dtype of the layer input's copy or None, whether x is read
+    as fp32) of a forward of plan ``fwd`` (``built``: as compiled, after any spill back-off)."""
+    projection_in_kernel = built.kind in ("mma", "grid") and built.in_kernel_projection
+    gemm_dtype = _gemm_dtype(config)
+    x16_dtype = config.dtype if projection_in_kernel and fwd.kind == "mma" else gemm_dtype
+    reads_f32 = (not DIRECT_16BIT_INPUT or gemm_dtype is None   # fp32 GEMM operands (projection, dW_ih)
+                 or (projection_in_kernel and fwd.kind != "mma"))    # the grid kernel reads fp32 x
+    return projection_in_kernel, x16_dtype, reads_f32
+
+
+def kernel_reads_x(config, x, variant: str = "auto") -> bool:
+    """v21: whether an inference forward's only reader of ``x`` is layer 0's tensor-core kernel (its
+    in-kernel projection on x's own 16-bit values), so a replayed graph may hand the kernel the
+    caller's x instead of a copy (persistent_graph.KERNEL_READS_X)."""
+    if config.dtype not in capacity.MMA_DTYPES or x.dtype.name != config.dtype or not DIRECT_16BIT_INPUT \
+            or _cluster_choice(config, False, variant) is not None:
+        return False
+    fwd = _built_plans(config, False, "grid" if variant == "cluster" else variant)["forward"]
+    if fwd.kind != "mma":
+        return False
+    projection_in_kernel, _, reads_f32 = _input_reads(config, fwd, _final(fwd))
+    return projection_in_kernel and not reads_f32
 
 
 def _add_initial_recurrence(xw, h0, preps) -> None:

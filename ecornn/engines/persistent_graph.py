@@ -50,6 +50,10 @@ COPY_KERNEL = True          # v17: a replay's three input copies as one kernel (
                             # ~5.6 us memcpy calls of host time); False: memcpys (the ablation)
 INPUTS_BY_REFERENCE = True  # v20: the input copy is the graph's first node, its sources read from a ring in
                             # mapped host memory (persistent_replay_ring); False: the copy kernel (v17)
+KERNEL_READS_X = True       # v21 (with INPUTS_BY_REFERENCE): where the forward kernel is x's only reader
+                            # (persistent.kernel_reads_x), it reads the caller's x at the fetched address:
+                            # no copy of x in the graph; False: x copied like h0 and c0 (v20, the ablation)
+_capturing: list = []       # the ring of the capture in progress (input_reference)
 REPLAY_ON_CALLER_STREAM = True   # v17: replays run on the caller's stream (no events unless it changes);
                                  # False: on the graph stream, three events per replay (v5-v16, ablation)
 _last_replay: dict = {}     # device -> (stream ptr, event recorded after the last replay's work)
@@ -127,7 +131,7 @@ def _cp():
 
 
 def _key(config, mode, x, h0, c0) -> tuple:
-    return (config.key(), mode, CAPTURE_INPUT_CASTS, CAPTURE_OUTPUT_CASTS, INPUTS_BY_REFERENCE,
+    return (config.key(), mode, CAPTURE_INPUT_CASTS, CAPTURE_OUTPUT_CASTS, INPUTS_BY_REFERENCE, KERNEL_READS_X,
             _cp().cuda.runtime.getDevice(), x.dtype, h0.dtype, c0.dtype)
 
 
@@ -310,10 +314,11 @@ def _copy_in(dst, src, stream) -> None:
         cp.copyto(dst, src, casting="unsafe")
 
 
-def capture(prepared, config, mode, x, h0, c0, run_eager) -> None:
+def capture(prepared, config, mode, x, h0, c0, run_eager, x_by_reference: bool = False) -> None:
     """Capture ``run_eager(x, h0, c0) -> (output, hT, cT, kind)`` (inputs in the caller's dtypes,
     outputs in the caller's dtype or fp32: CAPTURE_OUTPUT_CASTS) into a graph
     (called after an eager call of the same configuration: modules are compiled, cuBLAS warm).
+    ``x_by_reference``: the kernel is x's only reader and takes it through input_reference (v21).
     Nothing runs now; a failure leaves the configuration eager."""
     if not _wanted(prepared, x):
         return
@@ -329,7 +334,8 @@ def capture(prepared, config, mode, x, h0, c0, run_eager) -> None:
         try:
             with cp.cuda.using_allocator(pool.malloc):
                 inputs = tuple(cp.empty(a.shape, a.dtype if CAPTURE_INPUT_CASTS else cp.float32) for a in (x, h0, c0))
-                ring = ring_module.InputRing(inputs) if INPUTS_BY_REFERENCE else None
+                by_reference = (x_by_reference and KERNEL_READS_X and CAPTURE_INPUT_CASTS, False, False)
+                ring = ring_module.InputRing(inputs, by_reference=by_reference) if INPUTS_BY_REFERENCE else None
                 graph, (*outputs, kind) = captured(stream, run_eager, *inputs, ring=ring)
         except Exception as exc:  # noqa: BLE001 - recorded; the call path stays eager
             capture_errors[key] = f"{type(exc).__name__}: {exc}"
@@ -347,11 +353,24 @@ def captured(stream, run, *args, ring=None):
         try:
             if ring is not None:
                 ring.capture_fetch()
-            result = run(*args)
+                _capturing.append(ring)
+            try:
+                result = run(*args)
+            finally:
+                if ring is not None:
+                    _capturing.remove(ring)
+            if ring is not None:
+                ring.check_references()
         except Exception:
             _abandon(stream)
             raise
         return stream.end_capture(), result
+
+
+def input_reference(array, index: int = 0):
+    """The device words of the fetched input addresses (a kernel's ``x_at``) where the capture in
+    progress reads input ``index`` by reference and ``array`` is its buffer (v21), else None."""
+    return _capturing[-1].reference(array, index) if _capturing else None
 
 
 def _abandon(stream) -> None:

@@ -13,6 +13,10 @@ rewrites a slot that a queued launch has yet to read (it waits on the last repla
 A launch that bypasses the ring (``graph.launch`` directly) finds a slot whose tag is not its
 count: it fills the buffers with NaN instead of reading another call's inputs, and reports it
 (``done[1]``); the next replay then drops the graph (``RingMismatch``) and runs eagerly.
+
+v21: an input the graph's kernel reads where it lies (``by_reference``: x of a tensor-core forward
+with its projection inside, persistent.kernel_reads_x) is not copied at all: the kernel takes its
+address from ``current`` (``reference``), and its buffer is only NaN-filled after a wrong tag.
 """
 from __future__ import annotations
 
@@ -61,9 +65,11 @@ def _cuda_host_memory() -> tuple:
 class InputRing:
     """The ring of one graph: its host slots, its device counters and its fetch node's arguments."""
 
-    def __init__(self, buffers, slots: int = SLOTS, host_words=HostWords):
+    def __init__(self, buffers, slots: int = SLOTS, host_words=HostWords, by_reference=(False, False, False)):
         cp = _cp()
         self.buffers, self.slots, self.issued = tuple(buffers), slots, 0
+        self.by_reference = tuple(bool(b) for b in by_reference)   # v21: read by the kernel, not copied
+        self.referenced = [False] * len(self.buffers)                # ... and taken up by the capture
         self.host = host_words(4 * slots + 2)            # the slots, then done[0] (fetches) and done[1] (mismatch)
         self.slot_words = self.host.words[:4 * slots].reshape(slots, 4)
         self.done = self.host.words[4 * slots:]
@@ -85,7 +91,7 @@ class InputRing:
         sizes = [np.int64(b.nbytes) for b in self.buffers]
         words = max(int(n) for n in sizes) // 16 + 1
         blocks = max(1, min(-(-words // FETCH_THREADS), FETCH_MAX_BLOCKS))
-        args = [self.current]
+        args = [self.current, np.int32(sum(1 << k for k, b in enumerate(self.by_reference) if b))]
         for buffer, size in zip(self.buffers, sizes):
             args += [buffer, size]
         copy_current((blocks,), (FETCH_THREADS,), tuple(args))
@@ -95,10 +101,28 @@ class InputRing:
         C-ordered device array of its buffer's dtype and size; returned, to be kept until the launch
         is issued). ``wait_for_fetches()`` blocks until every issued launch has fetched."""
         self._claim_slot(wait_for_fetches)
-        kept = [_as_buffer_like(src, dst) for src, dst in zip(inputs, self.buffers)]
+        kept = [_as_buffer_like(src, dst, aligned=by_ref)
+                for src, dst, by_ref in zip(inputs, self.buffers, self.by_reference)]
         self.last_sources = tuple(a.data.ptr for a in kept)
         self._write(self.last_sources)
         return kept
+
+    def reference(self, array, index: int):
+        """``current`` (the fetched addresses, for the kernel's ``x_at`` argument) where input ``index``
+        is read by reference and ``array`` is its buffer, else None. Called while the graph is captured."""
+        if not self.by_reference[index] or _address(array) != _address(self.buffers[index]) \
+                or array.nbytes != self.buffers[index].nbytes:
+            return None
+        self.referenced[index] = True
+        return self.current
+
+    def check_references(self) -> None:
+        """After the capture: every input meant to be read by reference was (its buffer is never
+        written on a matching tag, so any other reader would see stale values)."""
+        unused = [k for k, b in enumerate(self.by_reference) if b and not self.referenced[k]]
+        if unused:
+            raise RuntimeError(f"replay ring: inputs {unused} were to be read by reference, the captured "
+                               "forward did not take them up")
 
     def republish(self, wait_for_fetches) -> None:
         """The next slot with the previous launch's sources again (benchmarks that replay the bare
@@ -129,11 +153,17 @@ class InputRing:
                                "(a launch outside the replay ring); that call's outputs are NaN")
 
 
-def _as_buffer_like(src, dst):
-    """``src`` itself where the fetch can read it as ``dst``'s bytes, else a C-ordered copy in
-    ``dst``'s dtype and shape (made on the current stream; an input of another size raises)."""
+def _address(a) -> int:
+    return a.data.ptr
+
+
+def _as_buffer_like(src, dst, aligned: bool = False):
+    """``src`` itself where the fetch can read it as ``dst``'s bytes (``aligned``: and a kernel
+    loads it 16 bytes at a time), else a C-ordered copy in ``dst``'s dtype and shape (made on the
+    current stream; an input of another size raises)."""
     cp = _cp()
-    if is_gpu_array(src) and src.dtype == dst.dtype and src.nbytes == dst.nbytes and src.flags.c_contiguous:
+    if is_gpu_array(src) and src.dtype == dst.dtype and src.nbytes == dst.nbytes and src.flags.c_contiguous \
+            and not (aligned and _address(src) % 16):
         return src
     if int(np.prod(src.shape)) != dst.size:
         raise ValueError(f"replay input of shape {tuple(src.shape)}; the graph was captured for {tuple(dst.shape)}")

@@ -1,0 +1,96 @@
+"""`persistent` v21 on the GPU: a replayed graph whose tensor-core kernel projects x itself reads
+the caller's x at the address its fetch node took from the replay ring (no copy of x in the graph;
+persistent_graph.KERNEL_READS_X). A wrong address shows as a call returning another call's result,
+so every replay is compared bitwise with the eager path on its own inputs, unsynchronised."""
+import pytest
+
+from ecornn import LSTMConfig
+from ecornn.engines import persistent, persistent_graph
+from ecornn.engines import persistent_replay_ring as ring_module
+from ecornn.engines import reference as reference_engine
+from tests.helpers import rel_err
+from tests.test_persistent_gpu import HALF_TOL
+from tests.test_persistent_v5_gpu import _float64, _gpu_inputs
+from tests.test_persistent_v17_gpu import _assert_equal_bits, _prepared
+from tests.test_persistent_v20_gpu import _eager, _entry
+
+pytestmark = pytest.mark.gpu
+
+
+def _replays(config, gpu_weights, prepared, calls):
+    return [persistent.forward(config, x, gpu_weights, h0, c0, prepared=prepared)[:3] for x, h0, c0 in calls]
+
+
+@pytest.mark.parametrize("dtype, hidden, layers, bidir, batch, steps", [
+    ("bfloat16", 1024, 1, False, 4, 256),   # the issue's bf16 B=4 row
+    ("float16", 256, 3, True, 4, 60),       # both directions of layer 0 read x; layers 1-2 read y
+    ("bfloat16", 64, 2, False, 5, 1000),
+])
+def test_replays_read_the_callers_x_in_the_kernel(rng, monkeypatch, dtype, hidden, layers, bidir, batch, steps):
+    import cupy as cp
+    config = LSTMConfig(hidden, hidden, layers, bidir, dtype, batch, steps)
+    host_weights, gpu_weights, prepared = _prepared(rng, config)
+    calls = [_gpu_inputs(rng, config) for _ in range(ring_module.SLOTS + 6)]
+    assert persistent.kernel_reads_x(config, calls[0][0])
+    cp.cuda.Device().synchronize()
+    outs = _replays(config, gpu_weights, prepared, calls)
+    cp.cuda.Device().synchronize()
+    ring = _entry(prepared).ring
+    assert not persistent_graph.capture_errors
+    assert ring.by_reference == (True, False, False) and ring.referenced[0]
+    assert ring.issued == int(ring.done[0]) == len(calls) - 1 and not ring.done[1]
+    for got, want in zip(outs, _eager(monkeypatch, config, gpu_weights, prepared, calls)):
+        _assert_equal_bits(got, want)
+    x, h0, c0 = calls[-1]
+    exact = reference_engine.forward(config.replace(dtype="float64"), _float64(x), host_weights, _float64(h0),
+                                     _float64(c0))
+    for g, w in zip(outs[-1], exact[:3]):
+        assert rel_err(_float64(g), w) <= HALF_TOL
+    monkeypatch.setattr(persistent_graph, "KERNEL_READS_X", False)   # v20's copy of x: the same bits
+    copied = _replays(config, gpu_weights, prepared, calls[:4])
+    assert len(prepared.graphs) == 2
+    for got, want in zip(copied[1:], outs[1:4]):
+        _assert_equal_bits(got, want)
+
+
+def test_x_off_alignment_or_changed_in_place_is_read_correctly(rng, monkeypatch):
+    """x 2 bytes off 16-byte alignment becomes an aligned copy first (the kernel loads 16 bytes at
+    a time); x rewritten in place between two calls is read as it is when the graph runs."""
+    import cupy as cp
+    config = LSTMConfig(128, 128, 1, False, "float16", 4, 40)
+    _, gpu_weights, prepared = _prepared(rng, config)
+    calls = [_gpu_inputs(rng, config) for _ in range(6)]
+    x, h0, c0 = calls[2]
+    shifted = cp.empty(x.size + 1, x.dtype)[1:].reshape(x.shape)
+    shifted[...] = x
+    assert shifted.data.ptr % 16 == 2
+    calls[2] = (shifted, h0, c0)
+    reused, before = calls[3][0], calls[3][0].copy()
+    outs = _replays(config, gpu_weights, prepared, calls[:4])
+    reused[...] = calls[4][0]                                   # the caller writes new values into x
+    outs += _replays(config, gpu_weights, prepared, [(reused, *calls[4][1:])])
+    want_calls = calls[:3] + [(before, *calls[3][1:]), calls[4]]
+    assert _entry(prepared).ring.by_reference[0] and _entry(prepared).ring.issued == 4
+    for got, want in zip(outs, _eager(monkeypatch, config, gpu_weights, prepared, want_calls)):
+        _assert_equal_bits(got, want)
+
+
+def test_a_launch_around_the_ring_gives_nan_with_x_by_reference(rng, monkeypatch):
+    """A bare graph.launch: the fetch's tag check fails, x's buffer is NaN-filled and the kernel
+    reads it (never another call's x); the next call drops the graph and runs eagerly."""
+    import cupy as cp
+    monkeypatch.setattr(persistent_graph, "capture_errors", {})
+    config = LSTMConfig(64, 64, 1, False, "bfloat16", 4, 12)
+    _, gpu_weights, prepared = _prepared(rng, config)
+    calls = [_gpu_inputs(rng, config) for _ in range(3)]
+    _replays(config, gpu_weights, prepared, calls[:2])
+    entry = _entry(prepared)
+    assert entry.ring.by_reference[0]
+    stream = cp.cuda.get_current_stream()
+    entry.graph.launch(stream=stream)
+    stream.synchronize()
+    assert all(bool(cp.isnan(a.astype(cp.float32)).all()) for a in entry.outputs)
+    got = _replays(config, gpu_weights, prepared, calls[2:])[0]
+    assert not prepared.graphs
+    assert any("RingMismatch" in why for why in persistent_graph.capture_errors.values())
+    _assert_equal_bits(got, _eager(monkeypatch, config, gpu_weights, prepared, calls[2:])[0])
