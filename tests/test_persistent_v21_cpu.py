@@ -155,3 +155,18 @@ def test_the_engine_hands_the_ring_words_to_layer_zero_only(cpu_engine, rng, mon
                              f64(h0), f64(c0))
     for g, w in zip(got[:3], want[:3]):
         assert rel_err(f64(g), w) <= HALF_TOL
+
+
+def test_16bit_x_off_alignment_is_copied_before_the_kernel_reads_it(monkeypatch):
+    """_storage16 hands 16-bit x to the tensor-core kernel as it is (v17), which loads it 16 bytes at
+    a time: x 2 bytes off alignment (found by the v21 GPU test: misaligned address) becomes a copy."""
+    monkeypatch.setattr(persistent, "_cp", lambda: np)
+    base = np.zeros(8 * 40 + 8, np.float16)
+    start = (-base.__array_interface__["data"][0] % 16) // 2   # the first 16-byte aligned element
+    aligned = base[start:start + 320].reshape(8, 40)
+    shifted = base[start + 1:start + 321].reshape(8, 40)
+    shifted[...] = np.arange(320).reshape(8, 40)
+    got = persistent._storage16(shifted, "float16")
+    assert got.__array_interface__["data"][0] % 16 == 0 and np.array_equal(got, shifted)
+    same = persistent._storage16(aligned, "float16")
+    assert same.__array_interface__["data"][0] == aligned.__array_interface__["data"][0]

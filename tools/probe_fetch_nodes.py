@@ -6,7 +6,8 @@ replayed back to back: v20 (fetch_slot, copy_current of x, h0, c0), v21 (x read 
 fetched address, only h0 and c0 copied), fetch_slot alone (v20's kernel, or v21's with h0 and c0
 stale), no input node (timing only: stale inputs); then v20 and v21 with x rewritten in place by a
 device copy before each launch (fresh x, as a caller's embedding or earlier layer would leave it),
-and that copy alone. Prints a table; writes OUT_DIR/probe_fetch_nodes.json.
+that copy alone, and v21 with another buffer of x's size rewritten instead (is it x's freshness or
+any write before the kernel?). Prints a table; writes OUT_DIR/probe_fetch_nodes.json.
 
     python tools/probe_fetch_nodes.py OUT_DIR
 """
@@ -42,7 +43,7 @@ def per_node_us(fn, nodes=NODES):
 
 def forward_graph_us(cell, repeats=30):
     """GPU µs per replay of the cell's forward graph under each variant (name -> (input nodes, v21's
-    KERNEL_READS_X, x rewritten by a 2 MB-class copy before each launch)). The rewrite tells a
+    KERNEL_READS_X, a buffer rewritten by a device copy before each launch: x or another)). The rewrite tells a
     cost of the copy node from a cost of the kernel reading freshly written x (v21's question)."""
     from bench_persistent import _problem
     from ecornn.engines import persistent, persistent_graph
@@ -52,14 +53,15 @@ def forward_graph_us(cell, repeats=30):
     real = ring_module.InputRing.capture_fetch
     variants = {"v20": (real, False, False), "v21": (real, True, False), "fetch only": ("fetch", False, False),
                 "v21, fetch only (h0, c0 stale)": ("fetch", True, False), "no input node": (None, False, False),
-                "v20, x rewritten": (real, False, True), "v21, x rewritten": (real, True, True)}
-    source = x.copy()
+                "v20, x rewritten": (real, False, "x"), "v21, x rewritten": (real, True, "x"),
+                "v21, another buffer rewritten": (real, True, "other")}
+    source, other = x.copy(), x.copy()
 
-    def rewrite_x():   # the caller producing a new x in place, as an embedding or a layer before would
-        cp.cuda.runtime.memcpyAsync(x.data.ptr, source.data.ptr, x.nbytes, cp.cuda.runtime.memcpyDeviceToDevice,
+    def rewrite(target):   # the caller producing a new x in place, as an embedding or a layer before would
+        cp.cuda.runtime.memcpyAsync(target.data.ptr, source.data.ptr, x.nbytes, cp.cuda.runtime.memcpyDeviceToDevice,
                                     cp.cuda.get_current_stream().ptr)
-    out = {"x rewrite alone": _gpu_us(rewrite_x, repeats)}
-    for name, (nodes, reads_x, rewrite) in variants.items():
+    out = {"x rewrite alone": _gpu_us(lambda: rewrite(x), repeats)}
+    for name, (nodes, reads_x, rewritten) in variants.items():
         prepared.graphs.clear()
         persistent_graph.KERNEL_READS_X = reads_x
         ring_module.InputRing.capture_fetch = _input_nodes(nodes, real)
@@ -73,7 +75,8 @@ def forward_graph_us(cell, repeats=30):
         out[f"{name}: x by reference"] = bool(entry.ring is not None and entry.ring.by_reference[0])
         stream = cp.cuda.get_current_stream()
         bare = (lambda: entry.launch_bare(stream)) if nodes is real else (lambda: entry.graph.launch(stream=stream))
-        launch = (lambda: (rewrite_x(), bare())) if rewrite else bare
+        target = {"x": x, "other": other}.get(rewritten)
+        launch = (lambda: (rewrite(target), bare())) if target is not None else bare
         out[name] = _gpu_us(launch, repeats)
     prepared.graphs.clear()
     return out

@@ -724,7 +724,10 @@ def _storage16(a, dtype: str):
     from . import fused   # its conversion kernel (kernels/fused_pointwise.cu)
     cp = _cp()
     if a.dtype.name == dtype and DIRECT_16BIT_INPUT:   # already these values: their bits are the storage (v17)
-        return cp.ascontiguousarray(a).view(fused.storage_dtype(dtype))
+        a = cp.ascontiguousarray(a)
+        if persistent_graph._address(a) % 16:   # the tensor-core kernel loads x 16 bytes at a time
+            a = a.copy()
+        return a.view(fused.storage_dtype(dtype))
     a = _f32(a)
     out = cp.empty(a.shape, fused.storage_dtype(dtype))
     cols = a.shape[-1]
