@@ -13,7 +13,8 @@ from bench_persistent_v5 import _train_ms  # noqa: E402
 from ecornn.engines import persistent  # noqa: E402
 
 ENGINE_FLAG_DEFAULTS = {"FP32_TENSOR_CORES": "auto", "TAGGED_EXCHANGE": "auto", "PAIRED_SPLIT": True,
-                        "IN_KERNEL_PROJECTION": "auto", "POLL_DELAY": True, "REGISTER_MODEL": "v19"}
+                        "IN_KERNEL_PROJECTION": "auto", "POLL_DELAY": True, "REGISTER_MODEL": "v19",
+                        "FP32_BACKWARD_GEMMS": "3xtf32"}
 
 
 def set_engine_flags(flags: dict) -> None:

@@ -81,6 +81,10 @@ FP32_GEMMS = "3xtf32"     # fp32 input projections of >= MIN_3XTF32_FLOPS: "3xtf
                           # tensor cores, gpu_blas.matmul_3xtf32) or "strict" (cuBLAS SGEMM, all other GEMMs)
 MIN_3XTF32_FLOPS = 4e9    # H100 (v6): 2.1 GFLOP (H=512 B=4) gained nothing, 4.3 GFLOP 0.08 us/step,
                           # 17 GFLOP 0.46; the backward's GEMMs were not faster (splits, 3 launches)
+FP32_BACKWARD_GEMMS = "3xtf32"   # v22: the fp32 backward's dX, dW_ih and dW_hh GEMMs of >= MIN_3XTF32_BACKWARD_FLOPS
+                                 # on 3xTF32 (v6.1 measured them slower when training ran eagerly: the splits'
+                                 # launches; training replays graphs since v9); "strict": SGEMM (the ablation)
+MIN_3XTF32_BACKWARD_FLOPS = 4e9
 BACKWARD_BY_ROWS = "auto"  # fp32 backward: the rows kernel (v7) per capacity.rows_backward_pays, or
                            # True / False forced (tests, ablation); the grid backward where it does not fit
 SIXTEEN_BIT_GEMMS = True  # fp16/bf16: the GEMMs (projection, dX, dW) take 16-bit operands (cuBLAS, fp32
@@ -738,10 +742,10 @@ def _storage16(a, dtype: str):
     return out
 
 
-def _matmul(a, b, out=None, *, accumulate=False, tf32=False, b_parts=None, a_type="float32"):
+def _matmul(a, b, out=None, *, accumulate=False, tf32=False, a_parts=None, b_parts=None, a_type="float32"):
     """``a @ b`` into fp32 ``out`` (new if None; added to it with accumulate=True). fp32 operands:
-    TF32 with tf32=True, 3xTF32 when ``b_parts`` (tf32_parts(b)) are given, else strict fp32;
-    ``a_type`` fp16/bf16: 16-bit operands (_storage16), fp32 accumulation."""
+    TF32 with tf32=True, 3xTF32 when ``b_parts`` (tf32_parts(b); ``a_parts`` too where made before)
+    are given, else strict fp32; ``a_type`` fp16/bf16: 16-bit operands (_storage16), fp32 accumulation."""
     cp = _cp()
     if out is None:
         out = cp.empty((a.shape[0], b.shape[1]), cp.float32)
@@ -749,7 +753,7 @@ def _matmul(a, b, out=None, *, accumulate=False, tf32=False, b_parts=None, a_typ
     if tf32 or a_type != "float32" or is_gpu_array(a):   # ecornn's cuBLAS binding: graph-capturable
         from ..gpu_blas import matmul, matmul_3xtf32
         if b_parts is not None:
-            return matmul_3xtf32(a, b, out, beta=beta, b_parts=b_parts)
+            return matmul_3xtf32(a, b, out, beta=beta, a_parts=a_parts, b_parts=b_parts)
         return matmul(a, b, out, beta=beta, tf32=tf32, a_type=a_type)
     if accumulate:
         out += a @ b
@@ -832,7 +836,8 @@ def _last_kinds_kept():
 
 def _graph_mode(variant) -> tuple:
     """What a captured graph depends on besides the configuration and dtypes."""
-    return (variant, TAGGED_EXCHANGE, FP32_GEMMS, MIN_3XTF32_FLOPS, BACKWARD_BY_ROWS, SIXTEEN_BIT_GEMMS,
+    return (variant, TAGGED_EXCHANGE, FP32_GEMMS, MIN_3XTF32_FLOPS, FP32_BACKWARD_GEMMS, MIN_3XTF32_BACKWARD_FLOPS,
+            BACKWARD_BY_ROWS, SIXTEEN_BIT_GEMMS,
             IN_KERNEL_PROJECTION, UNITS_FASTEST, FP32_TENSOR_CORES, PAIRED_SPLIT, POLL_DELAY, DIRECT_16BIT_INPUT,
             ONE_OUTPUT_BUFFER, REGISTER_MODEL)
 
@@ -998,18 +1003,56 @@ def _previous_hidden(output, h0, direction: int, hidden: int):
 
 
 def _weight_grads(dz, layer_input, h_prev, hidden: int, dtype, tf32: bool = False, dz_operand=None,
-                  a_type="float32") -> LayerWeights:
+                  a_type="float32", parts=None) -> LayerWeights:
     """Framework-layout gradients in ``dtype`` from interleaved fp32 dz [T*B, 4H]; the GEMMs take
     ``dz_operand`` (dz as _storage16, with 16-bit ``layer_input`` / ``h_prev`` and ``a_type``) when
-    given. The bias gradient is a GEMM against ones on fp32 dz (CuPy's column sum over T*B rows
-    took 57 us at H=1024 B=8 T=256, v9); deinterleaving casts in the same pass."""
+    given. ``parts``: Fp32BackwardParts, the fp32 GEMMs that run as 3xTF32 (v22). The bias gradient
+    is a GEMM against ones on fp32 dz (CuPy's column sum over T*B rows took 57 us at H=1024 B=8
+    T=256, v9); deinterleaving casts in the same pass."""
     op = dz if dz_operand is None else dz_operand
-    d_w_ih = _matmul(op.T, layer_input.reshape(dz.shape[0], -1), tf32=tf32, a_type=a_type)
-    d_w_hh = _matmul(op.T, h_prev.reshape(dz.shape[0], -1), tf32=tf32, a_type=a_type)
+    parts = parts or Fp32BackwardParts()
+    dz_t = tuple(p.T for p in parts.dz) if parts.dz else None
+    d_w_ih = _matmul(op.T, layer_input.reshape(dz.shape[0], -1), tf32=tf32, a_type=a_type,
+                     a_parts=dz_t if parts.x else None, b_parts=parts.x)
+    d_w_hh = _matmul(op.T, h_prev.reshape(dz.shape[0], -1), tf32=tf32, a_type=a_type,
+                     a_parts=dz_t if parts.h else None, b_parts=parts.h)
     d_b = _matmul(dz.T, _cp().ones((dz.shape[0], 1), np.float32))[:, 0]
     d_b = gate_deinterleave_as(d_b, hidden, dtype)
     return LayerWeights(gate_deinterleave_as(d_w_ih, hidden, dtype), gate_deinterleave_as(d_w_hh, hidden, dtype),
                         d_b, d_b.copy())
+
+
+@dataclass
+class Fp32BackwardParts:
+    """v22: tf32_parts of the fp32 backward's operands whose GEMMs run as 3xTF32 (None: strict SGEMM):
+    dz [T*B, 4H], the layer input [T*B, K] (dW_ih; with w_ih, dX), h_{t-1} [T*B, H] (dW_hh)."""
+    dz: tuple = None
+    x: tuple = None
+    h: tuple = None
+    w_ih: tuple = None
+
+
+def _runs_3xtf32(config, rows: int, k: int) -> bool:
+    """An fp32 backward GEMM over ``rows`` rows of dz [rows, 4H] and a k-wide operand runs as 3xTF32
+    (FP32_BACKWARD_GEMMS, MIN_3XTF32_BACKWARD_FLOPS)."""
+    return (config.dtype == "float32" and FP32_BACKWARD_GEMMS == "3xtf32"
+            and 2.0 * rows * 4 * config.hidden_size * k >= MIN_3XTF32_BACKWARD_FLOPS)
+
+
+def _fp32_backward_parts(config, flat_dz, flat_input, h_prev, slot_weights, input_parts=None):
+    """The Fp32BackwardParts of one direction (``input_parts``: the layer input's, split once per layer)."""
+    from ..gpu_blas import tf32_parts
+    rows = flat_dz.shape[0]
+    if not is_gpu_array(flat_dz):
+        return Fp32BackwardParts()
+    with_x = _runs_3xtf32(config, rows, flat_input.shape[-1])
+    with_h = _runs_3xtf32(config, rows, config.hidden_size)
+    if not (with_x or with_h):
+        return Fp32BackwardParts()
+    return Fp32BackwardParts(
+        dz=tf32_parts(flat_dz), x=(input_parts or tf32_parts(flat_input)) if with_x else None,
+        h=tf32_parts(h_prev.reshape(rows, -1)) if with_h else None,
+        w_ih=slot_weights.input_weight_parts() if with_x else None)
 
 
 def backward(reserve, dy, dhT, dcT, retain=False):
@@ -1059,15 +1102,23 @@ def _backward_eager(reserve: PersistentReserve, dy, dhT, dcT):
         d_in = cp.zeros((steps * batch, save.layer_input.shape[-1]), cp.float32)
         dz_operand, output_operand = to_operand(dz), to_operand(save.output)
         input_operand = save.layer_input_16bit if gemm_dtype else save.layer_input
+        input_parts = None   # v22: the layer input's tf32 parts, made by the first direction that needs them
         for d in range(dirs):
             s = s0 + d
             flat_dz = dz[d].reshape(steps * batch, 4 * hidden)
             flat_operand = dz_operand[d].reshape(steps * batch, 4 * hidden)
             h_prev = _previous_hidden(output_operand, h0_operand[s], d, hidden)
-            grads[s] = _weight_grads(flat_dz, input_operand, h_prev, hidden, dy.dtype, tf32, flat_operand, a_type)
             slot_weights = reserve.weights.slots[s]
+            parts = Fp32BackwardParts()
+            if not gemm_dtype and not tf32:
+                parts = _fp32_backward_parts(config, flat_dz, input_operand.reshape(steps * batch, -1), h_prev,
+                                             slot_weights, input_parts)
+                input_parts = parts.x or input_parts
+            grads[s] = _weight_grads(flat_dz, input_operand, h_prev, hidden, dy.dtype, tf32, flat_operand, a_type,
+                                     parts)
             w_ih = slot_weights.input_weight_16bit(gemm_dtype) if gemm_dtype else slot_weights.w_ih
-            _matmul(flat_operand, w_ih, d_in, accumulate=True, tf32=tf32, a_type=a_type)
+            _matmul(flat_operand, w_ih, d_in, accumulate=True, tf32=tf32, a_type=a_type,
+                    a_parts=parts.dz if parts.w_ih else None, b_parts=parts.w_ih)
         d_out = d_in.reshape(steps, batch, -1)
     dtype = dy.dtype
     cast = lambda a: a.astype(dtype, copy=False)  # noqa: E731
