@@ -84,7 +84,8 @@ MIN_3XTF32_FLOPS = 4e9    # H100 (v6): 2.1 GFLOP (H=512 B=4) gained nothing, 4.3
 FP32_BACKWARD_GEMMS = "3xtf32"   # v22: the fp32 backward's dX, dW_ih and dW_hh GEMMs of >= MIN_3XTF32_BACKWARD_FLOPS
                                  # on 3xTF32 (v6.1 measured them slower when training ran eagerly: the splits'
                                  # launches; training replays graphs since v9); "strict": SGEMM (the ablation)
-MIN_3XTF32_BACKWARD_FLOPS = 4e9
+MIN_3XTF32_BACKWARD_FLOPS = 8e9   # H100 (v22, fwd+bwd): 4.3 GFLOP (H=512 B=8) +0.06 ms, 8.6 (H=1024 B=4)
+                                 # -0.04, 17 (H=1024 B=8) -0.31, 19 (H=1536 B=4) -0.32
 BACKWARD_BY_ROWS = "auto"  # fp32 backward: the rows kernel (v7) per capacity.rows_backward_pays, or
                            # True / False forced (tests, ablation); the grid backward where it does not fit
 SIXTEEN_BIT_GEMMS = True  # fp16/bf16: the GEMMs (projection, dX, dW) take 16-bit operands (cuBLAS, fp32
