@@ -62,3 +62,25 @@ def measure_modes(problem, modes: dict, repeats, other_first=False, train_modes=
     if failures and len(failures) == len(modes):
         raise failures[0]
     return out
+
+
+def pair_bench(rows, modes: dict, labels: tuple, name: str, order_flag: str, order_help: str):
+    """(row, markdown, main) of a two-mode A/B bench (v22): ``modes`` = {first: flags, second: flags},
+    timed in reverse name order (measure_modes) unless ``order_flag`` is given; the table is
+    bench_persistent.pair_table's, with the ratios to cuDNN of the first mode."""
+    import bench_persistent as bp
+    first, second = modes
+
+    def measure(dtype, hidden, batch, repeats, other_first=False):
+        return measure_modes(bp._problem(dtype, hidden, batch, seed=hidden + batch), modes, repeats,
+                             other_first=other_first)
+
+    def row(dtype, hidden, batch, repeats, other_first=False):
+        return bp.measured_row(measure, dtype, hidden, batch, repeats, other_first)
+
+    def markdown(table_rows):
+        return bp.pair_table(table_rows, first, second, labels)
+
+    def main(argv=None):
+        bp.ab_bench_main(argv, rows, row, markdown, name, order_flag, order_help)
+    return row, markdown, main

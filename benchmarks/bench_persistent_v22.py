@@ -14,32 +14,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ab_modes  # noqa: E402
-from bench_persistent import _problem, ab_bench_main, measured_row, pair_table  # noqa: E402
 
 ROWS = [("float32", 1024, 8), ("float32", 1024, 4), ("float32", 512, 8), ("float32", 1536, 4),
         ("float32", 512, 4), ("float32", 1024, 1),
-        ("float32", 512, 1)]   # the control: every GEMM under 4 GFLOP, strict in both modes
-MODES = {"v22": {}, "strict": {"FP32_BACKWARD_GEMMS": "strict"}}
-
-
-def measure(dtype, hidden, batch, repeats, strict_first=False):
-    """Both modes; "v22" is timed first (measure_modes' reverse name order) unless strict_first."""
-    problem = _problem(dtype, hidden, batch, seed=hidden + batch)
-    return ab_modes.measure_modes(problem, MODES, repeats, other_first=strict_first)
-
-
-def row(dtype, hidden, batch, repeats, strict_first=False):
-    return measured_row(measure, dtype, hidden, batch, repeats, strict_first)
-
-
-def markdown(rows):
-    return pair_table(rows, "v22", "strict", ("v22", "strict"))
-
-
-def main(argv=None):
-    ab_bench_main(argv, ROWS, row, markdown, "persistent_v22_bench", "--strict-first",
-                  "time the strict mode first (order bias check)")
-
+        ("float32", 512, 1)]   # the controls: every GEMM under 8 GFLOP, strict in both modes
+MODES = {"v22": {}, "strict": {"FP32_BACKWARD_GEMMS": "strict"}}   # "v22" is timed first unless --strict-first
+row, markdown, main = ab_modes.pair_bench(ROWS, MODES, ("v22", "strict"), "persistent_v22_bench", "--strict-first",
+                                          "time the strict mode first (order bias check)")
 
 if __name__ == "__main__":
     main()

@@ -209,3 +209,27 @@ def test_a_failing_mode_leaves_the_others_timed_and_shows_in_the_table(monkeypat
     row = {"dtype": "float16", "hidden": 8, "batch": 1, **out}
     line = bp.pair_table([row], "v19", "v4", ("v19", "v4")).splitlines()[-1]
     assert line.startswith("| float16 | 8 | 1 | 2.00 | - | 1.50 | - |") and line.endswith("| v4 error: RuntimeError: spills |")
+
+
+def test_v22_pair_bench_times_both_backward_gemm_modes(monkeypatch):
+    """ab_modes.pair_bench (bench_persistent_v22): "v22" first unless the order flag, the flag back at
+    its default after, each mode's numbers under its own flags, the A/B table."""
+    import ab_modes
+    import bench_persistent as bp
+    import bench_persistent_v22 as v22
+    from ecornn.engines import persistent
+    seen = []
+
+    def time_mode(config, weights, x, h0, c0, repeats, train=True):
+        seen.append(persistent.FP32_BACKWARD_GEMMS)
+        return {"train_ms": 3.0 if persistent.FP32_BACKWARD_GEMMS == "3xtf32" else 4.0}
+    monkeypatch.setattr(ab_modes, "time_mode", time_mode)
+    monkeypatch.setattr(bp, "_problem", lambda *a, **k: ("config",) + (None,) * 4)
+    monkeypatch.setattr(bp, "add_cudnn", lambda entry, *a: entry)
+    row = v22.row("float32", 64, 8, 2)
+    assert seen == ["3xtf32", "strict"] and persistent.FP32_BACKWARD_GEMMS == "3xtf32"
+    assert row["v22_train_ms"] == 3.0 and row["strict_train_ms"] == 4.0
+    seen.clear()
+    v22.row("float32", 64, 8, 2, True)
+    assert seen == ["strict", "3xtf32"]
+    assert "| float32 | 64 | 8 | - | - | - | - | - | 3.00 | 4.00 |" in v22.markdown([row])

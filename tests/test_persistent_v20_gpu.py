@@ -44,17 +44,39 @@ def test_more_queued_replays_than_slots_each_fetch_their_own_inputs(rng, monkeyp
     cp.cuda.Device().synchronize()
     outs = [persistent.forward(config, x, gpu_weights, h0, c0, prepared=prepared)[:3] for x, h0, c0 in calls]
     cp.cuda.Device().synchronize()
+    assert waits, "the host never ran a ring ahead: the overrun wait went untested"
+    assert_replays_fetched_their_own(monkeypatch, config, host_weights, gpu_weights, prepared, calls, outs)
+
+
+def assert_replays_fetched_their_own(monkeypatch, config, host_weights, gpu_weights, prepared, calls, outs):
+    """Every call after the first (eager, capturing) replayed through the ring, no fetch missed;
+    each result bitwise the eager path on its own inputs, the last within tolerance of float64."""
     ring = _entry(prepared).ring
     assert ring is not None and not persistent_graph.capture_errors
     assert ring.issued == int(ring.done[0]) == len(calls) - 1 and not ring.done[1]   # call 1 ran eagerly
-    assert waits, "the host never ran a ring ahead: the overrun wait went untested"
     for got, want in zip(outs, _eager(monkeypatch, config, gpu_weights, prepared, calls)):
         _assert_equal_bits(got, want)
     x, h0, c0 = calls[-1]
     exact = reference_engine.forward(config.replace(dtype="float64"), _float64(x), host_weights, _float64(h0),
                                      _float64(c0))
     for g, w in zip(outs[-1], exact[:3]):
-        assert rel_err(_float64(g), w) <= (FP32_TOL if dtype == "float32" else HALF_TOL)
+        assert rel_err(_float64(g), w) <= (FP32_TOL if config.dtype == "float32" else HALF_TOL)
+
+
+def fwd_bwd(config, gpu_weights, prepared, x, h0, c0, dy, dh, dc):
+    """One training call on prepared weights: outputs, input gradients and every weight gradient."""
+    out = persistent.forward(config, x, gpu_weights, h0, c0, training=True, prepared=prepared)
+    dx, dh0, dc0, grads = persistent.backward(out[3], dy, dh, dc)
+    return (*out[:3], dx, dh0, dc0, *(a for g in grads for a in g))
+
+
+def shifted_copy(a):
+    """``a``'s values in a C-ordered view one element past the start of its allocation (off 16-byte
+    alignment: CuPy's allocations are 256-byte aligned)."""
+    import cupy as cp
+    shifted = cp.empty(a.size + 1, a.dtype)[1:].reshape(a.shape)
+    shifted[...] = a
+    return shifted
 
 
 def test_misaligned_and_strided_inputs(rng, monkeypatch):
@@ -65,8 +87,7 @@ def test_misaligned_and_strided_inputs(rng, monkeypatch):
     _, gpu_weights, prepared = _prepared(rng, config)
     calls = [_gpu_inputs(rng, config) for _ in range(5)]
     x, h0, c0 = calls[2]
-    shifted = cp.empty(h0.size + 1, h0.dtype)[1:].reshape(h0.shape)
-    shifted[...] = h0
+    shifted = shifted_copy(h0)
     wide = cp.zeros((*x.shape[:2], x.shape[2] + 3), x.dtype)
     wide[..., :x.shape[2]] = x
     calls[2] = (wide[..., :x.shape[2]], shifted, c0)
@@ -133,10 +154,8 @@ def test_training_sets_fetch_their_inputs_too(rng, monkeypatch, dtype):
     _, gpu_weights, prepared = _prepared(rng, config)
     calls = [(*_gpu_inputs(rng, config), *_gpu_inputs(rng, config.replace(input_size=64))) for _ in range(5)]
 
-    def train(x, h0, c0, dy, dh, dc):
-        out = persistent.forward(config, x, gpu_weights, h0, c0, training=True, prepared=prepared)
-        dx, dh0, dc0, grads = persistent.backward(out[3], dy, dh, dc)
-        return (*out[:3], dx, dh0, dc0, *(a for g in grads for a in g))
+    def train(*inputs):
+        return fwd_bwd(config, gpu_weights, prepared, *inputs)
     got = [train(*c) for c in calls]
     cp.cuda.Device().synchronize()
     (sets,) = prepared.training_sets.values()

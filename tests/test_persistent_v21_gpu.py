@@ -7,12 +7,9 @@ import pytest
 from ecornn import LSTMConfig
 from ecornn.engines import persistent, persistent_graph
 from ecornn.engines import persistent_replay_ring as ring_module
-from ecornn.engines import reference as reference_engine
-from tests.helpers import rel_err
-from tests.test_persistent_gpu import HALF_TOL
-from tests.test_persistent_v5_gpu import _float64, _gpu_inputs
+from tests.test_persistent_v5_gpu import _gpu_inputs
 from tests.test_persistent_v17_gpu import _assert_equal_bits, _prepared
-from tests.test_persistent_v20_gpu import _eager, _entry
+from tests.test_persistent_v20_gpu import _eager, _entry, assert_replays_fetched_their_own, shifted_copy
 
 pytestmark = pytest.mark.gpu
 
@@ -36,16 +33,8 @@ def test_replays_read_the_callers_x_in_the_kernel(rng, monkeypatch, dtype, hidde
     outs = _replays(config, gpu_weights, prepared, calls)
     cp.cuda.Device().synchronize()
     ring = _entry(prepared).ring
-    assert not persistent_graph.capture_errors
     assert ring.by_reference == (True, False, False) and ring.referenced[0]
-    assert ring.issued == int(ring.done[0]) == len(calls) - 1 and not ring.done[1]
-    for got, want in zip(outs, _eager(monkeypatch, config, gpu_weights, prepared, calls)):
-        _assert_equal_bits(got, want)
-    x, h0, c0 = calls[-1]
-    exact = reference_engine.forward(config.replace(dtype="float64"), _float64(x), host_weights, _float64(h0),
-                                     _float64(c0))
-    for g, w in zip(outs[-1], exact[:3]):
-        assert rel_err(_float64(g), w) <= HALF_TOL
+    assert_replays_fetched_their_own(monkeypatch, config, host_weights, gpu_weights, prepared, calls, outs)
     monkeypatch.setattr(persistent_graph, "KERNEL_READS_X", False)   # v20's copy of x: the same bits
     copied = _replays(config, gpu_weights, prepared, calls[:4])
     assert len(prepared.graphs) == 2
@@ -56,15 +45,12 @@ def test_replays_read_the_callers_x_in_the_kernel(rng, monkeypatch, dtype, hidde
 def test_x_off_alignment_or_changed_in_place_is_read_correctly(rng, monkeypatch):
     """x 2 bytes off 16-byte alignment becomes an aligned copy first (the kernel loads 16 bytes at
     a time); x rewritten in place between two calls is read as it is when the graph runs."""
-    import cupy as cp
     config = LSTMConfig(128, 128, 1, False, "float16", 4, 40)
     _, gpu_weights, prepared = _prepared(rng, config)
     calls = [_gpu_inputs(rng, config) for _ in range(6)]
-    x, h0, c0 = calls[2]
-    shifted = cp.empty(x.size + 1, x.dtype)[1:].reshape(x.shape)
-    shifted[...] = x
+    shifted = shifted_copy(calls[2][0])
     assert shifted.data.ptr % 16 == 2
-    calls[2] = (shifted, h0, c0)
+    calls[2] = (shifted, *calls[2][1:])
     reused, before = calls[3][0], calls[3][0].copy()
     outs = _replays(config, gpu_weights, prepared, calls[:4])
     reused[...] = calls[4][0]                                   # the caller writes new values into x

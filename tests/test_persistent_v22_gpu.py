@@ -9,6 +9,7 @@ from ecornn.engines import persistent
 from tests.test_persistent_gpu import FP32_TOL, _compare
 from tests.test_persistent_v17_gpu import _assert_equal_bits, _prepared
 from tests.test_persistent_v5_gpu import _gpu_inputs
+from tests.test_persistent_v20_gpu import fwd_bwd
 
 pytestmark = pytest.mark.gpu
 
@@ -39,16 +40,12 @@ def test_training_graphs_replay_the_3xtf32_backward_bitwise(rng, monkeypatch):
     _, gpu_weights, prepared = _prepared(rng, config)
     calls = [(*_gpu_inputs(rng, config), *_gpu_inputs(rng, config.replace(input_size=64))) for _ in range(4)]
 
-    def train(x, h0, c0, dy, dh, dc):
-        out = persistent.forward(config, x, gpu_weights, h0, c0, training=True, prepared=prepared)
-        dx, dh0, dc0, grads = persistent.backward(out[3], dy, dh, dc)
-        return (*out[:3], dx, dh0, dc0, *(a for g in grads for a in g))
-    got = [train(*c) for c in calls]
+    got = [fwd_bwd(config, gpu_weights, prepared, *c) for c in calls]
     cp.cuda.Device().synchronize()
     assert prepared.training_sets and prepared.slots[0].w_ih_parts is not None   # dX ran as 3xTF32
     monkeypatch.setattr(persistent_train_graph, "ENABLED", False)
     for c, g in zip(calls, got):
-        _assert_equal_bits(g, train(*c))
+        _assert_equal_bits(g, fwd_bwd(config, gpu_weights, prepared, *c))
 
 
 def test_the_gpu_split_is_bitwise_the_numpy_split(rng):
