@@ -109,8 +109,9 @@ def buffer_views(buffer, layout) -> tuple:
 
 
 def _address(a) -> int:
-    ptr = getattr(a.data, "ptr", None)   # CuPy; NumPy (the CPU tests) below
-    return ptr if ptr is not None else a.__array_interface__["data"][0]
+    if hasattr(a, "__array_interface__"):   # NumPy (the CPU tests; a.data fails for ml_dtypes' bf16)
+        return a.__array_interface__["data"][0]
+    return a.data.ptr                        # CuPy
 
 
 def pack_outputs(arrays):
