@@ -41,6 +41,13 @@ def _is_gpu_type(cls) -> bool:
     return cupy is not None and issubclass(cls, cupy.ndarray)
 
 
+def data_address(a) -> int:
+    """The device (CuPy) or host (NumPy) address of ``a``'s first element."""
+    if hasattr(a, "__array_interface__"):   # NumPy (``a.data`` fails for ml_dtypes' bf16)
+        return a.__array_interface__["data"][0]
+    return a.data.ptr
+
+
 def module_of(a):
     return cupy_or_none() if is_gpu_array(a) else np
 

@@ -662,8 +662,8 @@ __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
 // inference); xch zeroed: [D][2][kVecRows][exchange_ld(H)] tagged words (TAGGED=1) or
 // [D][2][kVecRows][packed_ld(H)] 16-bit values (TAGGED=0); barrier: a zeroed word (the split grid
 // barrier of the grid.sync plans with IN_K_TILES); w_unscale [D]: SPLIT, the factor that undoes the
-// power-of-two scale of the packed W_hh halves (null otherwise); x_at: v21, see below (null otherwise). SPLIT ignores h0: the host adds
-// W_hh h0 to the first step's xw in fp32 (h0 is unbounded, fp16 is not).
+// power-of-two scale of the packed W_hh halves (null otherwise); x_at: v21, see below (null otherwise).
+// SPLIT ignores h0: the host adds W_hh h0 to the first step's xw in fp32 (h0 is unbounded, fp16 is not).
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ xin,
                     const float* __restrict__ h0, const float* __restrict__ c0, float* y, float* hT,

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..arrays import is_gpu_array
+from ..arrays import data_address, is_gpu_array
 from ..errors import NotSupported
 from ..layouts import gate_deinterleave_as, gate_interleave
 from ..layouts.persistent import (gather, gather_index, mma_fragment_order, pack_block_rows, pack_column_tiles,
@@ -730,7 +730,7 @@ def _storage16(a, dtype: str):
     cp = _cp()
     if a.dtype.name == dtype and DIRECT_16BIT_INPUT:   # already these values: their bits are the storage (v17)
         a = cp.ascontiguousarray(a)
-        if persistent_graph._address(a) % 16:   # the tensor-core kernel loads x 16 bytes at a time
+        if data_address(a) % 16:   # the tensor-core kernel loads x 16 bytes at a time
             a = a.copy()
         return a.view(fused.storage_dtype(dtype))
     a = _f32(a)
@@ -864,7 +864,7 @@ def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None
         return (*out[:3], last_kinds["forward"])
     with _last_kinds_kept():
         persistent_graph.capture(prepared, config, mode, x, h0, c0, rerun,
-                                 x_by_reference=persistent_graph.KERNEL_READS_X and kernel_reads_x(config, x, variant))
+                                 x_by_reference=kernel_reads_x(config, x, variant))
     return result
 
 
@@ -1110,11 +1110,9 @@ def _backward_eager(reserve: PersistentReserve, dy, dhT, dcT):
             flat_operand = dz_operand[d].reshape(steps * batch, 4 * hidden)
             h_prev = _previous_hidden(output_operand, h0_operand[s], d, hidden)
             slot_weights = reserve.weights.slots[s]
-            parts = Fp32BackwardParts()
-            if not gemm_dtype and not tf32:
-                parts = _fp32_backward_parts(config, flat_dz, input_operand.reshape(steps * batch, -1), h_prev,
-                                             slot_weights, input_parts)
-                input_parts = parts.x or input_parts
+            parts = _fp32_backward_parts(config, flat_dz, input_operand.reshape(steps * batch, -1), h_prev,
+                                         slot_weights, input_parts)   # none for 16-bit layers (_runs_3xtf32)
+            input_parts = parts.x or input_parts
             grads[s] = _weight_grads(flat_dz, input_operand, h_prev, hidden, dy.dtype, tf32, flat_operand, a_type,
                                      parts)
             w_ih = slot_weights.input_weight_16bit(gemm_dtype) if gemm_dtype else slot_weights.w_ih

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..arrays import is_gpu_array
+from ..arrays import data_address, is_gpu_array
 from . import persistent_replay_ring as ring_module
 
 ENABLED = True       # benchmarks and tests switch it off to time or test the eager path
@@ -108,12 +108,6 @@ def buffer_views(buffer, layout) -> tuple:
     return tuple(views)
 
 
-def _address(a) -> int:
-    if hasattr(a, "__array_interface__"):   # NumPy (the CPU tests; a.data fails for ml_dtypes' bf16)
-        return a.__array_interface__["data"][0]
-    return a.data.ptr                        # CuPy
-
-
 def pack_outputs(arrays):
     """PackedOutputs of ``arrays`` where they are C-ordered views of one 1-D buffer of their dtype,
     else the arrays themselves (copied out one by one)."""
@@ -122,7 +116,7 @@ def pack_outputs(arrays):
     if base is None or base.ndim != 1 or not all(
             a.base is base and a.flags.c_contiguous and a.dtype == base.dtype for a in arrays):
         return arrays
-    layout = tuple(((_address(a) - _address(base)) // a.itemsize, tuple(a.shape)) for a in arrays)
+    layout = tuple(((data_address(a) - data_address(base)) // a.itemsize, tuple(a.shape)) for a in arrays)
     return PackedOutputs(base, layout)
 
 

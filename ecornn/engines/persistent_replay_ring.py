@@ -26,7 +26,7 @@ import weakref
 
 import numpy as np
 
-from ..arrays import is_gpu_array
+from ..arrays import data_address, is_gpu_array
 
 SLOTS = 32          # launches that may be queued before the host waits for the oldest fetch
 FETCH_THREADS = 256
@@ -77,7 +77,7 @@ class InputRing:
         self.state = cp.zeros(1, cp.uint64)               # device: the fetch count
         self.current = cp.zeros(4, cp.int64)              # device: this launch's x, h0, c0 and whether its tag matched
         cp.cuda.get_current_stream().synchronize()       # zeroed before any stream's first launch
-        self.last_sources = tuple(b.data.ptr for b in self.buffers)
+        self.last_sources = tuple(data_address(b) for b in self.buffers)
         _fetch_kernels_for(cp.cuda.runtime.getDevice())  # compiled now: never inside the capture
 
     def capture_fetch(self) -> None:
@@ -103,14 +103,14 @@ class InputRing:
         self._claim_slot(wait_for_fetches)
         kept = [_as_buffer_like(src, dst, aligned=by_ref)
                 for src, dst, by_ref in zip(inputs, self.buffers, self.by_reference)]
-        self.last_sources = tuple(a.data.ptr for a in kept)
+        self.last_sources = tuple(data_address(a) for a in kept)
         self._write(self.last_sources)
         return kept
 
     def reference(self, array, index: int):
         """``current`` (the fetched addresses, for the kernel's ``x_at`` argument) where input ``index``
         is read by reference and ``array`` is its buffer, else None. Called while the graph is captured."""
-        if not self.by_reference[index] or _address(array) != _address(self.buffers[index]) \
+        if not self.by_reference[index] or data_address(array) != data_address(self.buffers[index]) \
                 or array.nbytes != self.buffers[index].nbytes:
             return None
         self.referenced[index] = True
@@ -153,17 +153,13 @@ class InputRing:
                                "(a launch outside the replay ring); that call's outputs are NaN")
 
 
-def _address(a) -> int:
-    return a.data.ptr
-
-
 def _as_buffer_like(src, dst, aligned: bool = False):
     """``src`` itself where the fetch can read it as ``dst``'s bytes (``aligned``: and a kernel
     loads it 16 bytes at a time), else a C-ordered copy in ``dst``'s dtype and shape (made on the
     current stream; an input of another size raises)."""
     cp = _cp()
     if is_gpu_array(src) and src.dtype == dst.dtype and src.nbytes == dst.nbytes and src.flags.c_contiguous \
-            and not (aligned and _address(src) % 16):
+            and not (aligned and data_address(src) % 16):
         return src
     if int(np.prod(src.shape)) != dst.size:
         raise ValueError(f"replay input of shape {tuple(src.shape)}; the graph was captured for {tuple(dst.shape)}")
