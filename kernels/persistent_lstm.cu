@@ -317,12 +317,13 @@ __device__ __forceinline__ Start start_block(float (&w)[kRowsPerLane][kRegCols >
 }
 
 #if PASS == 0
-// tiles [D][blocks][NWARPS][COLS_PER_LANE][ROWS_PER_LANE][32]; xw [D][T][B][4H] (gate-interleaved,
-// biases included), or with IN_COLS the layer input x [T][B][in_size], in_tiles
-// [D][blocks][NWARPS][IN_COLS][ROWS_PER_LANE][32] the packed W_ih rows and bias [D][4H]
-// (gate-interleaved; both null otherwise); h0, c0, hT, cT [D][B][H]; y [T][B][ldy] (direction d
-// at columns d*H); gates_out [D][T][B][4H] activated, cells_out [D][T][B][H] (both null at
-// inference); xch zeroed [D][2][COLS][B] words.
+// tiles [D][blocks][NWARPS][COLS_PER_LANE][ROWS_PER_LANE][32]; xw [D][T][B][4H] (gate-interleaved),
+// or with IN_COLS the layer input x [T][B][in_size] and in_tiles [D][blocks][NWARPS][IN_COLS]
+// [ROWS_PER_LANE][32] the packed W_ih rows (null otherwise); bias [D][4H] (gate-interleaved), added
+// here where given (v23: also to an xw that comes without them, instead of a kernel of its own
+// before this one, ~11 us at fp32 H=512 B=4 T=256), else null (xw has them); h0, c0, hT, cT
+// [D][B][H]; y [T][B][ldy] (direction d at columns d*H); gates_out [D][T][B][4H] activated,
+// cells_out [D][T][B][H] (both null at inference); xch zeroed [D][2][COLS][B] words.
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ xw,
                     const float* __restrict__ h0, const float* __restrict__ c0, float* y, float* hT,
@@ -336,9 +337,10 @@ persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ x
     float acc[kRowsPerLane][kBatch] = {};   // the next product's input partials (v15), else zeros
     float xv[kInPerLane];
     float4 b4 = make_float4(0.f, 0.f, 0.f, 0.f);
+    const float4* unit_bias = reinterpret_cast<const float4*>(bias + (size_t)d * 4 * H) + pw.j;
     if constexpr (kInput) {
         load_weights<kWarps, kInCols, 0>(w_in, nullptr, in_tiles, (size_t)d * blocks_per_dir + blockIdx.x % blocks_per_dir);
-        if (pw.active) b4 = __ldg(reinterpret_cast<const float4*>(bias + (size_t)d * 4 * H + 4 * (size_t)pw.j));
+        if (pw.active) b4 = __ldg(unit_bias);
         load_x_slice(xv, xw + (size_t)(reverse ? T - 1 : 0) * kBatch * in_size, in_size);
         input_partials(acc, w_in, xv, s.xs);
     }
@@ -367,6 +369,10 @@ persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ x
         __syncthreads();
         if (pw.active) {
             const float4 z = gate_sums(red, pw.u, pw.b);
+            if (!kInput && bias != nullptr) {   // v23: xw + b, as the add kernel it replaces; loaded here, not
+                const float4 b = __ldg(unit_bias);   // kept: 4 registers across the product spill at B = 16
+                xz = make_float4(xz.x + b.x, xz.y + b.y, xz.z + b.z, xz.w + b.w);
+            }
             const float gi = sigmoidf_(z.x + xz.x), gf = sigmoidf_(z.y + xz.y);
             const float gg = tanhf(z.z + xz.z), go = sigmoidf_(z.w + xz.w);
             c = gf * c + gi * gg;

@@ -641,6 +641,13 @@ __device__ __forceinline__ void publish_h(unsigned int* xch, int d, int step, in
 #endif
 
 #if PASS == 0
+// v23: one output value, fp32 or (out16, uniform over the grid) the layer's 16-bit bits. The split's
+// outputs are fp32 (its layers are), and its 16-warp B = 8 plan spills with the branch in it.
+__device__ __forceinline__ void store_output(float* out, size_t at, float v, int out16) {
+    if (!kSplit && out16) reinterpret_cast<unsigned short*>(out)[at] = half_bits(v);
+    else out[at] = v;
+}
+
 // The pre-activations of (unit u, batch b): the warps' partials summed in warp order.
 __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
     float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -662,7 +669,10 @@ __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
 // inference); xch zeroed: [D][2][kVecRows][exchange_ld(H)] tagged words (TAGGED=1) or
 // [D][2][kVecRows][packed_ld(H)] 16-bit values (TAGGED=0); barrier: a zeroed word (the split grid
 // barrier of the grid.sync plans with IN_K_TILES); w_unscale [D]: SPLIT, the factor that undoes the
-// power-of-two scale of the packed W_hh halves (null otherwise); x_at: v21, see below (null otherwise).
+// power-of-two scale of the packed W_hh halves (null otherwise); x_at: v21, see below (null otherwise);
+// out16: v23, y, hT and cT are stored as the layer's 16-bit values (the bits of the exchange, round
+// to nearest even: what a cast of the fp32 outputs would give) instead of fp32, so an inference
+// forward whose caller wants 16-bit outputs needs no cast kernel after this one (6-22 us at T=256).
 // SPLIT ignores h0: the host adds W_hh h0 to the first step's xw in fp32 (h0 is unbounded, fp16 is not).
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ xin,
@@ -670,7 +680,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
                     float* cT, float* gates_out, float* cells_out, int T, int H, int units,
                     int blocks_per_dir, int ldy, int dir0, unsigned int* xch, const float* __restrict__ bias,
                     const uint4* __restrict__ in_tiles, int in_size, unsigned int* barrier,
-                    const float* __restrict__ w_unscale, const long long* __restrict__ x_at) {
+                    const float* __restrict__ w_unscale, const long long* __restrict__ x_at, int out16) {
     extern __shared__ __align__(16) uint4 smem[];
     const Carve s = carve(smem);
     const Slot p = slot_of(H, units, blocks_per_dir, dir0);
@@ -722,15 +732,15 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
             const float gg = gate_tanh(fmaf(z.z, unscale, xz.z)), go = gate_sigmoid(fmaf(z.w, unscale, xz.w));
             c = gf * c + gi * gg;
             const float h = go * gate_tanh(c);
-            y[((size_t)t * kBatch + p.b) * ldy + (size_t)p.d * H + p.j] = h;
+            store_output(y, ((size_t)t * kBatch + p.b) * ldy + (size_t)p.d * H + p.j, h, out16);
             if (step + 1 < T) publish_h(xch, p.d, step, H, p.b, p.j, h, (step + 2) & 0xffffu);
             if (gates_out != nullptr) {
                 *reinterpret_cast<float4*>(gates_out + row * G + 4 * (size_t)p.j) = make_float4(gi, gf, gg, go);
                 cells_out[row * H + p.j] = c;
             }
             if (step == T - 1) {
-                hT[p.state_at] = h;
-                cT[p.state_at] = c;
+                store_output(hT, p.state_at, h, out16);
+                store_output(cT, p.state_at, c, out16);
             }
         }
         if constexpr (kSplitBarrier) grid_arrive(barrier);   // h_t published (also orders the reads of red)

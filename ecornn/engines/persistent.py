@@ -105,6 +105,10 @@ DIRECT_16BIT_INPUT = True  # v17: a 16-bit x reaches the 16-bit GEMM or kernel a
                            # through an fp32 copy and back (two conversion kernels; the ablation)
 ONE_OUTPUT_BUFFER = True   # v17: output, hT and cT as views of one buffer (one cast kernel, one replay copy);
                            # False: three arrays (the ablation)
+KERNEL_WRITES_16BIT = True  # v23: a 16-bit inference forward on the tensor cores stores y, hT and cT as the
+                            # caller's 16-bit values (no cast kernel after it); False: fp32, then a cast
+GRID_KERNEL_BIAS = True     # v23: the fp32 grid forward adds the biases to its xw itself (no add kernel
+                            # before it); False: the projection adds them (the ablation)
 REGISTER_MODEL = "v19"    # tensor-core plans: register k-tiles by the v19 refit; "v4": the old model (ablation)
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
                           # per the capacity model's rule; True / False force one (tests, ablation)
@@ -550,14 +554,15 @@ def _final(plan):
 
 
 def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tiles=None, input_size: int = 0,
-            unscale=None, x_at=None):
+            unscale=None, x_at=None, out16=False):
     """Launch ``plan``'s kernel once per direction group (dir0 follows ``args_before_dir``). The
     kernels take their zeroed exchange buffer next; the mma forward then the biases [D, 4H] (its xw
     comes without them), the packed W_ih tiles and input size of an in-kernel projection (v12;
     null and 0 otherwise), a zeroed barrier word (one memset with the exchange buffer) and the [D]
     unscale factors of split tiles (v13; null otherwise) and the replay ring's fetched addresses where
-    it reads the caller's x there (v21, ``x_at``; null otherwise). The grid forward takes the biases, W_ih
-    tiles and input size of its in-kernel projection (v15; null, null, 0 otherwise)."""
+    it reads the caller's x there (v21, ``x_at``; null otherwise) and whether it stores its outputs as
+    16-bit values (v23, ``out16``). The grid forward takes the biases (v15 with its in-kernel projection,
+    v23 also without; else null), W_ih tiles and input size of its in-kernel projection (v15; null, 0 otherwise)."""
     cp = _cp()
     final, kern = _kernel(plan, cp.cuda.Device().id)
     shape = final.exchange_shape(directions)
@@ -566,7 +571,8 @@ def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tile
     tail = (zeroed[:words].reshape(shape),)
     if final.kind == "mma" and final.pass_name == "forward":
         tail += (bias, input_tiles if input_tiles is not None else _null(), np.int32(input_size), zeroed[words:],
-                 unscale if unscale is not None else _null(), x_at if x_at is not None else _null())
+                 unscale if unscale is not None else _null(), x_at if x_at is not None else _null(),
+                 np.int32(bool(out16)))
     elif final.kind == "grid" and final.pass_name == "forward":
         tail += (bias if bias is not None else _null(), input_tiles if input_tiles is not None else _null(),
                  np.int32(input_size))
@@ -808,20 +814,21 @@ def _output_layout(config) -> tuple:
     return tuple(layout), offset
 
 
-def _output_views(config):
-    """(buffer, (output, hT, cT)): the three fp32 outputs as views of one buffer (v17), so a 16-bit
-    forward casts them with one kernel and a graph replay copies them out with one memcpy."""
+def _output_views(config, dtype=np.float32):
+    """(buffer, (output, hT, cT)): the three outputs (fp32, or v23's 16-bit) as views of one buffer
+    (v17), so a 16-bit forward casts them with one kernel and a graph replay copies them out with one memcpy."""
     if not ONE_OUTPUT_BUFFER:
-        return None, (_output(config.output_shape), _output(config.state_shape), _output(config.state_shape))
+        return None, tuple(_output(shape, dtype) for shape in (config.output_shape, config.state_shape,
+                                                                config.state_shape))
     layout, size = _output_layout(config)
-    buffer = _output((size,))
+    buffer = _output((size,), dtype)
     return buffer, persistent_graph.buffer_views(buffer, layout)
 
 
-def _output(shape):
-    """An fp32 buffer every element of which a kernel writes (NaN-poisoned under tests)."""
+def _output(shape, dtype=np.float32):
+    """A buffer every element of which a kernel writes (NaN-poisoned under tests)."""
     cp = _cp()
-    return cp.full(shape, cp.nan, cp.float32) if POISON_OUTPUTS else cp.empty(shape, cp.float32)
+    return cp.full(shape, np.nan, dtype) if POISON_OUTPUTS else cp.empty(shape, dtype)
 
 
 @contextlib.contextmanager
@@ -840,7 +847,7 @@ def _graph_mode(variant) -> tuple:
     return (variant, TAGGED_EXCHANGE, FP32_GEMMS, MIN_3XTF32_FLOPS, FP32_BACKWARD_GEMMS, MIN_3XTF32_BACKWARD_FLOPS,
             BACKWARD_BY_ROWS, SIXTEEN_BIT_GEMMS,
             IN_KERNEL_PROJECTION, UNITS_FASTEST, FP32_TENSOR_CORES, PAIRED_SPLIT, POLL_DELAY, DIRECT_16BIT_INPUT,
-            ONE_OUTPUT_BUFFER, REGISTER_MODEL)
+            ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
@@ -906,14 +913,16 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
     prep = prepared if prepared is not None else prepare(config, weights)
     steps, batch, hidden, dirs = config.seq_len, config.batch, config.hidden_size, config.num_directions
     h0, c0 = _f32(h0), _f32(c0)
-    packed, (y_last, h_final, c_final) = _output_views(config)
     reserve = PersistentReserve(config, plans, prep, h0, c0)
     layer_in = x   # the caller's dtype: converted to fp32 only where something reads fp32
     fwd = plans["forward"]   # one plan for every layer: what it reads and adds is decided once
     built = _final(fwd) if fwd.kind in ("mma", "grid") else fwd
     projection_in_kernel, x16_dtype, reads_f32 = _input_reads(config, fwd, built)
-    in_kernel_bias = fwd.kind == "mma" or projection_in_kernel
+    in_kernel_bias = fwd.kind == "mma" or projection_in_kernel or (fwd.kind == "grid" and GRID_KERNEL_BIAS)
     gemm_dtype = _gemm_dtype(config)
+    out16 = cast and not training and _kernel_writes_16bit(config, x, fwd, reads_f32)
+    out_dtype = x.dtype if out16 else np.float32
+    packed, (y_last, h_final, c_final) = _output_views(config, out_dtype)
     for layer in range(config.num_layers):
         s0 = slot(layer, 0, dirs)
         layer_in_16bit = _storage16(layer_in, x16_dtype) if x16_dtype else None
@@ -924,7 +933,7 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
         else:
             xin = cp.ascontiguousarray(_input_projections(layer_in, prep.slots[s0:s0 + dirs], _tf32_for(config),
                                                           not in_kernel_bias, layer_in_16bit, gemm_dtype))
-        y = y_last if layer == config.num_layers - 1 else _output((steps, batch, dirs * hidden))
+        y = y_last if layer == config.num_layers - 1 else _output((steps, batch, dirs * hidden), out_dtype)
         gates = _output((dirs, steps, batch, 4 * hidden)) if training else None
         cells = _output((dirs, steps, batch, hidden)) if training else None
         states = slice(s0, s0 + dirs)
@@ -938,14 +947,14 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
             x_at = persistent_graph.input_reference(xin) if fwd.kind == "mma" else None
             _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs,
                     _biases(prep, layer, dirs), _tiles(prep, layer, dirs, built, "w_ih"),
-                    config.layer_input_size(layer), x_at=x_at)
+                    config.layer_input_size(layer), x_at=x_at, out16=out16)
         else:
             split = _is_split(built)
             if split:   # the kernel starts from h = 0: W_hh h0 joins the first step's xw, in fp32
                 _add_initial_recurrence(xin, h0[states], prep.slots[s0:s0 + dirs])
             _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs,
                     _biases(prep, layer, dirs) if in_kernel_bias else None,
-                    unscale=_split_unscale(prep, layer, built) if split else None)
+                    unscale=_split_unscale(prep, layer, built) if split else None, out16=out16)
         if training:
             reserve.layers.append(LayerSave(layer_in, y, gates, cells, layer_in_16bit))
         layer_in = y
@@ -953,12 +962,20 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
             mask = (rng.random(y.shape) >= dropout).astype(np.float32) / np.float32(1.0 - dropout)
             reserve.dropout_masks[layer] = cp.asarray(mask)
             layer_in = y * reserve.dropout_masks[layer]
-    if cast and x.dtype != np.float32:   # one cast of the three outputs together
+    if cast and x.dtype != np.float32 and not out16:   # one cast of the three outputs together
         if packed is None:
             y_last, h_final, c_final = (a.astype(x.dtype) for a in (y_last, h_final, c_final))
         else:
             y_last, h_final, c_final = persistent_graph.buffer_views(packed.astype(x.dtype), _output_layout(config)[0])
     return y_last, h_final, c_final, reserve if training else None
+
+
+def _kernel_writes_16bit(config, x, fwd, reads_f32: bool) -> bool:
+    """v23: whether an inference forward's kernels store y, hT and cT as x's 16-bit values: the
+    tensor-core kernel, x in the layer's dtype, and no layer reading fp32 (a layer's 16-bit y then
+    feeds the next layer as the rounding to 16 bits it would get anyway)."""
+    return (KERNEL_WRITES_16BIT and fwd.kind == "mma" and config.dtype in capacity.MMA_DTYPES
+            and x.dtype.name == config.dtype and not reads_f32)
 
 
 def _input_reads(config, fwd, built) -> tuple:
