@@ -79,12 +79,12 @@ def emulate_forward(plan, args, dir0, bias=None, input_projection=None, unscale=
             c = gf * c.T + gi * gg
             h = go * np.tanh(c)
             c = c.T
-            y[t, :, d * hidden:(d + 1) * hidden] = h
+            y[t, :, d * hidden:(d + 1) * hidden] = h.astype(np.float32)   # fp32 first, as the kernel (v23: 16-bit y)
             if not isinstance(gates, np.uint64):
                 gates[d, t] = np.stack([gi, gf, gg, go], axis=-1).reshape(gates.shape[2:])
                 cells[d, t] = c.T
             if step == steps - 1:
-                hT[d], cT[d] = h, c.T
+                hT[d], cT[d] = h.astype(np.float32), c.T.astype(np.float32)
 
 
 def _pointwise_backward(gates, cells, c_prev, dh, dc_next, hidden):
