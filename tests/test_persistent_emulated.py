@@ -40,8 +40,10 @@ def _vector(src, padded):
 
 def _exchanged(plan, values, n):
     """What the blocks multiply after publication n (kernels/persistent_lstm.cu, v6): under the
-    tagged exchange each float's lowest mantissa bit is replaced by the tag 1 ^ ((n >> 1) & 1)."""
-    if not plan.tagged:
+    tagged exchange each float's lowest mantissa bit is replaced by the tag 1 ^ ((n >> 1) & 1). The
+    tensor-core kernels' tags sit beside the 16-bit value (persistent_mma.cu): their values pass as
+    they are (changing the fp32 bit would move a value that lies on a 16-bit rounding tie)."""
+    if not plan.tagged or plan.kind == "mma":
         return values
     tag = np.uint32(1 ^ ((n >> 1) & 1))
     bits = np.ascontiguousarray(values, np.float32).view(np.uint32)
