@@ -102,8 +102,7 @@ def kernel_launcher(config, prepared, x, h0, c0, plan):
     mma = plan.kind == "mma"
     built = persistent._final(plan) if plan.kind in ("mma", "grid") else plan
     in_kernel = getattr(built, "in_kernel_projection", False)
-    # the mma kernel, the in-kernel projections and (v23) the grid forward add the biases themselves
-    in_kernel_bias = mma or in_kernel or (plan.kind == "grid" and persistent.GRID_KERNEL_BIAS)
+    in_kernel_bias = persistent.adds_biases(plan, built)
     if in_kernel:
         xin = persistent._storage16(persistent._f32(x), config.dtype) if mma else persistent._f32(x)
     else:

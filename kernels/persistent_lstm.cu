@@ -46,15 +46,15 @@
 // Check lines: the capacity model's H100 plans fwd H=1024 B=4 and B=8, H=1536 B=4 (shared-memory
 // columns), H=1280 B=16 (5 rows per lane), H=397 B=3 (odd slices: the word-by-word staging), bwd
 // H=1024 B=4, H=256 B=1, B=1 with shared-memory columns; then the other exchange of three of them.
-// ecornn-check: -DPASS=0 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=2 -DCOLS_PER_LANE=32 -DREG_COLS=32 -DTAGGED=1
+// ecornn-check: -DPASS=0 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=2 -DCOLS_PER_LANE=32 -DREG_COLS=32 -DTAGGED=1 -DKERNEL_BIAS=1
 // ecornn-check: -DPASS=0 -DBATCH=8 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=2 -DCOLS_PER_LANE=32 -DREG_COLS=32 -DTAGGED=1
 // ecornn-check: -DPASS=0 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=3 -DCOLS_PER_LANE=48 -DREG_COLS=22 -DTAGGED=1
 // ecornn-check: -DPASS=0 -DBATCH=16 -DNWARPS=8 -DLANE_ROWS=8 -DROWS_PER_LANE=5 -DCOLS_PER_LANE=40 -DREG_COLS=24 -DTAGGED=0
-// ecornn-check: -DPASS=0 -DBATCH=3 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=13 -DREG_COLS=13 -DTAGGED=1
+// ecornn-check: -DPASS=0 -DBATCH=3 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=13 -DREG_COLS=13 -DTAGGED=1 -DKERNEL_BIAS=1
 // ecornn-check: -DPASS=1 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=8 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=64 -DREG_COLS=64 -DTAGGED=0
 // ecornn-check: -DPASS=1 -DBATCH=1 -DNWARPS=16 -DLANE_ROWS=2 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=4 -DREG_COLS=4 -DTAGGED=1
 // ecornn-check: -DPASS=1 -DBATCH=1 -DNWARPS=16 -DLANE_ROWS=4 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=32 -DREG_COLS=16 -DTAGGED=0
-// ecornn-check: -DPASS=0 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=2 -DCOLS_PER_LANE=32 -DREG_COLS=32 -DTAGGED=0
+// ecornn-check: -DPASS=0 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=2 -DCOLS_PER_LANE=32 -DREG_COLS=32 -DTAGGED=0 -DKERNEL_BIAS=1
 // ecornn-check: -DPASS=0 -DBATCH=8 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=2 -DCOLS_PER_LANE=32 -DREG_COLS=32 -DTAGGED=0
 // ecornn-check: -DPASS=1 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=8 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=64 -DREG_COLS=64 -DTAGGED=1
 // v15 (input projection in the kernel): H=512 B=4 tagged, bidirectional layer 2 (input 2H), B=1, B=3
@@ -66,7 +66,9 @@
 // ecornn-check: -DPASS=0 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=16 -DREG_COLS=16 -DTAGGED=0 -DIN_COLS=16
 // v16 (the first poll's delay): H=512 B=1 with the projection, H=768 B=2.
 // ecornn-check: -DPASS=0 -DBATCH=1 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=16 -DREG_COLS=16 -DTAGGED=1 -DIN_COLS=16 -DPOLL_DELAY_NS=250
-// ecornn-check: -DPASS=0 -DBATCH=2 -DNWARPS=16 -DLANE_ROWS=8 -DROWS_PER_LANE=3 -DCOLS_PER_LANE=12 -DREG_COLS=12 -DTAGGED=1 -DPOLL_DELAY_NS=250
+// ecornn-check: -DPASS=0 -DBATCH=2 -DNWARPS=16 -DLANE_ROWS=8 -DROWS_PER_LANE=3 -DCOLS_PER_LANE=12 -DREG_COLS=12 -DTAGGED=1 -DPOLL_DELAY_NS=250 -DKERNEL_BIAS=1
+// v23 (the kernel adds the biases, KERNEL_BIAS=1 on the lines above where the model sets it): H=512 B=4.
+// ecornn-check: -DPASS=0 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=16 -DREG_COLS=16 -DTAGGED=1 -DKERNEL_BIAS=1
 #include <cooperative_groups.h>
 
 #include "persistent_common.cuh"
@@ -119,6 +121,15 @@ constexpr int kSliceWords = kWarpCols * kBatch;         // one warp's K-slice of
 constexpr int kStageChunk = 4;                          // 16-byte loads per lane in flight
 static_assert(kVecFloats % 4 == 0 && kWsFloats % 4 == 0 && kRedFloats % 4 == 0, "16-byte aligned carve-up");
 constexpr int kRedBuffers = kTagged ? 2 : 1;
+// v23, KERNEL_BIAS=1 (forward): the block's biases [unit][gate] (4 per unit, kRows of them), read
+// after each product. In registers they spilled the B=16 plan on sm_80; read from global they miss
+// L1 (+0.03 us/step at fp32 H=512 B=4). Plans at the register cap go without (the engine then adds
+// the biases to xw with a kernel of its own).
+#ifndef KERNEL_BIAS
+#define KERNEL_BIAS 0   // the plan's kernel_bias (persistent_capacity.with_kernel_bias)
+#endif
+constexpr bool kKernelBias = PASS == 0 && KERNEL_BIAS != 0 && IN_COLS == 0;
+constexpr int kBiasFloats = kKernelBias ? kRows : 0;
 
 // ---- the exchange (see the header) ----
 // Slot n & 1 of direction d (n: publications so far in processing order; h0 is n = 0).
@@ -240,15 +251,16 @@ __device__ __forceinline__ float row_sum(const float* red_s, int u, int b) {
 }
 
 struct Carve {
-    float *vec, *ws, *red, *xs;   // red: kRedFloats, twice under the tagged exchange; xs: staged x (v15)
-};
+    float *vec, *ws, *red, *bias, *xs;   // red: kRedFloats, twice under the tagged exchange; bias: v23;
+};                                      // xs: staged x (v15)
 
 __device__ __forceinline__ Carve carve(float* smem) {
     Carve c;
     c.vec = smem;
     c.ws = c.vec + kVecFloats;
     c.red = c.ws + kWsFloats;
-    c.xs = c.red + kRedBuffers * kRedFloats;
+    c.bias = c.red + kRedBuffers * kRedFloats;
+    c.xs = c.bias + kBiasFloats;
     return c;
 }
 
@@ -337,10 +349,15 @@ persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ x
     float acc[kRowsPerLane][kBatch] = {};   // the next product's input partials (v15), else zeros
     float xv[kInPerLane];
     float4 b4 = make_float4(0.f, 0.f, 0.f, 0.f);
-    const float4* unit_bias = reinterpret_cast<const float4*>(bias + (size_t)d * 4 * H) + pw.j;
+    const float* dir_bias = bias + (size_t)d * 4 * H;
+    const bool add_bias = kKernelBias && bias != nullptr;
+    if (add_bias)   // v23 (the first block barrier below orders it before the reads)
+        for (int i = threadIdx.x; i < 4 * units; i += kThreads)
+            s.bias[i] = 4 * (blockIdx.x % blocks_per_dir) * units + i < 4 * H
+                            ? dir_bias[4 * (blockIdx.x % blocks_per_dir) * units + i] : 0.0f;
     if constexpr (kInput) {
         load_weights<kWarps, kInCols, 0>(w_in, nullptr, in_tiles, (size_t)d * blocks_per_dir + blockIdx.x % blocks_per_dir);
-        if (pw.active) b4 = __ldg(unit_bias);
+        if (pw.active) b4 = __ldg(reinterpret_cast<const float4*>(dir_bias) + pw.j);
         load_x_slice(xv, xw + (size_t)(reverse ? T - 1 : 0) * kBatch * in_size, in_size);
         input_partials(acc, w_in, xv, s.xs);
     }
@@ -369,12 +386,12 @@ persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ x
         __syncthreads();
         if (pw.active) {
             const float4 z = gate_sums(red, pw.u, pw.b);
-            if (!kInput && bias != nullptr) {   // v23: xw + b, as the add kernel it replaces; loaded here, not
-                const float4 b = __ldg(unit_bias);   // kept: 4 registers across the product spill at B = 16
-                xz = make_float4(xz.x + b.x, xz.y + b.y, xz.z + b.z, xz.w + b.w);
-            }
-            const float gi = sigmoidf_(z.x + xz.x), gf = sigmoidf_(z.y + xz.y);
-            const float gg = tanhf(z.z + xz.z), go = sigmoidf_(z.w + xz.w);
+            // v23: xw + b, as the add kernel it replaces did (scalar reads: a float4 spills the B=16 plan)
+            const float* b = s.bias + 4 * pw.u;
+            const float gi = sigmoidf_(z.x + (add_bias ? xz.x + b[0] : xz.x));
+            const float gf = sigmoidf_(z.y + (add_bias ? xz.y + b[1] : xz.y));
+            const float gg = tanhf(z.z + (add_bias ? xz.z + b[2] : xz.z));
+            const float go = sigmoidf_(z.w + (add_bias ? xz.w + b[3] : xz.w));
             c = gf * c + gi * gg;
             const float h = go * tanhf(c);
             y[((size_t)t * kBatch + pw.b) * ldy + (size_t)d * H + pw.j] = h;

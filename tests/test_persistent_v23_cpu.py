@@ -83,12 +83,12 @@ def test_16bit_outputs_only_for_16bit_inference_on_the_tensor_cores(cpu_engine, 
                                                False)
 
 
-@pytest.mark.parametrize("inp, hidden, layers, bidir, batch, steps", [
-    (37, 100, 1, False, 3, 9),
-    (30, 64, 2, True, 3, 5),
-    (10, 1000, 1, False, 8, 3),
+@pytest.mark.parametrize("inp, hidden, layers, bidir, batch, steps, in_kernel", [
+    (37, 100, 1, False, 3, 9, True),
+    (30, 64, 2, True, 3, 5, True),
+    (10, 1000, 1, False, 8, 3, False),   # 128 of 128 registers: no room, the add kernel stays
 ])
-def test_grid_forward_adds_the_biases_itself(rng, monkeypatch, inp, hidden, layers, bidir, batch, steps):
+def test_grid_forward_adds_the_biases_itself(rng, monkeypatch, inp, hidden, layers, bidir, batch, steps, in_kernel):
     for name, value in (("_cp", lambda: np), ("_build", lambda plans: None), ("_final", lambda plan: plan),
                         ("FP32_TENSOR_CORES", False), ("IN_KERNEL_PROJECTION", False)):
         monkeypatch.setattr(persistent, name, value)
@@ -103,8 +103,9 @@ def test_grid_forward_adds_the_biases_itself(rng, monkeypatch, inp, hidden, laye
         return real_projection(*args, **kw)
     monkeypatch.setattr(persistent, "_input_projections", projection)
     seen = _launch_spy(monkeypatch, grid_emulation._emulated_launch)
+    assert persistent.plans_for(config, variant="grid")["forward"].kernel_bias is in_kernel
     got = persistent.forward(config, x, weights, h0, c0, variant="grid")   # not the cluster kernel (its own add)
-    assert seen == [("grid", False, "float32", True)] * layers and projected == [False] * layers
+    assert seen == [("grid", False, "float32", in_kernel)] * layers and projected == [not in_kernel] * layers
     seen.clear()
     projected.clear()
     monkeypatch.setattr(persistent, "GRID_KERNEL_BIAS", False)
@@ -113,3 +114,25 @@ def test_grid_forward_adds_the_biases_itself(rng, monkeypatch, inp, hidden, laye
     for g, a in zip(got[:3], ablation[:3]):
         np.testing.assert_array_equal(g, a)
     assert _max_err(got, config, weights, x, h0, c0) <= 1e-5
+
+
+def test_kernel_bias_plans_keep_room_and_shared_memory_for_it():
+    """capacity.with_kernel_bias: only forwards without an in-kernel projection, only with
+    GRID_BIAS_REGS spare registers, and the plan's shared memory grows by one fp32 per row (and
+    shrinks back without it)."""
+    from ecornn.engines import persistent_capacity as cap
+    props = cap.h100_properties()
+    plans = {(h, b): cap.plan_grid_config(props, LSTMConfig(h, h, 1, False, "float32", b, 8), h < 1280)
+             for h, b in ((512, 4), (1024, 8), (1280, 16), (512, 1))}
+    assert plans[512, 4]["forward"].kernel_bias and plans[512, 4]["forward"].defines()["KERNEL_BIAS"] == 1
+    assert not plans[1024, 8]["forward"].kernel_bias and not plans[1280, 16]["forward"].kernel_bias
+    assert plans[512, 1]["forward"].input_cols and not plans[512, 1]["forward"].kernel_bias   # v15 adds its own
+    assert not any(p["backward"].kind == "grid" and p["backward"].kernel_bias for p in plans.values() if "backward" in p)
+    with_bias = plans[512, 4]["forward"]
+    without = with_bias.without_kernel_bias()
+    rows = with_bias.rows_per_lane * with_bias.lane_rows
+    assert with_bias.smem_bytes - without.smem_bytes == 4 * rows and "KERNEL_BIAS" not in without.defines()
+    assert cap.with_kernel_bias(props, without) == with_bias
+    assert with_bias.regs_per_thread + cap.GRID_BIAS_REGS <= cap.register_cap(props, with_bias.threads)
+    full = plans[1024, 8]["forward"]
+    assert full.regs_per_thread + cap.GRID_BIAS_REGS > cap.register_cap(props, full.threads)

@@ -107,8 +107,9 @@ ONE_OUTPUT_BUFFER = True   # v17: output, hT and cT as views of one buffer (one 
                            # False: three arrays (the ablation)
 KERNEL_WRITES_16BIT = True  # v23: a 16-bit inference forward on the tensor cores stores y, hT and cT as the
                             # caller's 16-bit values (no cast kernel after it); False: fp32, then a cast
-GRID_KERNEL_BIAS = True     # v23: the fp32 grid forward adds the biases to its xw itself (no add kernel
-                            # before it); False: the projection adds them (the ablation)
+GRID_KERNEL_BIAS = True     # v23: the fp32 grid forward adds the biases to its xw itself where its plan has
+                            # room (capacity.with_kernel_bias; no add kernel before it); False: the
+                            # projection adds them (the ablation)
 REGISTER_MODEL = "v19"    # tensor-core plans: register k-tiles by the v19 refit; "v4": the old model (ablation)
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
                           # per the capacity model's rule; True / False force one (tests, ablation)
@@ -182,8 +183,17 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
         plans = {k: replace(p, paired_split=False) if p.kind == "mma" else p for k, p in plans.items()}
     if TAGGED_EXCHANGE != "auto":
         plans = {k: p.with_exchange(bool(TAGGED_EXCHANGE)) for k, p in plans.items()}
-    return {k: capacity.with_poll_delay(p, POLL_DELAY) if p.kind in ("mma", "grid") else p   # after the overrides
-            for k, p in plans.items()}
+    return {k: _with_grid_bias(props, capacity.with_poll_delay(p, POLL_DELAY)) if p.kind in ("mma", "grid") else p
+            for k, p in plans.items()}   # after the overrides
+
+
+def _with_grid_bias(props, plan):
+    """A grid forward ``plan`` adding its biases itself where capacity.with_kernel_bias admits it and
+    GRID_KERNEL_BIAS is set (v23), else without (after the overrides above changed its projection)."""
+    if plan.kind != "grid":
+        return plan
+    plan = plan.without_kernel_bias()
+    return capacity.with_kernel_bias(props, plan) if GRID_KERNEL_BIAS else plan
 
 
 def plans_for(config, training: bool = False, variant: str = "auto") -> dict:
@@ -918,7 +928,7 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
     fwd = plans["forward"]   # one plan for every layer: what it reads and adds is decided once
     built = _final(fwd) if fwd.kind in ("mma", "grid") else fwd
     projection_in_kernel, x16_dtype, reads_f32 = _input_reads(config, fwd, built)
-    in_kernel_bias = fwd.kind == "mma" or projection_in_kernel or (fwd.kind == "grid" and GRID_KERNEL_BIAS)
+    in_kernel_bias = adds_biases(fwd, built)
     gemm_dtype = _gemm_dtype(config)
     out16 = cast and not training and _kernel_writes_16bit(config, x, fwd, reads_f32)
     out_dtype = x.dtype if out16 else np.float32
@@ -968,6 +978,13 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
         else:
             y_last, h_final, c_final = persistent_graph.buffer_views(packed.astype(x.dtype), _output_layout(config)[0])
     return y_last, h_final, c_final, reserve if training else None
+
+
+def adds_biases(fwd, built) -> bool:
+    """Whether the forward kernel of plan ``fwd`` (``built``: as compiled) adds the biases itself: the
+    tensor-core kernel, an in-kernel projection (v12, v15), a grid plan with kernel_bias (v23); else
+    the projection's xw gets them from an add kernel."""
+    return fwd.kind == "mma" or (built.kind == "grid" and (built.in_kernel_projection or built.kernel_bias))
 
 
 def _kernel_writes_16bit(config, x, fwd, reads_f32: bool) -> bool:

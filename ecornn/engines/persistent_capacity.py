@@ -121,6 +121,7 @@ class KernelPlan(_PassGeometry, _TiledPlan, _LayerLaunch):
     input_cols: int = 0     # v15 forward: W_ih columns per lane in registers, x W_ih^T in the kernel
                             # (with_input_projection); 0: the input projection is a GEMM before it
     poll_delay_ns: int = 0  # v16: sleep before a warp's first poll of the tagged exchange (with_poll_delay)
+    kernel_bias: bool = False   # v23 forward: the kernel adds the biases to xw (with_kernel_bias)
 
     def defines(self) -> dict:
         """Compile-time constants of kernels/persistent_lstm.cu."""
@@ -129,7 +130,8 @@ class KernelPlan(_PassGeometry, _TiledPlan, _LayerLaunch):
                 "ROWS_PER_LANE": self.rows_per_lane, "COLS_PER_LANE": self.cols_per_lane,
                 "REG_COLS": self.reg_cols, "TAGGED": int(self.tagged),
                 **({"IN_COLS": self.input_cols} if self.input_cols else {}),
-                **({"POLL_DELAY_NS": self.poll_delay_ns} if self.poll_delay_ns else {})}
+                **({"POLL_DELAY_NS": self.poll_delay_ns} if self.poll_delay_ns else {}),
+                **({"KERNEL_BIAS": 1} if self.kernel_bias else {})}
 
     @property
     def in_kernel_projection(self) -> bool:
@@ -138,6 +140,13 @@ class KernelPlan(_PassGeometry, _TiledPlan, _LayerLaunch):
     def input_tile_shape(self) -> TileShape:
         """How W_ih's rows of a block are cut (the same rows and lanes as tile_shape, input columns)."""
         return replace(self.tile_shape(), cols_per_lane=self.input_cols)
+
+    def without_kernel_bias(self) -> "KernelPlan":
+        """The same plan with the biases added to xw before the kernel (v22; with_kernel_bias undone)."""
+        if not self.kernel_bias:
+            return self
+        return replace(self, kernel_bias=False,
+                       smem_bytes=self.smem_bytes - GRID_BIAS_SMEM_PER_ROW * self.rows_per_lane * self.lane_rows)
 
     def without_input_projection(self) -> "KernelPlan":
         """The same plan with the input projection as a GEMM before the kernel (the ablation)."""
@@ -206,11 +215,30 @@ def grid_tagged_pays(reduction_length_padded: int, batch: int, warps: int) -> bo
 def smem_bytes(reduction_length_padded: int, batch: int, warps: int, rows_per_lane: int,
                tile_rows: int, smem_cols: int) -> int:
     """Shared memory of kernels/persistent_lstm.cu: the vector, the weight columns that are not in
-    registers, and the warp partials (two buffers under the tagged exchange)."""
+    registers, and the warp partials (two buffers under the tagged exchange); a forward that adds
+    its biases (v23, KernelPlan.kernel_bias) has GRID_BIAS_SMEM_PER_ROW more per row."""
     red_buffers = 2 if grid_tagged_pays(reduction_length_padded, batch, warps) else 1
     floats = (reduction_length_padded * batch + warps * smem_cols * rows_per_lane * 32
               + red_buffers * warps * batch * tile_rows)
     return 4 * floats
+
+
+GRID_BIAS_SMEM_PER_ROW = 4   # v23: bytes of the block's biases (one fp32 per padded row)
+GRID_BIAS_REGS = 2           # v23: registers the bias add needs beside the tile (the estimate's spare)
+
+
+def with_kernel_bias(props: dict, plan):
+    """A grid forward ``plan`` that adds its biases itself (v23: the xw GEMM comes without them, no add
+    kernel after it) where its register estimate leaves GRID_BIAS_REGS spare and the biases fit in
+    shared memory; else ``plan`` unchanged (its xw gets them from an add kernel). At the register cap
+    (fp32 H=1280 B=16: 1 spare) the add made ptxas spill."""
+    if plan.pass_name != "forward" or plan.input_cols or plan.kernel_bias:
+        return plan
+    smem = plan.smem_bytes + GRID_BIAS_SMEM_PER_ROW * plan.rows_per_lane * plan.lane_rows
+    if (plan.regs_per_thread + GRID_BIAS_REGS > register_cap(props, plan.threads)
+            or smem > props["smem_per_block_optin"] or smem + SMEM_RESERVED_PER_BLOCK > props["smem_per_sm"]):
+        return plan
+    return replace(plan, kernel_bias=True, smem_bytes=smem)
 
 
 def _fit_tile(props, rows, k, units, batch, warps, reg_base, smem_of):
@@ -310,6 +338,7 @@ def grid_with_input_projection(props: dict, plan: KernelPlan, input_sizes) -> Ke
     columns)."""
     if plan.pass_name != "forward" or plan.input_cols or plan.reg_cols < plan.cols_per_lane:
         return plan
+    plan = plan.without_kernel_bias()   # the projecting kernel adds them its own way (v15)
     input_cols = -(-max(input_sizes) // (plan.warps * (32 // plan.lane_rows)))
     regs, smem = grid_input_costs(plan, input_cols)
     regs, smem = plan.regs_per_thread + regs, plan.smem_bytes + smem
@@ -389,7 +418,7 @@ def plan_grid_config(props: dict, config, training: bool, backward_by_rows="auto
     plans = {"forward": plan_pass(props, "forward", hidden, batch, dirs)}
     if input_projection_pays(plans["forward"]):
         plans["forward"] = with_input_projection(props, plans["forward"], layer_input_sizes(config))
-    plans["forward"] = with_poll_delay(plans["forward"])
+    plans["forward"] = with_kernel_bias(props, with_poll_delay(plans["forward"]))
     if training:
         wanted = rows_backward_pays(hidden, batch) if backward_by_rows == "auto" else bool(backward_by_rows)
         rows = plan_backward_rows(props, hidden, batch, dirs) if backward_by_rows is not False else None
