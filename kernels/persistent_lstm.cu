@@ -121,15 +121,14 @@ constexpr int kSliceWords = kWarpCols * kBatch;         // one warp's K-slice of
 constexpr int kStageChunk = 4;                          // 16-byte loads per lane in flight
 static_assert(kVecFloats % 4 == 0 && kWsFloats % 4 == 0 && kRedFloats % 4 == 0, "16-byte aligned carve-up");
 constexpr int kRedBuffers = kTagged ? 2 : 1;
-// v23, KERNEL_BIAS=1 (forward): the block's biases [unit][gate] (4 per unit, kRows of them), read
-// after each product. In registers they spilled the B=16 plan on sm_80; read from global they miss
-// L1 (+0.03 us/step at fp32 H=512 B=4). Plans at the register cap go without (the engine then adds
-// the biases to xw with a kernel of its own).
+// v23, KERNEL_BIAS=1 (forward without IN_COLS): the unit's 4 biases stay in registers and are
+// added to xw after the product, as the add kernel they replace did (xw + b, then + the product).
+// Read from shared memory at each gate instead, each read sat on the critical path (+0.13 us/step at
+// fp32 H=512 B=4); plans without 4 spare registers go without (persistent_capacity.with_kernel_bias).
 #ifndef KERNEL_BIAS
-#define KERNEL_BIAS 0   // the plan's kernel_bias (persistent_capacity.with_kernel_bias)
+#define KERNEL_BIAS 0
 #endif
 constexpr bool kKernelBias = PASS == 0 && KERNEL_BIAS != 0 && IN_COLS == 0;
-constexpr int kBiasFloats = kKernelBias ? kRows : 0;
 
 // ---- the exchange (see the header) ----
 // Slot n & 1 of direction d (n: publications so far in processing order; h0 is n = 0).
@@ -251,16 +250,15 @@ __device__ __forceinline__ float row_sum(const float* red_s, int u, int b) {
 }
 
 struct Carve {
-    float *vec, *ws, *red, *bias, *xs;   // red: kRedFloats, twice under the tagged exchange; bias: v23;
-};                                      // xs: staged x (v15)
+    float *vec, *ws, *red, *xs;   // red: kRedFloats, twice under the tagged exchange; xs: staged x (v15)
+};
 
 __device__ __forceinline__ Carve carve(float* smem) {
     Carve c;
     c.vec = smem;
     c.ws = c.vec + kVecFloats;
     c.red = c.ws + kWsFloats;
-    c.bias = c.red + kRedBuffers * kRedFloats;
-    c.xs = c.bias + kBiasFloats;
+    c.xs = c.red + kRedBuffers * kRedFloats;
     return c;
 }
 
@@ -332,8 +330,8 @@ __device__ __forceinline__ Start start_block(float (&w)[kRowsPerLane][kRegCols >
 // tiles [D][blocks][NWARPS][COLS_PER_LANE][ROWS_PER_LANE][32]; xw [D][T][B][4H] (gate-interleaved),
 // or with IN_COLS the layer input x [T][B][in_size] and in_tiles [D][blocks][NWARPS][IN_COLS]
 // [ROWS_PER_LANE][32] the packed W_ih rows (null otherwise); bias [D][4H] (gate-interleaved), added
-// here where given (v23: also to an xw that comes without them, instead of a kernel of its own
-// before this one, ~11 us at fp32 H=512 B=4 T=256), else null (xw has them); h0, c0, hT, cT
+// here with IN_COLS or KERNEL_BIAS (v23: to an xw that comes without them, instead of a kernel of its
+// own before this one, ~11 us at fp32 H=512 B=4 T=256), else null (xw has them); h0, c0, hT, cT
 // [D][B][H]; y [T][B][ldy] (direction d at columns d*H); gates_out [D][T][B][4H] activated,
 // cells_out [D][T][B][H] (both null at inference); xch zeroed [D][2][COLS][B] words.
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
@@ -348,16 +346,11 @@ persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ x
     float w_in[kRowsPerLane][kInput ? kInCols : 1];
     float acc[kRowsPerLane][kBatch] = {};   // the next product's input partials (v15), else zeros
     float xv[kInPerLane];
-    float4 b4 = make_float4(0.f, 0.f, 0.f, 0.f);
-    const float* dir_bias = bias + (size_t)d * 4 * H;
-    const bool add_bias = kKernelBias && bias != nullptr;
-    if (add_bias)   // v23 (the first block barrier below orders it before the reads)
-        for (int i = threadIdx.x; i < 4 * units; i += kThreads)
-            s.bias[i] = 4 * (blockIdx.x % blocks_per_dir) * units + i < 4 * H
-                            ? dir_bias[4 * (blockIdx.x % blocks_per_dir) * units + i] : 0.0f;
+    float4 b4 = make_float4(0.f, 0.f, 0.f, 0.f);   // v15: the start of xz; v23: added to xw
+    if ((kInput || kKernelBias) && pw.active && bias != nullptr)
+        b4 = __ldg(reinterpret_cast<const float4*>(bias + (size_t)d * 4 * H + 4 * (size_t)pw.j));
     if constexpr (kInput) {
         load_weights<kWarps, kInCols, 0>(w_in, nullptr, in_tiles, (size_t)d * blocks_per_dir + blockIdx.x % blocks_per_dir);
-        if (pw.active) b4 = __ldg(reinterpret_cast<const float4*>(dir_bias) + pw.j);
         load_x_slice(xv, xw + (size_t)(reverse ? T - 1 : 0) * kBatch * in_size, in_size);
         input_partials(acc, w_in, xv, s.xs);
     }
@@ -386,12 +379,9 @@ persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ x
         __syncthreads();
         if (pw.active) {
             const float4 z = gate_sums(red, pw.u, pw.b);
-            // v23: xw + b, as the add kernel it replaces did (scalar reads: a float4 spills the B=16 plan)
-            const float* b = s.bias + 4 * pw.u;
-            const float gi = sigmoidf_(z.x + (add_bias ? xz.x + b[0] : xz.x));
-            const float gf = sigmoidf_(z.y + (add_bias ? xz.y + b[1] : xz.y));
-            const float gg = tanhf(z.z + (add_bias ? xz.z + b[2] : xz.z));
-            const float go = sigmoidf_(z.w + (add_bias ? xz.w + b[3] : xz.w));
+            if constexpr (kKernelBias) xz = make_float4(xz.x + b4.x, xz.y + b4.y, xz.z + b4.z, xz.w + b4.w);
+            const float gi = sigmoidf_(z.x + xz.x), gf = sigmoidf_(z.y + xz.y);
+            const float gg = tanhf(z.z + xz.z), go = sigmoidf_(z.w + xz.w);
             c = gf * c + gi * gg;
             const float h = go * tanhf(c);
             y[((size_t)t * kBatch + pw.b) * ldy + (size_t)d * H + pw.j] = h;

@@ -116,10 +116,9 @@ def test_grid_forward_adds_the_biases_itself(rng, monkeypatch, inp, hidden, laye
     assert _max_err(got, config, weights, x, h0, c0) <= 1e-5
 
 
-def test_kernel_bias_plans_keep_room_and_shared_memory_for_it():
+def test_kernel_bias_plans_keep_registers_for_it():
     """capacity.with_kernel_bias: only forwards without an in-kernel projection, only with
-    GRID_BIAS_REGS spare registers, and the plan's shared memory grows by one fp32 per row (and
-    shrinks back without it)."""
+    GRID_BIAS_REGS spare registers, which the plan's estimate then counts (and gives back without it)."""
     from ecornn.engines import persistent_capacity as cap
     props = cap.h100_properties()
     plans = {(h, b): cap.plan_grid_config(props, LSTMConfig(h, h, 1, False, "float32", b, 8), h < 1280)
@@ -130,9 +129,9 @@ def test_kernel_bias_plans_keep_room_and_shared_memory_for_it():
     assert not any(p["backward"].kind == "grid" and p["backward"].kernel_bias for p in plans.values() if "backward" in p)
     with_bias = plans[512, 4]["forward"]
     without = with_bias.without_kernel_bias()
-    rows = with_bias.rows_per_lane * with_bias.lane_rows
-    assert with_bias.smem_bytes - without.smem_bytes == 4 * rows and "KERNEL_BIAS" not in without.defines()
+    assert with_bias.regs_per_thread - without.regs_per_thread == cap.GRID_BIAS_REGS
+    assert with_bias.smem_bytes == without.smem_bytes and "KERNEL_BIAS" not in without.defines()
     assert cap.with_kernel_bias(props, without) == with_bias
-    assert with_bias.regs_per_thread + cap.GRID_BIAS_REGS <= cap.register_cap(props, with_bias.threads)
+    assert with_bias.regs_per_thread <= cap.register_cap(props, with_bias.threads)
     full = plans[1024, 8]["forward"]
     assert full.regs_per_thread + cap.GRID_BIAS_REGS > cap.register_cap(props, full.threads)

@@ -145,8 +145,7 @@ class KernelPlan(_PassGeometry, _TiledPlan, _LayerLaunch):
         """The same plan with the biases added to xw before the kernel (v22; with_kernel_bias undone)."""
         if not self.kernel_bias:
             return self
-        return replace(self, kernel_bias=False,
-                       smem_bytes=self.smem_bytes - GRID_BIAS_SMEM_PER_ROW * self.rows_per_lane * self.lane_rows)
+        return replace(self, kernel_bias=False, regs_per_thread=self.regs_per_thread - GRID_BIAS_REGS)
 
     def without_input_projection(self) -> "KernelPlan":
         """The same plan with the input projection as a GEMM before the kernel (the ablation)."""
@@ -215,30 +214,27 @@ def grid_tagged_pays(reduction_length_padded: int, batch: int, warps: int) -> bo
 def smem_bytes(reduction_length_padded: int, batch: int, warps: int, rows_per_lane: int,
                tile_rows: int, smem_cols: int) -> int:
     """Shared memory of kernels/persistent_lstm.cu: the vector, the weight columns that are not in
-    registers, and the warp partials (two buffers under the tagged exchange); a forward that adds
-    its biases (v23, KernelPlan.kernel_bias) has GRID_BIAS_SMEM_PER_ROW more per row."""
+    registers, and the warp partials (two buffers under the tagged exchange)."""
     red_buffers = 2 if grid_tagged_pays(reduction_length_padded, batch, warps) else 1
     floats = (reduction_length_padded * batch + warps * smem_cols * rows_per_lane * 32
               + red_buffers * warps * batch * tile_rows)
     return 4 * floats
 
 
-GRID_BIAS_SMEM_PER_ROW = 4   # v23: bytes of the block's biases (one fp32 per padded row)
-GRID_BIAS_REGS = 2           # v23: registers the bias add needs beside the tile (the estimate's spare)
+GRID_BIAS_REGS = 4   # v23: the unit's 4 biases, kept in registers through the steps (KernelPlan.kernel_bias)
 
 
 def with_kernel_bias(props: dict, plan):
     """A grid forward ``plan`` that adds its biases itself (v23: the xw GEMM comes without them, no add
-    kernel after it) where its register estimate leaves GRID_BIAS_REGS spare and the biases fit in
-    shared memory; else ``plan`` unchanged (its xw gets them from an add kernel). At the register cap
-    (fp32 H=1280 B=16: 1 spare) the add made ptxas spill."""
+    kernel after it) where its register estimate has GRID_BIAS_REGS to spare for them; else ``plan``
+    unchanged (its xw gets them from an add kernel). At the register cap (fp32 H=1280 B=16, H=1024
+    B=8) they would spill (ptxas, sm_80 and sm_90)."""
     if plan.pass_name != "forward" or plan.input_cols or plan.kernel_bias:
         return plan
-    smem = plan.smem_bytes + GRID_BIAS_SMEM_PER_ROW * plan.rows_per_lane * plan.lane_rows
-    if (plan.regs_per_thread + GRID_BIAS_REGS > register_cap(props, plan.threads)
-            or smem > props["smem_per_block_optin"] or smem + SMEM_RESERVED_PER_BLOCK > props["smem_per_sm"]):
+    regs = plan.regs_per_thread + GRID_BIAS_REGS
+    if regs > register_cap(props, plan.threads):
         return plan
-    return replace(plan, kernel_bias=True, smem_bytes=smem)
+    return replace(plan, kernel_bias=True, regs_per_thread=regs)
 
 
 def _fit_tile(props, rows, k, units, batch, warps, reg_base, smem_of):
