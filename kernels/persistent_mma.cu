@@ -648,6 +648,12 @@ __device__ __forceinline__ void store_output(float* out, size_t at, float v, int
     else out[at] = v;
 }
 
+// v23: one initial-state value, fp32 or (states16) the layer's 16-bit value.
+__device__ __forceinline__ float load_state(const float* state, size_t at, int states16) {
+    if (!kSplit && states16) return unpack_half<kBf16>(reinterpret_cast<const unsigned short*>(state)[at]);
+    return state[at];
+}
+
 // The pre-activations of (unit u, batch b): the warps' partials summed in warp order.
 __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
     float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -672,7 +678,8 @@ __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
 // power-of-two scale of the packed W_hh halves (null otherwise); x_at: v21, see below (null otherwise);
 // out16: v23, y, hT and cT are stored as the layer's 16-bit values (the bits of the exchange, round
 // to nearest even: what a cast of the fp32 outputs would give) instead of fp32, so an inference
-// forward whose caller wants 16-bit outputs needs no cast kernel after this one (6-22 us at T=256).
+// forward whose caller wants 16-bit outputs needs no cast kernel after this one (6-22 us at T=256);
+// states16: v23, h0 and c0 are read as the layer's 16-bit values (no conversion kernels before it).
 // SPLIT ignores h0: the host adds W_hh h0 to the first step's xw in fp32 (h0 is unbounded, fp16 is not).
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ xin,
@@ -680,7 +687,8 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
                     float* cT, float* gates_out, float* cells_out, int T, int H, int units,
                     int blocks_per_dir, int ldy, int dir0, unsigned int* xch, const float* __restrict__ bias,
                     const uint4* __restrict__ in_tiles, int in_size, unsigned int* barrier,
-                    const float* __restrict__ w_unscale, const long long* __restrict__ x_at, int out16) {
+                    const float* __restrict__ w_unscale, const long long* __restrict__ x_at, int out16,
+                    int states16) {
     extern __shared__ __align__(16) uint4 smem[];
     const Carve s = carve(smem);
     const Slot p = slot_of(H, units, blocks_per_dir, dir0);
@@ -693,14 +701,14 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     const bool x_by_reference = kInput && x_at != nullptr && x_at[3] != 0;
     const unsigned short* x16 = reinterpret_cast<const unsigned short*>(
         x_by_reference ? reinterpret_cast<const float*>(x_at[0]) : xin);
-    float c = p.active ? c0[p.state_at] : 0.0f;   // cell state stays in this thread's register
+    float c = p.active ? load_state(c0, p.state_at, states16) : 0.0f;   // cell state stays in this thread's register
     const size_t G = 4 * (size_t)H;
     // The unit's 4 gate biases, added here rather than to all of xw by a kernel of its own.
     const float4 b4 = p.active ? __ldg(reinterpret_cast<const float4*>(bias + p.d * G + 4 * (size_t)p.j))
                                : make_float4(0.f, 0.f, 0.f, 0.f);
     const float unscale = kSplit ? w_unscale[p.d] : 1.0f;
     // h0 is "step -1": slot 1 (tagged: tag 1; h_t of step t gets tag t + 2)
-    if (p.active) publish_h(xch, p.d, -1, H, p.b, p.j, kSplit ? 0.0f : h0[p.state_at], 1u);
+    if (p.active) publish_h(xch, p.d, -1, H, p.b, p.j, kSplit ? 0.0f : load_state(h0, p.state_at, states16), 1u);
     cg::grid_group grid = cg::this_grid();
     constexpr bool kSplitBarrier = !kTagged && SPLIT_BARRIER != 0;
     if constexpr (kSplitBarrier) grid_arrive(barrier);   // every block's h0 is published ...

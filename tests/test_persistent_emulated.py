@@ -153,12 +153,14 @@ input_projection_emulator = None   # (plan, x16, input_tiles) -> xw: set by the 
 
 
 def _emulated_launch(plan, args, directions=1, bias=None, input_tiles=None, input_size=0, unscale=None, x_at=None,
-                     out16=False):
+                     out16=False, states16=False):
     assert x_at is None   # v21's x by reference exists in captured graphs only (GPU)
     # v23: 16-bit outputs (y, hT, cT) exactly where the engine asks the kernel for them; the
     # emulation's stores into them round as the kernel's do (to nearest even)
     assert bool(out16) == (np.dtype(args[4].dtype) != np.float32) == (np.dtype(args[5].dtype) != np.float32)
     assert not out16 or (plan.kind == "mma" and plan.pass_name == "forward")
+    assert bool(states16) == (np.dtype(args[2].dtype) != np.float32) == (np.dtype(args[3].dtype) != np.float32)
+    assert not states16 or out16
     for launch in range(plan.launches):
         if plan.kind == "rows":
             emulate_backward_rows(plan, args, launch)

@@ -17,13 +17,20 @@ from tests.helpers import random_problem, rel_err
 from tests.test_persistent_mma_emulated import HALF_TOL, _dtype, cpu_engine  # noqa: F401 (fixture)
 
 
+class _Seen(list):
+    states: list   # states16 of every launch (v23: h0 and c0 read as 16-bit values)
+
+
 def _launch_spy(monkeypatch, emulated):
     """Record (kind, out16, y dtype, bias given) of every launch, then run the emulation."""
-    seen = []
+    seen = _Seen()
 
-    def launch(plan, args, directions=1, bias=None, *rest, out16=False, **kw):
+    def launch(plan, args, directions=1, bias=None, *rest, out16=False, states16=False, **kw):
         seen.append((plan.kind, bool(out16), np.dtype(args[4].dtype).name, bias is not None))
-        return emulated(plan, args, directions, bias, *rest, out16=out16, **kw)
+        states.append(bool(states16))
+        return emulated(plan, args, directions, bias, *rest, out16=out16, states16=states16, **kw)
+    states = []
+    seen.states = states
     monkeypatch.setattr(persistent, "_launch", launch)
     return seen
 
@@ -58,7 +65,14 @@ def test_16bit_inference_outputs_leave_the_kernel_in_the_callers_dtype(cpu_engin
     seen = _launch_spy(monkeypatch, grid_emulation._emulated_launch)
     got = persistent.forward(config, x, weights, h0, c0)
     assert seen == [("mma", True, dtype, True)] * layers   # every layer, y (and hT, cT) 16-bit
+    assert seen.states == [True] * layers                   # h0 and c0 read as they are
     assert all(np.dtype(a.dtype) == np.dtype(_dtype(dtype)) for a in got[:3])
+    seen.clear()
+    seen.states.clear()
+    mixed = persistent.forward(config, x, weights, h0.astype(np.float32), c0.astype(np.float32))
+    assert seen == [("mma", True, dtype, True)] * layers and seen.states == [False] * layers   # fp32 states
+    for g, m in zip(got[:3], mixed[:3]):
+        np.testing.assert_array_equal(np.asarray(g).view(np.uint16), np.asarray(m).view(np.uint16))
     seen.clear()
     monkeypatch.setattr(persistent, "KERNEL_WRITES_16BIT", False)
     ablation = persistent.forward(config, x, weights, h0, c0)

@@ -1,7 +1,8 @@
 """`persistent` v23 on the GPU: the kernels take over two elementwise kernels of the forward.
 - 16-bit inference on the tensor cores: the kernel stores y, hT and cT as the caller's 16-bit values
-  (persistent.KERNEL_WRITES_16BIT), eagerly and in replayed graphs. They must equal the fp32-then-
-  cast ablation bitwise (the kernel rounds to nearest even like the cast) and match float64.
+  and reads 16-bit h0 and c0 as they are (persistent.KERNEL_WRITES_16BIT), eagerly and in replayed
+  graphs. They must equal the fp32-then-cast ablation bitwise (the kernel rounds to nearest even
+  like the cast), and fp32 states give the same bits; all within tolerance of float64.
 - fp32 grid forwards add the biases themselves (persistent.GRID_KERNEL_BIAS): bitwise the ablation,
   within 1e-5 of float64, forward and training."""
 import pytest
@@ -23,13 +24,13 @@ def _calls(config, gpu_weights, prepared, calls, **kw):
 
 
 def _spy_out16(monkeypatch):
-    """The out16 argument of every tensor-core forward launch, in order (the launches still run)."""
+    """(out16, states16) of every tensor-core forward launch, in order (the launches still run)."""
     asked, launch = [], persistent._launch
 
-    def spy(plan, *args, out16=False, **kw):
+    def spy(plan, *args, out16=False, states16=False, **kw):
         if plan.kind == "mma" and plan.pass_name == "forward":
-            asked.append(bool(out16))
-        return launch(plan, *args, out16=out16, **kw)
+            asked.append((bool(out16), bool(states16)))
+        return launch(plan, *args, out16=out16, states16=states16, **kw)
     monkeypatch.setattr(persistent, "_launch", spy)
     return asked
 
@@ -58,14 +59,21 @@ def test_16bit_inference_outputs_leave_the_kernel_in_16_bits(rng, monkeypatch, d
     asked = _spy_out16(monkeypatch)
     outs = _calls(config, gpu_weights, prepared, calls)           # eager + capture, then replays
     assert len(prepared.graphs) == 1 and not persistent_graph.capture_errors
-    assert asked == [True] * (2 * layers)                         # the eager call and the captured one
+    assert asked == [(True, True)] * (2 * layers)                 # the eager call and the captured one
     entry = next(iter(prepared.graphs.values()))
     assert all(o.dtype == cp.dtype(calls[0][0].dtype) for o in entry.outputs)
     monkeypatch.setattr(persistent, "KERNEL_WRITES_16BIT", False)   # fp32 outputs, then one cast
     asked.clear()
     ablation = _calls(config, gpu_weights, prepared, calls)
-    assert len(prepared.graphs) == 2 and asked == [False] * (2 * layers)
+    assert len(prepared.graphs) == 2 and asked == [(False, False)] * (2 * layers)
     for got, want in zip(outs, ablation):
+        _assert_equal_bits(got, want)
+    monkeypatch.setattr(persistent, "KERNEL_WRITES_16BIT", True)   # fp32 states: converted, outputs 16-bit
+    asked.clear()
+    mixed = _calls(config, gpu_weights, prepared, [(x, h0.astype(cp.float32), c0.astype(cp.float32))
+                                                    for x, h0, c0 in calls[:2]])
+    assert asked == [(True, False)] * (2 * layers)
+    for got, want in zip(mixed, outs[:2]):
         _assert_equal_bits(got, want)
     for inputs, got in zip(calls, outs):
         assert not any(bool(cp.isnan(a.astype(cp.float32)).any()) for a in got)

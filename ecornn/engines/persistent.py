@@ -564,15 +564,16 @@ def _final(plan):
 
 
 def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tiles=None, input_size: int = 0,
-            unscale=None, x_at=None, out16=False):
+            unscale=None, x_at=None, out16=False, states16=False):
     """Launch ``plan``'s kernel once per direction group (dir0 follows ``args_before_dir``). The
     kernels take their zeroed exchange buffer next; the mma forward then the biases [D, 4H] (its xw
     comes without them), the packed W_ih tiles and input size of an in-kernel projection (v12;
     null and 0 otherwise), a zeroed barrier word (one memset with the exchange buffer) and the [D]
     unscale factors of split tiles (v13; null otherwise) and the replay ring's fetched addresses where
-    it reads the caller's x there (v21, ``x_at``; null otherwise) and whether it stores its outputs as
-    16-bit values (v23, ``out16``). The grid forward takes the biases (v15 with its in-kernel projection,
-    v23 also without; else null), W_ih tiles and input size of its in-kernel projection (v15; null, 0 otherwise)."""
+    it reads the caller's x there (v21, ``x_at``; null otherwise), whether it stores its outputs as
+    16-bit values and whether it reads h0 and c0 as such (v23, ``out16``, ``states16``). The grid
+    forward takes the biases (v15 with its in-kernel projection, v23 with kernel_bias; else null), the
+    W_ih tiles and input size of its in-kernel projection (v15; null, 0 otherwise)."""
     cp = _cp()
     final, kern = _kernel(plan, cp.cuda.Device().id)
     shape = final.exchange_shape(directions)
@@ -582,7 +583,7 @@ def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tile
     if final.kind == "mma" and final.pass_name == "forward":
         tail += (bias, input_tiles if input_tiles is not None else _null(), np.int32(input_size), zeroed[words:],
                  unscale if unscale is not None else _null(), x_at if x_at is not None else _null(),
-                 np.int32(bool(out16)))
+                 np.int32(bool(out16)), np.int32(bool(states16)))
     elif final.kind == "grid" and final.pass_name == "forward":
         tail += (bias if bias is not None else _null(), input_tiles if input_tiles is not None else _null(),
                  np.int32(input_size))
@@ -922,8 +923,6 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
     last_kinds["forward"] = plans["forward"].kind
     prep = prepared if prepared is not None else prepare(config, weights)
     steps, batch, hidden, dirs = config.seq_len, config.batch, config.hidden_size, config.num_directions
-    h0, c0 = _f32(h0), _f32(c0)
-    reserve = PersistentReserve(config, plans, prep, h0, c0)
     layer_in = x   # the caller's dtype: converted to fp32 only where something reads fp32
     fwd = plans["forward"]   # one plan for every layer: what it reads and adds is decided once
     built = _final(fwd) if fwd.kind in ("mma", "grid") else fwd
@@ -932,6 +931,9 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
     gemm_dtype = _gemm_dtype(config)
     out16 = cast and not training and _kernel_writes_16bit(config, x, fwd, reads_f32)
     out_dtype = x.dtype if out16 else np.float32
+    states16 = out16 and h0.dtype == x.dtype and c0.dtype == x.dtype   # v23: read by the kernel as they are
+    h0, c0 = (_cp().ascontiguousarray(a) if states16 else _f32(a) for a in (h0, c0))
+    reserve = PersistentReserve(config, plans, prep, h0, c0)
     packed, (y_last, h_final, c_final) = _output_views(config, out_dtype)
     for layer in range(config.num_layers):
         s0 = slot(layer, 0, dirs)
@@ -957,14 +959,15 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
             x_at = persistent_graph.input_reference(xin) if fwd.kind == "mma" else None
             _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs,
                     _biases(prep, layer, dirs), _tiles(prep, layer, dirs, built, "w_ih"),
-                    config.layer_input_size(layer), x_at=x_at, out16=out16)
+                    config.layer_input_size(layer), x_at=x_at, out16=out16, states16=states16)
         else:
             split = _is_split(built)
             if split:   # the kernel starts from h = 0: W_hh h0 joins the first step's xw, in fp32
                 _add_initial_recurrence(xin, h0[states], prep.slots[s0:s0 + dirs])
             _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs,
                     _biases(prep, layer, dirs) if in_kernel_bias else None,
-                    unscale=_split_unscale(prep, layer, built) if split else None, out16=out16)
+                    unscale=_split_unscale(prep, layer, built) if split else None, out16=out16,
+                    states16=states16)
         if training:
             reserve.layers.append(LayerSave(layer_in, y, gates, cells, layer_in_16bit))
         layer_in = y
