@@ -142,6 +142,16 @@ __device__ __forceinline__ float4 pointwise_backward(const BwdInputs& in, float 
 // ---- the tagged exchange between blocks (persistent_mma.cu v5, persistent_lstm.cu v6) ----
 // Relaxed gpu-scope accesses: coherent at L2 (no stale L1 line), and asm volatile, so a polling
 // loop really reloads.
+// v24: the grid's threads together ask L2 for every 128-byte line of [base, base + bytes). The
+// in-kernel projections read x_t every step on the critical path; an x that a large write since
+// evicted would be read from HBM each step (+65-88 us at bf16 H=1024 B=4 T=256 after an 8-32 MB
+// write, notes v23). Lines already in L2 cost a hit.
+__device__ __forceinline__ void prefetch_to_l2(const void* base, size_t bytes) {
+    const size_t lines = (bytes + 127) / 128, stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < lines; i += stride)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const char*>(base) + i * 128));
+}
+
 __device__ __forceinline__ uint4 load_relaxed(const unsigned int* p) {
     uint4 v;
     asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];"

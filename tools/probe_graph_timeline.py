@@ -3,7 +3,8 @@ prepared forward is called through `persistent.forward` until its graph replays,
 are traced by CUPTI (torch.profiler): every kernel, memcpy and memset with its GPU start and
 duration, relative to the call's first GPU operation, plus the host time from the call's start to
 its first GPU operation. Also the forward kernel alone after a device write of 0, 2, 8 or 32 MB
-(does a large write just before a cooperative kernel slow it, as v21 saw?).
+(does a large write just before a cooperative kernel slow it, as v21 saw? v23: the kernels that read
+x each step did, by up to 88 us; v24 prefetches x into L2 at their start).
 
     python tools/probe_graph_timeline.py OUT_DIR
 Writes OUT_DIR/probe_graph_timeline.{json,md}.
@@ -20,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from bench_persistent import STEPS, _problem, bench_meta, kernel_launcher  # noqa: E402
 
 CELLS = [("bfloat16", 1024, 4), ("float32", 512, 4), ("bfloat16", 2048, 4), ("float16", 1024, 8),
-         ("float16", 1024, 16)]
+         ("float16", 1024, 16),
+         ("float32", 512, 1)]   # v24: the grid kernel's in-kernel projection (reads fp32 x each step)
 CALLS = 6
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
