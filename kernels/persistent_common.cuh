@@ -145,8 +145,9 @@ __device__ __forceinline__ float4 pointwise_backward(const BwdInputs& in, float 
 // v24: the grid's threads together ask L2 for every 128-byte line of [base, base + bytes). The
 // in-kernel projections read x_t every step on the critical path; an x that a large write since
 // evicted would be read from HBM each step (+65-88 us at bf16 H=1024 B=4 T=256 after an 8-32 MB
-// write, notes v23). Lines already in L2 cost a hit.
-__device__ __forceinline__ void prefetch_to_l2(const void* base, size_t bytes) {
+// write, notes v23). Lines already in L2 cost a hit. Not inlined: once per launch, and inlined
+// into the fp32 grid forward's prologue it made ptxas spill a plan at the register cap.
+__device__ __noinline__ void prefetch_to_l2(const void* base, size_t bytes) {
     const size_t lines = (bytes + 127) / 128, stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < lines; i += stride)
         asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const char*>(base) + i * 128));
