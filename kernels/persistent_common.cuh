@@ -147,6 +147,9 @@ __device__ __forceinline__ float4 pointwise_backward(const BwdInputs& in, float 
 // evicted would be read from HBM each step (+65-88 us at bf16 H=1024 B=4 T=256 after an 8-32 MB
 // write, notes v23). Lines already in L2 cost a hit. Not inlined: once per launch, and inlined
 // into the fp32 grid forward's prologue it made ptxas spill a plan at the register cap.
+#ifndef X_PREFETCH   // 0: the ablation (persistent.X_PREFETCH = False)
+#define X_PREFETCH 1
+#endif
 __device__ __noinline__ void prefetch_to_l2(const void* base, size_t bytes) {
     const size_t lines = (bytes + 127) / 128, stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < lines; i += stride)

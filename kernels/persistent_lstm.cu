@@ -351,7 +351,7 @@ persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ x
         b4 = __ldg(reinterpret_cast<const float4*>(bias + (size_t)d * 4 * H + 4 * (size_t)pw.j));
     if constexpr (kInput) {
         load_weights<kWarps, kInCols, 0>(w_in, nullptr, in_tiles, (size_t)d * blocks_per_dir + blockIdx.x % blocks_per_dir);
-        prefetch_to_l2(xw, (size_t)T * kBatch * in_size * sizeof(float));   // v24
+        if constexpr (X_PREFETCH) prefetch_to_l2(xw, (size_t)T * kBatch * in_size * sizeof(float));
         load_x_slice(xv, xw + (size_t)(reverse ? T - 1 : 0) * kBatch * in_size, in_size);
         input_partials(acc, w_in, xv, s.xs);
     }

@@ -701,7 +701,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     const bool x_by_reference = kInput && x_at != nullptr && x_at[3] != 0;
     const unsigned short* x16 = reinterpret_cast<const unsigned short*>(
         x_by_reference ? reinterpret_cast<const float*>(x_at[0]) : xin);
-    if constexpr (kInput) prefetch_to_l2(x16, (size_t)T * kBatch * in_size * sizeof(unsigned short));   // v24
+    if constexpr (kInput && X_PREFETCH) prefetch_to_l2(x16, (size_t)T * kBatch * in_size * sizeof(unsigned short));
     float c = p.active ? load_state(c0, p.state_at, states16) : 0.0f;   // cell state stays in this thread's register
     const size_t G = 4 * (size_t)H;
     // The unit's 4 gate biases, added here rather than to all of xw by a kernel of its own.

@@ -67,28 +67,35 @@ def timeline(cell):
         call()
     cp.cuda.Device().synchronize()
     calls = _per_call(_traced(call, CALLS))[1:]   # the first traced call warms CUPTI
-    kernel = kernel_launcher(config, prepared, x, h0, c0, persistent._plans(config, training=False)["forward"])
-    return {"cell": list(cell), "calls": calls, "kernel_after_write_us": after_writes(kernel)}
+    plan = persistent._plans(config, training=False)["forward"]
+    row = {"cell": list(cell), "calls": calls}
+    for prefetch in ((True, False) if persistent._final(plan).in_kernel_projection else (True,)):
+        persistent.X_PREFETCH = prefetch   # v24's ablation: a build without the prefetch
+        try:
+            kernel = kernel_launcher(config, prepared, x, h0, c0, plan)
+            row[f"kernel_after_write_us{'' if prefetch else '_no_prefetch'}"] = after_writes(kernel)
+        finally:
+            persistent.X_PREFETCH = True
+    return row
 
 
-def after_writes(kernel, sizes_mb=(0, 2, 8, 32), repeats=20):
-    """GPU µs of ``kernel()`` alone (events right around it) after a device write of each size."""
+def after_writes(kernel, sizes_mb=(0, 8, 32), repeats=8):
+    """Median GPU µs of the forward kernel (CUPTI: the kernel's own duration, no launch overhead)
+    when a device write of each size runs just before it."""
     out = {}
     for mb in sizes_mb:
         buf = cp.empty(max(1, mb << 18), cp.float32)
         src = cp.asarray(np.random.default_rng(mb).standard_normal(buf.size, dtype=np.float32))
-        times = []
-        for _ in range(repeats + 2):
-            cp.cuda.Device().synchronize()
+
+        def write_then_kernel():
             if mb:
                 cp.copyto(buf, src)
-            a, b = cp.cuda.Event(), cp.cuda.Event()
-            a.record()
             kernel()
-            b.record()
-            b.synchronize()
-            times.append(cp.cuda.get_elapsed_time(a, b) * 1e3)
-        out[str(mb)] = float(np.median(times[2:]))
+        write_then_kernel()
+        events = _traced(write_then_kernel, repeats)
+        durations = [e["dur"] for e in events
+                     if e.get("cat") == "kernel" and e.get("name", "").startswith("persistent_lstm_fwd")]
+        out[str(mb)] = float(np.median(durations)) if durations else None
     return out
 
 
@@ -104,8 +111,10 @@ def markdown(rows):
         mid = r["calls"][len(r["calls"]) // 2]
         for name, start, dur in mid[2]:
             lines.append(f"| {name} | {start:.1f} | {dur:.1f} |")
-        lines.append("\nkernel alone after a write of N MB (µs): " +
-                     ", ".join(f"{k} MB {v:.1f}" for k, v in r["kernel_after_write_us"].items()) + "\n")
+        for key, label in (("kernel_after_write_us", ""), ("kernel_after_write_us_no_prefetch", " (X_PREFETCH off)")):
+            if key in r:
+                lines.append(f"\nkernel alone (GPU) after a write of N MB{label} (µs): " +
+                             ", ".join(f"{k} MB {v:.1f}" for k, v in r[key].items()) + "\n")
     return "\n".join(lines)
 
 

@@ -110,6 +110,8 @@ KERNEL_WRITES_16BIT = True  # v23: a 16-bit inference forward on the tensor core
 GRID_KERNEL_BIAS = True     # v23: the fp32 grid forward adds the biases to its xw itself where its plan has
                             # room (capacity.with_kernel_bias; no add kernel before it); False: the
                             # projection adds them (the ablation)
+X_PREFETCH = True           # v24: kernels that project x themselves prefetch all of x into L2 at their start;
+                            # False: compiled without (X_PREFETCH=0, the ablation)
 REGISTER_MODEL = "v19"    # tensor-core plans: register k-tiles by the v19 refit; "v4": the old model (ablation)
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
                           # per the capacity model's rule; True / False force one (tests, ablation)
@@ -471,7 +473,8 @@ def _compile_without_spills(plan, function: str, cooperative: bool):
     from ..gpu import compile_module
     props = _props()
     while True:
-        kern = compile_module(plan.kernel_file, plan.defines(), cooperative=cooperative).get_function(function)
+        defines = {**plan.defines(), **({} if X_PREFETCH else {"X_PREFETCH": 0})}
+        kern = compile_module(plan.kernel_file, defines, cooperative=cooperative).get_function(function)
         if kern.local_size_bytes == 0:
             break
         plan = _fewer_register_tiles(plan, props)
@@ -486,7 +489,7 @@ def _remembered(build):
 
     @functools.wraps(build)
     def cached(plan, device_id: int):
-        key = (plan, device_id)
+        key = (plan, device_id, X_PREFETCH)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -858,7 +861,7 @@ def _graph_mode(variant) -> tuple:
     return (variant, TAGGED_EXCHANGE, FP32_GEMMS, MIN_3XTF32_FLOPS, FP32_BACKWARD_GEMMS, MIN_3XTF32_BACKWARD_FLOPS,
             BACKWARD_BY_ROWS, SIXTEEN_BIT_GEMMS,
             IN_KERNEL_PROJECTION, UNITS_FASTEST, FP32_TENSOR_CORES, PAIRED_SPLIT, POLL_DELAY, DIRECT_16BIT_INPUT,
-            ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS)
+            ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS, X_PREFETCH)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
