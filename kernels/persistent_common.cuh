@@ -139,9 +139,6 @@ __device__ __forceinline__ float4 pointwise_backward(const BwdInputs& in, float 
                        dc * gi * (1.0f - gg * gg), dh * tc * go * (1.0f - go));
 }
 
-// ---- the tagged exchange between blocks (persistent_mma.cu v5, persistent_lstm.cu v6) ----
-// Relaxed gpu-scope accesses: coherent at L2 (no stale L1 line), and asm volatile, so a polling
-// loop really reloads.
 // v24: the grid's threads together ask L2 for every 128-byte line of [base, base + bytes). The
 // in-kernel projections read x_t every step on the critical path; an x that a large write since
 // evicted would be read from HBM each step (+65-88 us at bf16 H=1024 B=4 T=256 after an 8-32 MB
@@ -156,6 +153,9 @@ __device__ __noinline__ void prefetch_to_l2(const void* base, size_t bytes) {
         asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const char*>(base) + i * 128));
 }
 
+// ---- the tagged exchange between blocks (persistent_mma.cu v5, persistent_lstm.cu v6) ----
+// Relaxed gpu-scope accesses: coherent at L2 (no stale L1 line), and asm volatile, so a polling
+// loop really reloads.
 __device__ __forceinline__ uint4 load_relaxed(const unsigned int* p) {
     uint4 v;
     asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];"
