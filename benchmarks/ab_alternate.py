@@ -46,7 +46,7 @@ def markdown(rows, modes) -> str:
             for m in (a, b):
                 v = r[m][key]
                 cells.append(f"{np.median(v):.3f} ({', '.join(f'{x:.2f}' for x in v)})")
-        lines.append(f"| {r['dtype']} | {r['hidden']} | {r['batch']} | " + " | ".join(cells[0:1] + cells[1:2] + cells[2:]) + " |")
+        lines.append(f"| {r['dtype']} | {r['hidden']} | {r['batch']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -178,24 +178,17 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
         forward = plans["forward"].without_input_projection()
         if IN_KERNEL_PROJECTION:
             forward = capacity.with_input_projection(props, forward, capacity.layer_input_sizes(config))
-        plans = {**plans, "forward": forward}
+        plans = {**plans, "forward": capacity.with_kernel_bias(props, forward)}   # v23: as plan_grid_config does
     if not UNITS_FASTEST:
         plans = {k: replace(p, units_fastest=False) if p.kind == "mma" else p for k, p in plans.items()}
     if not PAIRED_SPLIT:
         plans = {k: replace(p, paired_split=False) if p.kind == "mma" else p for k, p in plans.items()}
     if TAGGED_EXCHANGE != "auto":
         plans = {k: p.with_exchange(bool(TAGGED_EXCHANGE)) for k, p in plans.items()}
-    return {k: _with_grid_bias(props, capacity.with_poll_delay(p, POLL_DELAY)) if p.kind in ("mma", "grid") else p
-            for k, p in plans.items()}   # after the overrides
-
-
-def _with_grid_bias(props, plan):
-    """A grid forward ``plan`` adding its biases itself where capacity.with_kernel_bias admits it and
-    GRID_KERNEL_BIAS is set (v23), else without (after the overrides above changed its projection)."""
-    if plan.kind != "grid":
-        return plan
-    plan = plan.without_kernel_bias()
-    return capacity.with_kernel_bias(props, plan) if GRID_KERNEL_BIAS else plan
+    if not GRID_KERNEL_BIAS:
+        plans = {k: p.without_kernel_bias() if p.kind == "grid" else p for k, p in plans.items()}
+    return {k: capacity.with_poll_delay(p, POLL_DELAY) if p.kind in ("mma", "grid") else p   # after the overrides
+            for k, p in plans.items()}
 
 
 def plans_for(config, training: bool = False, variant: str = "auto") -> dict:

@@ -229,7 +229,7 @@ def with_kernel_bias(props: dict, plan):
     kernel after it) where its register estimate has GRID_BIAS_REGS to spare for them; else ``plan``
     unchanged (its xw gets them from an add kernel). At the register cap (fp32 H=1280 B=16, H=1024
     B=8) they would spill (ptxas, sm_80 and sm_90)."""
-    if plan.pass_name != "forward" or plan.input_cols or plan.kernel_bias:
+    if plan.kind != "grid" or plan.pass_name != "forward" or plan.input_cols or plan.kernel_bias:
         return plan
     regs = plan.regs_per_thread + GRID_BIAS_REGS
     if regs > register_cap(props, plan.threads):
