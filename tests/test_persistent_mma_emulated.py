@@ -79,6 +79,22 @@ CONFIGS = [  # (input, hidden, layers, bidirectional, batch, steps)
 ]
 
 
+def _single_product_errors(config, w64, got_grads, want_grads):
+    """One step, one sequence, one layer: dh0 = dz W_hh and dx = dz W_ih are single products of the
+    16-bit dz the kernel rounds (2^-9 relative in bf16), and dz is the bias gradient. With H=5 about
+    one draw in 1000 cancels dh0 to a norm several times below its terms, and the error relative to
+    dh0 itself exceeded 1e-2 (up to 0.024 in 30000 draws); the error of such a sum is bounded by the
+    magnitude of its terms, |dz| |W|, so that is what these two are measured against."""
+    if (config.seq_len, config.batch, config.num_layers, config.num_directions) != (1, 1, 1, 1):
+        return {}
+    dz, w = np.abs(want_grads[3][0].b_ih), w64[0]
+    scales = {"dx": dz @ np.abs(w.w_ih), "dh0": dz @ np.abs(w.w_hh)}
+    got = {"dx": got_grads[0], "dh0": got_grads[1]}
+    want = {"dx": want_grads[0], "dh0": want_grads[1]}
+    return {name: float(np.linalg.norm(np.asarray(got[name], np.float64).ravel() - want[name].ravel())
+                        / np.linalg.norm(scale)) for name, scale in scales.items()}
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("inp, hidden, layers, bidir, batch, steps", CONFIGS)
 def test_mma_engine_with_emulated_kernels_matches_reference(cpu_engine, rng, monkeypatch, dtype, inp, hidden, layers,
@@ -102,6 +118,7 @@ def test_mma_engine_with_emulated_kernels_matches_reference(cpu_engine, rng, mon
     pairs = list(zip(["y", "hT", "cT"], got[:3], want[:3])) + list(zip(["dx", "dh0", "dc0"], got_grads[:3], want_grads[:3]))
     pairs += [(f"dW[{i}]", g, w) for i, (gw, ww) in enumerate(zip(got_grads[3], want_grads[3])) for g, w in zip(gw, ww)]
     errors = {n: rel_err(f64(g), w) for n, g, w in pairs}
+    errors.update(_single_product_errors(config, w64, got_grads, want_grads))
     worst = max(errors, key=errors.get)
     assert errors[worst] <= HALF_TOL, f"{worst}: {errors[worst]:.3g} (all: {errors})"
 
