@@ -14,8 +14,8 @@ from ecornn.engines import persistent  # noqa: E402
 
 ENGINE_FLAG_DEFAULTS = {"FP32_TENSOR_CORES": "auto", "TAGGED_EXCHANGE": "auto", "PAIRED_SPLIT": True,
                         "IN_KERNEL_PROJECTION": "auto", "POLL_DELAY": True, "REGISTER_MODEL": "v19",
-                        "FP32_BACKWARD_GEMMS": "3xtf32", "KERNEL_WRITES_16BIT": True, "GRID_KERNEL_BIAS": True,
-                        "X_PREFETCH": True}
+                        "FP32_GEMMS": "onepass", "FP32_BACKWARD_GEMMS": "onepass", "KERNEL_WRITES_16BIT": True,
+                        "GRID_KERNEL_BIAS": True, "X_PREFETCH": True}
 
 
 def set_engine_flags(flags: dict) -> None:

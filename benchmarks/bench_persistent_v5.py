@@ -64,6 +64,7 @@ def _projection_us(config, prepared, x, repeats):
 
 def measure(dtype, hidden, batch, repeats):
     from ecornn.engines import persistent, persistent_graph, persistent_train_graph
+    default_gemms = persistent.FP32_GEMMS   # put back after the strict ablation
     config, weights, x, h0, c0 = _problem(dtype, hidden, batch, seed=hidden + batch)
     prepared = persistent.prepare(config, weights)
     fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
@@ -86,11 +87,11 @@ def measure(dtype, hidden, batch, repeats):
             out["graph_fwd_tf32_gemm_us"] = _median_ms(fwd, repeats) * 1e3 / STEPS
             out["train_tf32_gemm_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
             persistent.SIXTEEN_BIT_GEMMS = True
-        if dtype == "float32":   # v6 ablation: the strict SGEMMs instead of the 3xTF32 GEMMs
+        if dtype == "float32":   # v6 ablation: the strict SGEMMs instead of the 3xTF32 GEMMs (v25: one-pass)
             persistent.FP32_GEMMS = "strict"
             out["graph_fwd_strict_gemm_us"] = _median_ms(fwd, repeats) * 1e3 / STEPS
             out["train_strict_gemm_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
-            persistent.FP32_GEMMS = "3xtf32"
+            persistent.FP32_GEMMS = default_gemms
             for by_rows, key in ((False, "grid"), (True, "rows")):   # v7 ablation: either backward
                 persistent.BACKWARD_BY_ROWS = by_rows
                 out[f"train_{key}_backward_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)
@@ -110,7 +111,7 @@ def measure(dtype, hidden, batch, repeats):
     finally:
         persistent_train_graph.ENABLED = True
         persistent.TAGGED_EXCHANGE = "auto"
-        persistent.FP32_GEMMS = "3xtf32"
+        persistent.FP32_GEMMS = default_gemms
         persistent.BACKWARD_BY_ROWS = "auto"
         persistent.SIXTEEN_BIT_GEMMS = True
     return out

@@ -213,6 +213,55 @@ def _tf32_split_kernel():
         "ecornn_tf32_split")
 
 
+# v25: 3xTF32's three products as one TF32 GEMM over a 3x longer reduction,
+# [a_lo | a_hi | a_hi] . [b_hi ; b_lo ; b_hi]: one launch instead of three and no beta passes over
+# out (H100, T=256 projections: 1.6-2.3x faster than matmul_3xtf32, benchmarks/notes_persistent.md).
+# cuBLAS runs the reduction in order, so the small terms still accumulate first.
+def tf32_split3(a, reduce_axis: int, lo_first: bool):
+    """The one-pass operand of a 2-D fp32 ``a`` whose GEMM reduces along ``reduce_axis``: a's
+    tf32_parts concatenated three times along that axis, (lo, hi, hi) for the left operand
+    (``lo_first``), (hi, lo, hi) for the right. NumPy or CuPy (one kernel, kernels/tf32_split.cu); a
+    transposed view of a contiguous array is split through its base and comes back transposed."""
+    from .arrays import module_of
+    xp = module_of(a)
+    if a.ndim != 2 or reduce_axis not in (0, 1):
+        raise ValueError(f"tf32_split3: a 2-D array and reduce_axis 0 or 1 expected, got shape "
+                         f"{tuple(a.shape)} and reduce_axis {reduce_axis!r}")
+    if not a.flags.c_contiguous and a.T.flags.c_contiguous:
+        return tf32_split3(a.T, 1 - reduce_axis, lo_first).T
+    a = xp.ascontiguousarray(a, dtype=xp.float32)
+    if xp is np:
+        hi, lo = tf32_parts(a)
+        return np.concatenate((lo, hi, hi) if lo_first else (hi, lo, hi), axis=reduce_axis)
+    rows, k = a.shape
+    out = xp.empty((rows, 3 * k) if reduce_axis == 1 else (3 * rows, k), xp.float32)
+    row_stride, part_stride = (3 * k, k) if reduce_axis == 1 else (k, rows * k)
+    threads = 256
+    grid = (min((k + threads - 1) // threads, 64), min(rows, 65535))
+    _tf32_split3_kernel(xp.cuda.Device().id)(grid, (threads,), (a, np.int32(rows), np.int32(k), np.int64(row_stride),
+                                            np.int64(part_stride), np.int32(lo_first), out))
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _tf32_split3_kernel(device: int):   # cached: compile_module hashes the source on every call
+    from .gpu import compile_module
+    return compile_module("tf32_split.cu").get_function("tf32_split3")
+
+
+def matmul_3xtf32_onepass(a, b, out, *, beta=0.0, a3=None, b3=None, stream=None):
+    """Row-major fp32 ``out = a @ b + beta * out`` to 3xTF32's accuracy (matmul_3xtf32) in one TF32
+    GEMM: a3 = tf32_split3(a, 1, True) and b3 = tf32_split3(b, 0, False), either made before
+    (prepared weights) or here."""
+    a3 = tf32_split3(a, 1, True) if a3 is None else a3
+    b3 = tf32_split3(b, 0, False) if b3 is None else b3
+    expected = ((a.shape[0], 3 * a.shape[1]), (3 * b.shape[0], b.shape[1]))
+    if a.shape[1] != b.shape[0] or (tuple(a3.shape), tuple(b3.shape)) != expected:
+        raise ValueError(f"matmul_3xtf32_onepass: a [m, k], b [k, n], a3 [m, 3k], b3 [3k, n] expected, got "
+                         f"{tuple(a.shape)}, {tuple(b.shape)}, {tuple(a3.shape)}, {tuple(b3.shape)}")
+    return matmul(a3, b3, out, beta=beta, tf32=True, stream=stream)
+
+
 def matmul_3xtf32(a, b, out, *, beta=0.0, a_parts=None, b_parts=None, stream=None):
     """Row-major fp32 ``out = a @ b + beta * out`` to fp32 accuracy on TF32 tensor cores:
     a_lo b_hi + a_hi b_lo + a_hi b_hi, the small terms first. What is lost: a_lo b_lo and TF32's

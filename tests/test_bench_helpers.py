@@ -227,7 +227,7 @@ def test_v22_pair_bench_times_both_backward_gemm_modes(monkeypatch):
     monkeypatch.setattr(bp, "_problem", lambda *a, **k: ("config",) + (None,) * 4)
     monkeypatch.setattr(bp, "add_cudnn", lambda entry, *a: entry)
     row = v22.row("float32", 64, 8, 2)
-    assert seen == ["3xtf32", "strict"] and persistent.FP32_BACKWARD_GEMMS == "3xtf32"
+    assert seen == ["3xtf32", "strict"] and persistent.FP32_BACKWARD_GEMMS == "onepass"
     assert row["v22_train_ms"] == 3.0 and row["strict_train_ms"] == 4.0
     seen.clear()
     v22.row("float32", 64, 8, 2, True)

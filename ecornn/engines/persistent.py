@@ -77,13 +77,16 @@ VARIANTS = ("auto", "grid", "cluster", "mma")
 MAX_CLUSTER = 16         # 16 needs CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (set below)
 AUTO_MAX_CLUSTER = 8     # "auto" skips 16-block plans: H=512 B=4 measured slower than the grid (H200)
 _NON_PORTABLE_CLUSTER_ATTR = 14  # CUfunction_attribute value in cuda.h (CUDA 12/13)
-FP32_GEMMS = "3xtf32"     # fp32 input projections of >= MIN_3XTF32_FLOPS: "3xtf32" (fp32-accurate on TF32
-                          # tensor cores, gpu_blas.matmul_3xtf32) or "strict" (cuBLAS SGEMM, all other GEMMs)
+FP32_GEMMS = "onepass"    # fp32 input projections of >= MIN_3XTF32_FLOPS, fp32-accurate on TF32 tensor cores:
+                          # "onepass" (v25: one GEMM over a 3x longer reduction, gpu_blas.matmul_3xtf32_onepass),
+                          # "3xtf32" (v6: three GEMMs, gpu_blas.matmul_3xtf32) or "strict" (cuBLAS SGEMM, the
+                          # ablation; what all smaller projections run)
 MIN_3XTF32_FLOPS = 4e9    # H100 (v6): 2.1 GFLOP (H=512 B=4) gained nothing, 4.3 GFLOP 0.08 us/step,
                           # 17 GFLOP 0.46; the backward's GEMMs were not faster (splits, 3 launches)
-FP32_BACKWARD_GEMMS = "3xtf32"   # v22: the fp32 backward's dX, dW_ih and dW_hh GEMMs of >= MIN_3XTF32_BACKWARD_FLOPS
+FP32_BACKWARD_GEMMS = "onepass"  # v22: the fp32 backward's dX, dW_ih and dW_hh GEMMs of >= MIN_3XTF32_BACKWARD_FLOPS
                                  # on 3xTF32 (v6.1 measured them slower when training ran eagerly: the splits'
-                                 # launches; training replays graphs since v9); "strict": SGEMM (the ablation)
+                                 # launches; training replays graphs since v9): "onepass" (v25), "3xtf32" (v22,
+                                 # three GEMMs each) or "strict" (SGEMM, the ablation)
 MIN_3XTF32_BACKWARD_FLOPS = 8e9   # H100 (v22, fwd+bwd): 4.3 GFLOP (H=512 B=8) +0.06 ms, 8.6 (H=1024 B=4)
                                  # -0.04, 17 (H=1024 B=8) -0.31, 19 (H=1536 B=4) -0.32
 BACKWARD_BY_ROWS = "auto"  # fp32 backward: the rows kernel (v7) per capacity.rows_backward_pays, or
@@ -206,12 +209,22 @@ class PreparedLayer:
     bias: object   # [4H] b_ih + b_hh, gate-interleaved fp32
     w_ih_parts: tuple = None   # gpu_blas.tf32_parts(w_ih), made at the first 3xTF32 projection
     w_ih_16bit: object = None  # w_ih in the layer's 16-bit storage, made at the first 16-bit GEMM
+    w_ih_split3: dict = field(default_factory=dict)  # v25: {transposed: gpu_blas.tf32_split3 of w_ih.T / w_ih},
+                                                     # made at the first one-pass projection / dX
 
     def input_weight_parts(self) -> tuple:
         if self.w_ih_parts is None:
             from ..gpu_blas import tf32_parts
             self.w_ih_parts = tf32_parts(self.w_ih)
         return self.w_ih_parts
+
+    def input_weight_split3(self, transposed: bool):
+        """w_ih.T [3K, 4H] (the projection's; a view of [4H, 3K]) or w_ih [12H, K] (dX's) as the right
+        operand of gpu_blas.matmul_3xtf32_onepass."""
+        if transposed not in self.w_ih_split3:
+            from ..gpu_blas import tf32_split3
+            self.w_ih_split3[transposed] = tf32_split3(self.w_ih.T if transposed else self.w_ih, 0, False)
+        return self.w_ih_split3[transposed]
 
     def input_weight_16bit(self, dtype: str):
         if self.w_ih_16bit is None:   # exact: the fp32 copy was made from 16-bit weights
@@ -283,6 +296,9 @@ def _refresh_eager(prepared: PersistentWeights, config, weights) -> None:
             from ..gpu_blas import tf32_parts
             for part, made in zip(old.w_ih_parts, tf32_parts(old.w_ih)):
                 cp.copyto(part, made)
+        for transposed, split in old.w_ih_split3.items():
+            from ..gpu_blas import tf32_split3
+            cp.copyto(split, tf32_split3(old.w_ih.T if transposed else old.w_ih, 0, False))
         if old.w_ih_16bit is not None:
             cp.copyto(old.w_ih_16bit, _storage16(old.w_ih, prepared.dtype))
     for key, packed in prepared.tiles.items():
@@ -756,16 +772,20 @@ def _storage16(a, dtype: str):
     return out
 
 
-def _matmul(a, b, out=None, *, accumulate=False, tf32=False, a_parts=None, b_parts=None, a_type="float32"):
+def _matmul(a, b, out=None, *, accumulate=False, tf32=False, a_parts=None, b_parts=None, a3=None, b3=None,
+            a_type="float32"):
     """``a @ b`` into fp32 ``out`` (new if None; added to it with accumulate=True). fp32 operands:
     TF32 with tf32=True, 3xTF32 when ``b_parts`` (tf32_parts(b); ``a_parts`` too where made before)
-    are given, else strict fp32; ``a_type`` fp16/bf16: 16-bit operands (_storage16), fp32 accumulation."""
+    are given, one-pass 3xTF32 when ``b3`` (tf32_split3(b, 0, False); ``a3`` likewise) is, else
+    strict fp32; ``a_type`` fp16/bf16: 16-bit operands (_storage16), fp32 accumulation."""
     cp = _cp()
     if out is None:
         out = cp.empty((a.shape[0], b.shape[1]), cp.float32)
     beta = 1.0 if accumulate else 0.0
     if tf32 or a_type != "float32" or is_gpu_array(a):   # ecornn's cuBLAS binding: graph-capturable
-        from ..gpu_blas import matmul, matmul_3xtf32
+        from ..gpu_blas import matmul, matmul_3xtf32, matmul_3xtf32_onepass
+        if b3 is not None:
+            return matmul_3xtf32_onepass(a, b, out, beta=beta, a3=a3, b3=b3)
         if b_parts is not None:
             return matmul_3xtf32(a, b, out, beta=beta, a_parts=a_parts, b_parts=b_parts)
         return matmul(a, b, out, beta=beta, tf32=tf32, a_type=a_type)
@@ -775,13 +795,20 @@ def _matmul(a, b, out=None, *, accumulate=False, tf32=False, a_parts=None, b_par
     return cp.matmul(a, b, out=out)
 
 
-def _projection_parts(prep, rows: int, tf32: bool):
-    """tf32_parts of prep.w_ih.T (cached with the prepared weights) when an fp32 projection of
-    ``rows`` rows runs as 3xTF32 (FP32_GEMMS, MIN_3XTF32_FLOPS), else None (strict or TF32)."""
-    flops = 2.0 * rows * prep.w_ih.shape[0] * prep.w_ih.shape[1]
-    if tf32 or FP32_GEMMS != "3xtf32" or flops < MIN_3XTF32_FLOPS or not is_gpu_array(prep.w_ih):
-        return None
-    return tuple(p.T for p in prep.input_weight_parts())
+def _fp32_projection(flat, prep, out, tf32: bool, split=None):
+    """out = flat W_ih^T on fp32 operands: TF32 with ``tf32``; else, from MIN_3XTF32_FLOPS on a GPU,
+    3xTF32 as FP32_GEMMS says (the weight side prepared), else strict. Returns flat's one-pass split
+    (``split``: made for an earlier direction of the same input) or None."""
+    flops = 2.0 * flat.shape[0] * prep.w_ih.shape[0] * prep.w_ih.shape[1]
+    mode = "strict" if tf32 or flops < MIN_3XTF32_FLOPS or not is_gpu_array(prep.w_ih) else FP32_GEMMS
+    if mode == "onepass":
+        from ..gpu_blas import matmul_3xtf32_onepass, tf32_split3
+        split = tf32_split3(flat, 1, True) if split is None else split
+        matmul_3xtf32_onepass(flat, prep.w_ih.T, out, a3=split, b3=prep.input_weight_split3(True))
+        return split
+    b_parts = tuple(p.T for p in prep.input_weight_parts()) if mode == "3xtf32" else None
+    _matmul(flat, prep.w_ih.T, out, tf32=tf32, b_parts=b_parts)
+    return split
 
 
 def _input_projections(layer_input, preps, tf32=False, with_bias=True, input_16bit=None, gemm_dtype=None):
@@ -790,13 +817,13 @@ def _input_projections(layer_input, preps, tf32=False, with_bias=True, input_16b
     cp = _cp()
     steps, batch, k = layer_input.shape   # with gemm_dtype only its shape is read (it may be 16-bit)
     out = cp.empty((len(preps), steps * batch, preps[0].w_ih.shape[0]), cp.float32)
+    split = None   # v25: the input's one-pass 3xTF32 split, made once for both directions
     for d, prep in enumerate(preps):
         if gemm_dtype is not None:
             _matmul(input_16bit.reshape(steps * batch, k), prep.input_weight_16bit(gemm_dtype).T, out[d],
                     a_type=gemm_dtype)
         else:
-            flat = layer_input.reshape(steps * batch, k)
-            _matmul(flat, prep.w_ih.T, out[d], tf32=tf32, b_parts=_projection_parts(prep, flat.shape[0], tf32))
+            split = _fp32_projection(layer_input.reshape(steps * batch, k), prep, out[d], tf32, split)
         if with_bias:
             out[d] += prep.bias
     return out.reshape(len(preps), steps, batch, -1)
@@ -1040,16 +1067,13 @@ def _weight_grads(dz, layer_input, h_prev, hidden: int, dtype, tf32: bool = Fals
                   a_type="float32", parts=None) -> LayerWeights:
     """Framework-layout gradients in ``dtype`` from interleaved fp32 dz [T*B, 4H]; the GEMMs take
     ``dz_operand`` (dz as _storage16, with 16-bit ``layer_input`` / ``h_prev`` and ``a_type``) when
-    given. ``parts``: Fp32BackwardParts, the fp32 GEMMs that run as 3xTF32 (v22). The bias gradient
+    given. ``parts``: Fp32BackwardParts, the fp32 GEMMs that run as 3xTF32 (v22, v25). The bias gradient
     is a GEMM against ones on fp32 dz (CuPy's column sum over T*B rows took 57 us at H=1024 B=8
     T=256, v9); deinterleaving casts in the same pass."""
     op = dz if dz_operand is None else dz_operand
     parts = parts or Fp32BackwardParts()
-    dz_t = tuple(p.T for p in parts.dz) if parts.dz else None
-    d_w_ih = _matmul(op.T, layer_input.reshape(dz.shape[0], -1), tf32=tf32, a_type=a_type,
-                     a_parts=dz_t if parts.x else None, b_parts=parts.x)
-    d_w_hh = _matmul(op.T, h_prev.reshape(dz.shape[0], -1), tf32=tf32, a_type=a_type,
-                     a_parts=dz_t if parts.h else None, b_parts=parts.h)
+    d_w_ih = _matmul(op.T, layer_input.reshape(dz.shape[0], -1), tf32=tf32, a_type=a_type, **parts.d_w_ih)
+    d_w_hh = _matmul(op.T, h_prev.reshape(dz.shape[0], -1), tf32=tf32, a_type=a_type, **parts.d_w_hh)
     d_b = _matmul(dz.T, _cp().ones((dz.shape[0], 1), np.float32))[:, 0]
     d_b = gate_deinterleave_as(d_b, hidden, dtype)
     return LayerWeights(gate_deinterleave_as(d_w_ih, hidden, dtype), gate_deinterleave_as(d_w_hh, hidden, dtype),
@@ -1058,24 +1082,25 @@ def _weight_grads(dz, layer_input, h_prev, hidden: int, dtype, tf32: bool = Fals
 
 @dataclass
 class Fp32BackwardParts:
-    """v22: tf32_parts of the fp32 backward's operands whose GEMMs run as 3xTF32 (None: strict SGEMM):
-    dz [T*B, 4H], the layer input [T*B, K] (dW_ih; with w_ih, dX), h_{t-1} [T*B, H] (dW_hh)."""
-    dz: tuple = None
-    x: tuple = None
-    h: tuple = None
-    w_ih: tuple = None
+    """The fp32 backward's GEMMs that run as 3xTF32, as _matmul's keywords of their prepared operands
+    ({}: strict SGEMM): dW_ih = dz^T x, dW_hh = dz^T h_{t-1}, dX = dz W_ih; ``x``: the layer input's
+    part, shared by the directions. v22: tf32_parts (a_parts, b_parts); v25: tf32_split3 (a3, b3)."""
+    d_w_ih: dict = field(default_factory=dict)
+    d_w_hh: dict = field(default_factory=dict)
+    d_x: dict = field(default_factory=dict)
+    x: object = None
 
 
 def _runs_3xtf32(config, rows: int, k: int) -> bool:
     """An fp32 backward GEMM over ``rows`` rows of dz [rows, 4H] and a k-wide operand runs as 3xTF32
     (FP32_BACKWARD_GEMMS, MIN_3XTF32_BACKWARD_FLOPS)."""
-    return (config.dtype == "float32" and FP32_BACKWARD_GEMMS == "3xtf32"
+    return (config.dtype == "float32" and FP32_BACKWARD_GEMMS in ("3xtf32", "onepass")
             and 2.0 * rows * 4 * config.hidden_size * k >= MIN_3XTF32_BACKWARD_FLOPS)
 
 
-def _fp32_backward_parts(config, flat_dz, flat_input, h_prev, slot_weights, input_parts=None):
-    """The Fp32BackwardParts of one direction (``input_parts``: the layer input's, split once per layer)."""
-    from ..gpu_blas import tf32_parts
+def _fp32_backward_parts(config, flat_dz, flat_input, h_prev, slot_weights, input_part=None):
+    """The Fp32BackwardParts of one direction (``input_part``: the layer input's, made for an earlier
+    direction)."""
     rows = flat_dz.shape[0]
     if not is_gpu_array(flat_dz):
         return Fp32BackwardParts()
@@ -1083,10 +1108,30 @@ def _fp32_backward_parts(config, flat_dz, flat_input, h_prev, slot_weights, inpu
     with_h = _runs_3xtf32(config, rows, config.hidden_size)
     if not (with_x or with_h):
         return Fp32BackwardParts()
+    if FP32_BACKWARD_GEMMS == "onepass":
+        return _onepass_backward_parts(flat_dz, flat_input, h_prev, slot_weights, input_part, with_x, with_h)
+    from ..gpu_blas import tf32_parts
+    dz = tf32_parts(flat_dz)
+    dz_t = tuple(p.T for p in dz)
+    x = (input_part or tf32_parts(flat_input)) if with_x else None
     return Fp32BackwardParts(
-        dz=tf32_parts(flat_dz), x=(input_parts or tf32_parts(flat_input)) if with_x else None,
-        h=tf32_parts(h_prev.reshape(rows, -1)) if with_h else None,
-        w_ih=slot_weights.input_weight_parts() if with_x else None)
+        d_w_ih={"a_parts": dz_t, "b_parts": x} if with_x else {},
+        d_w_hh={"a_parts": dz_t, "b_parts": tf32_parts(h_prev.reshape(rows, -1))} if with_h else {},
+        d_x={"a_parts": dz, "b_parts": slot_weights.input_weight_parts()} if with_x else {}, x=x)
+
+
+def _onepass_backward_parts(flat_dz, flat_input, h_prev, slot_weights, input_part, with_x: bool, with_h: bool):
+    """v25: the one-pass operands. dz is split twice: along 4H for dX and along the rows for the
+    weight gradients, whose reduction runs over the T*B rows."""
+    from ..gpu_blas import tf32_split3
+    rows = flat_dz.shape[0]
+    dz_rows = tf32_split3(flat_dz.T, 1, True)   # dz^T [4H, 3 rows]: a view of [3 rows, 4H]
+    x = (input_part if input_part is not None else tf32_split3(flat_input, 0, False)) if with_x else None
+    return Fp32BackwardParts(
+        d_w_ih={"a3": dz_rows, "b3": x} if with_x else {},
+        d_w_hh={"a3": dz_rows, "b3": tf32_split3(h_prev.reshape(rows, -1), 0, False)} if with_h else {},
+        d_x={"a3": tf32_split3(flat_dz, 1, True), "b3": slot_weights.input_weight_split3(False)} if with_x else {},
+        x=x)
 
 
 def backward(reserve, dy, dhT, dcT, retain=False):
@@ -1136,7 +1181,7 @@ def _backward_eager(reserve: PersistentReserve, dy, dhT, dcT):
         d_in = cp.zeros((steps * batch, save.layer_input.shape[-1]), cp.float32)
         dz_operand, output_operand = to_operand(dz), to_operand(save.output)
         input_operand = save.layer_input_16bit if gemm_dtype else save.layer_input
-        input_parts = None   # v22: the layer input's tf32 parts, made by the first direction that needs them
+        input_part = None   # v22: the layer input's 3xTF32 operand, made by the first direction that needs it
         for d in range(dirs):
             s = s0 + d
             flat_dz = dz[d].reshape(steps * batch, 4 * hidden)
@@ -1144,13 +1189,12 @@ def _backward_eager(reserve: PersistentReserve, dy, dhT, dcT):
             h_prev = _previous_hidden(output_operand, h0_operand[s], d, hidden)
             slot_weights = reserve.weights.slots[s]
             parts = _fp32_backward_parts(config, flat_dz, input_operand.reshape(steps * batch, -1), h_prev,
-                                         slot_weights, input_parts)   # none for 16-bit layers (_runs_3xtf32)
-            input_parts = parts.x or input_parts
+                                         slot_weights, input_part)   # none for 16-bit layers (_runs_3xtf32)
+            input_part = parts.x if parts.x is not None else input_part
             grads[s] = _weight_grads(flat_dz, input_operand, h_prev, hidden, dy.dtype, tf32, flat_operand, a_type,
                                      parts)
             w_ih = slot_weights.input_weight_16bit(gemm_dtype) if gemm_dtype else slot_weights.w_ih
-            _matmul(flat_operand, w_ih, d_in, accumulate=True, tf32=tf32, a_type=a_type,
-                    a_parts=parts.dz if parts.w_ih else None, b_parts=parts.w_ih)
+            _matmul(flat_operand, w_ih, d_in, accumulate=True, tf32=tf32, a_type=a_type, **parts.d_x)
         d_out = d_in.reshape(steps, batch, -1)
     dtype = dy.dtype
     cast = lambda a: a.astype(dtype, copy=False)  # noqa: E731

@@ -1,0 +1,88 @@
+"""v25 probe: the fp32 input projection x W_ih^T three ways, on the GPU, alternated in one process.
+
+- strict: cuBLAS SGEMM (what runs below persistent.MIN_3XTF32_FLOPS);
+- 3xtf32: gpu_blas.matmul_3xtf32, three TF32 GEMMs with beta accumulation (x split each call, the
+  weight parts prepared), what runs above it;
+- onepass: gpu_blas.tf32_rows3 (one elementwise kernel) + one TF32 GEMM over K' = 3K against the
+  prepared tf32_weights3.
+Shapes are the projections of T=256 layers with input = hidden: rows T*B, K = H, N = 4H.
+Prints and saves (--out DIR) µs per projection (median of rounds) and the error vs float64.
+
+    python benchmarks/bench_tf32_onepass.py --out $OUT/tf32
+"""
+import argparse
+import json
+import os
+
+import cupy as cp
+import numpy as np
+
+from ecornn import gpu_blas
+
+CELLS = [(512, 4), (512, 8), (1024, 4), (1024, 8), (1536, 4), (768, 4), (512, 16)]   # (H, B), T = 256
+
+
+def _time(fn, reps=20):
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    for _ in range(reps):
+        fn()
+    stop.record()
+    stop.synchronize()
+    return cp.cuda.get_elapsed_time(start, stop) * 1e3 / reps
+
+
+def run_cell(hidden, batch, steps=256, rounds=15):
+    rng = np.random.default_rng(hidden * 100 + batch)
+    rows = steps * batch
+    x = cp.asarray(rng.standard_normal((rows, hidden)).astype(np.float32))
+    w = cp.asarray((rng.standard_normal((4 * hidden, hidden)) / np.sqrt(hidden)).astype(np.float32))
+    out = cp.empty((rows, 4 * hidden), cp.float32)
+    w_parts = tuple(p.T for p in gpu_blas.tf32_parts(w))
+    w3 = gpu_blas.tf32_weights3(w)
+    modes = {
+        "strict": lambda: gpu_blas.matmul(x, w.T, out),
+        "3xtf32": lambda: gpu_blas.matmul_3xtf32(x, w.T, out, b_parts=w_parts),
+        "onepass": lambda: gpu_blas.matmul_3xtf32_onepass(gpu_blas.tf32_rows3(x), w3, out),
+        "onepass_gemm_only": None,
+    }
+    a3 = gpu_blas.tf32_rows3(x)
+    modes["onepass_gemm_only"] = lambda: gpu_blas.matmul_3xtf32_onepass(a3, w3, out)
+    want = cp.asnumpy(x).astype(np.float64) @ cp.asnumpy(w).astype(np.float64).T
+    errors = {}
+    for name, fn in modes.items():
+        fn()
+        cp.cuda.Device().synchronize()
+        errors[name] = float(np.linalg.norm(cp.asnumpy(out) - want) / np.linalg.norm(want))
+    times = {name: [] for name in modes}
+    for _ in range(rounds):
+        for name, fn in modes.items():
+            times[name].append(_time(fn))
+    return {"H": hidden, "B": batch, "rows": rows, "gflop": 2.0 * rows * hidden * 4 * hidden / 1e9,
+            "us": {n: float(np.median(v)) for n, v in times.items()}, "rel_err": errors}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    name = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    results = {"device": name, "cupy": cp.__version__, "cells": [run_cell(h, b) for h, b in CELLS]}
+    lines = [f"device: {name}", "| H | B | GFLOP | strict µs | 3xtf32 µs | onepass µs (GEMM alone) | err strict / 3x / 1p |",
+             "|---|---|---|---|---|---|---|"]
+    for c in results["cells"]:
+        u, e = c["us"], c["rel_err"]
+        lines.append(f"| {c['H']} | {c['B']} | {c['gflop']:.1f} | {u['strict']:.1f} | {u['3xtf32']:.1f} | "
+                     f"{u['onepass']:.1f} ({u['onepass_gemm_only']:.1f}) | "
+                     f"{e['strict']:.1e} / {e['3xtf32']:.1e} / {e['onepass']:.1e} |")
+    print("\n".join(lines))
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "tf32_onepass.json"), "w") as f:
+            json.dump(results, f, indent=1)
+        with open(os.path.join(args.out, "tf32_onepass.md"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
