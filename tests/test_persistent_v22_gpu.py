@@ -36,6 +36,7 @@ def test_training_graphs_replay_the_3xtf32_backward_bitwise(rng, monkeypatch):
     import cupy as cp
     from ecornn.engines import persistent_train_graph
     monkeypatch.setattr(persistent, "MIN_3XTF32_BACKWARD_FLOPS", 0)
+    monkeypatch.setattr(persistent, "FP32_BACKWARD_GEMMS", "3xtf32")   # v22's three GEMMs (v25: its own test)
     config = LSTMConfig(48, 64, 1, False, "float32", 3, 40)
     _, gpu_weights, prepared = _prepared(rng, config)
     calls = [(*_gpu_inputs(rng, config), *_gpu_inputs(rng, config.replace(input_size=64))) for _ in range(4)]

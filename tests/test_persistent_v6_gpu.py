@@ -105,6 +105,7 @@ def _counted_3xtf32(monkeypatch):
     calls, real = [], gpu_blas.matmul_3xtf32
     monkeypatch.setattr(gpu_blas, "matmul_3xtf32", lambda *a, **k: calls.append(1) or real(*a, **k))
     monkeypatch.setattr(persistent, "MIN_3XTF32_FLOPS", 0)   # every fp32 projection qualifies
+    monkeypatch.setattr(persistent, "FP32_GEMMS", "3xtf32")   # v6's three GEMMs (v25's one-pass: its own tests)
     return calls
 
 
