@@ -15,8 +15,8 @@ from ecornn.engines import persistent  # noqa: E402
 ENGINE_FLAG_DEFAULTS = {"FP32_TENSOR_CORES": "auto", "TAGGED_EXCHANGE": "auto", "PAIRED_SPLIT": True,
                         "IN_KERNEL_PROJECTION": "auto", "POLL_DELAY": True, "REGISTER_MODEL": "v19",
                         "FP32_GEMMS": "onepass", "FP32_BACKWARD_GEMMS": "onepass", "KERNEL_WRITES_16BIT": True,
-                        "GRID_KERNEL_BIAS": True, "X_PREFETCH": True, "MIN_3XTF32_FLOPS": 4e9,
-                        "MIN_3XTF32_BACKWARD_FLOPS": 8e9}
+                        "GRID_KERNEL_BIAS": True, "X_PREFETCH": True, "MIN_3XTF32_FLOPS": 1e9,
+                        "MIN_3XTF32_BACKWARD_FLOPS": 2e9}
 
 
 def set_engine_flags(flags: dict) -> None:

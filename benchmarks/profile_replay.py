@@ -42,7 +42,7 @@ V21 = {**V20, "KERNEL_READS_X": True}
 GRAPH_FLAGS = ("REPLAY_ON_CALLER_STREAM", "COPY_KERNEL", "INPUTS_BY_REFERENCE",   # persistent_graph's; the
                "KERNEL_READS_X")                                                  # others are persistent's
 MODES = {"v21": V21, "v20": V20}   # (v16 and v17_memcpys: results/persistent_v17; v17: results/persistent_v20)
-DEFAULTS = {**V21, "MIN_3XTF32_FLOPS": 4e9}
+DEFAULTS = {**V21, "MIN_3XTF32_FLOPS": 1e9}
 
 
 class _TimedGraph:

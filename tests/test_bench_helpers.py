@@ -150,7 +150,7 @@ def test_profile_replay_sets_and_restores_each_modes_flags():
         pr._set_mode({})
     assert persistent_graph.REPLAY_ON_CALLER_STREAM and persistent_graph.COPY_KERNEL
     assert persistent_graph.INPUTS_BY_REFERENCE and persistent_graph.KERNEL_READS_X
-    assert persistent.DIRECT_16BIT_INPUT and persistent.ONE_OUTPUT_BUFFER and persistent.MIN_3XTF32_FLOPS == 4e9
+    assert persistent.DIRECT_16BIT_INPUT and persistent.ONE_OUTPUT_BUFFER and persistent.MIN_3XTF32_FLOPS == 1e9
     row = {"dtype": "bfloat16", "hidden": 8, "batch": 2, "v21_kind": "mma", "v21_span_us": [512.0, 768.0],
            "v20_span_us": [1024.0, 1024.0], "kernel_gpu_us": 256.0}
     last = pr.markdown([row]).splitlines()[-1]

@@ -81,14 +81,15 @@ FP32_GEMMS = "onepass"    # fp32 input projections of >= MIN_3XTF32_FLOPS, fp32-
                           # "onepass" (v25: one GEMM over a 3x longer reduction, gpu_blas.matmul_3xtf32_onepass),
                           # "3xtf32" (v6: three GEMMs, gpu_blas.matmul_3xtf32) or "strict" (cuBLAS SGEMM, the
                           # ablation; what all smaller projections run)
-MIN_3XTF32_FLOPS = 4e9    # H100 (v6): 2.1 GFLOP (H=512 B=4) gained nothing, 4.3 GFLOP 0.08 us/step,
-                          # 17 GFLOP 0.46; the backward's GEMMs were not faster (splits, 3 launches)
+MIN_3XTF32_FLOPS = 1e9    # H100, whole forward: v6 (three GEMMs) 4e9: 2.1 GFLOP (H=512 B=4) gained nothing, 4.3
+                          # 0.08 us/step, 17 0.46; v25 (one pass) 1e9: H=512 B=4 -0.06 us/step against SGEMM
 FP32_BACKWARD_GEMMS = "onepass"  # v22: the fp32 backward's dX, dW_ih and dW_hh GEMMs of >= MIN_3XTF32_BACKWARD_FLOPS
                                  # on 3xTF32 (v6.1 measured them slower when training ran eagerly: the splits'
                                  # launches; training replays graphs since v9): "onepass" (v25), "3xtf32" (v22,
                                  # three GEMMs each) or "strict" (SGEMM, the ablation)
-MIN_3XTF32_BACKWARD_FLOPS = 8e9   # H100 (v22, fwd+bwd): 4.3 GFLOP (H=512 B=8) +0.06 ms, 8.6 (H=1024 B=4)
-                                 # -0.04, 17 (H=1024 B=8) -0.31, 19 (H=1536 B=4) -0.32
+MIN_3XTF32_BACKWARD_FLOPS = 2e9   # H100, fwd+bwd: v22 (three GEMMs) 8e9: 4.3 GFLOP (H=512 B=8) +0.06 ms, 8.6
+                                 # -0.04, 17 (H=1024 B=8) -0.31; v25 (one pass) 2e9: 4.3 (H=1024 B=2) -0.05,
+                                 # 4.8 (H=768 B=4) -0.10, H=512 B=8 a tie
 BACKWARD_BY_ROWS = "auto"  # fp32 backward: the rows kernel (v7) per capacity.rows_backward_pays, or
                            # True / False forced (tests, ablation); the grid backward where it does not fit
 SIXTEEN_BIT_GEMMS = True  # fp16/bf16: the GEMMs (projection, dX, dW) take 16-bit operands (cuBLAS, fp32
