@@ -14,23 +14,18 @@ Prints and saves (--out DIR) µs per projection (median of rounds) and the error
 import argparse
 import json
 import os
+import sys
+from pathlib import Path
 
 import cupy as cp
 import numpy as np
 
 from ecornn import gpu_blas
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from profile_whole_call import _gpu_us  # noqa: E402 - GPU µs per call, back to back
+
 CELLS = [(512, 4), (512, 8), (1024, 4), (1024, 8), (1536, 4), (768, 4), (512, 16)]   # (H, B), T = 256
-
-
-def _time(fn, reps=20):
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    start.record()
-    for _ in range(reps):
-        fn()
-    stop.record()
-    stop.synchronize()
-    return cp.cuda.get_elapsed_time(start, stop) * 1e3 / reps
 
 
 def run_cell(hidden, batch, steps=256, rounds=15):
@@ -60,7 +55,7 @@ def run_cell(hidden, batch, steps=256, rounds=15):
     times = {name: [] for name in modes}
     for _ in range(rounds):
         for name, fn in modes.items():
-            times[name].append(_time(fn))
+            times[name].append(_gpu_us(fn, 20))
     return {"H": hidden, "B": batch, "rows": rows, "gflop": 2.0 * rows * hidden * 4 * hidden / 1e9,
             "us": {n: float(np.median(v)) for n, v in times.items()}, "rel_err": errors}
 

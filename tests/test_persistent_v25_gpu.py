@@ -17,6 +17,7 @@ from tests.test_persistent_gpu import FP32_TOL, _assert_graph_replays_match_floa
 from tests.test_persistent_v17_gpu import _assert_equal_bits, _prepared
 from tests.test_persistent_v5_gpu import _gpu_inputs
 from tests.test_persistent_v20_gpu import fwd_bwd
+from tests.test_persistent_v6_gpu import assert_fp32_accurate_gemm
 
 pytestmark = pytest.mark.gpu
 
@@ -39,20 +40,8 @@ def test_the_gpu_split3_is_bitwise_the_numpy_split3(rng, rows, cols, reduce_axis
 @pytest.mark.parametrize("transposed", [False, True])
 def test_onepass_gemm_is_fp32_accurate_on_the_device(rng, transposed):
     """As the engine calls it: the projection (b = W^T, a view) and dW (a = dz^T, a view), with beta."""
-    import cupy as cp
-    from ecornn.gpu_blas import matmul, matmul_3xtf32_onepass
-    a = rng.standard_normal((1024, 512)).astype(np.float32)
-    w = (rng.standard_normal((2048, 512)) * 0.05).astype(np.float32)
-    c0 = rng.standard_normal((1024, 2048)).astype(np.float32)
-    b = cp.asarray(w).T if transposed else cp.asarray(np.ascontiguousarray(w.T))
-    left = cp.asarray(np.ascontiguousarray(a.T)).T if transposed else cp.asarray(a)
-    out = cp.asarray(c0)
-    matmul_3xtf32_onepass(left, b, out, beta=1.0)
-    want = a.astype(np.float64) @ w.T.astype(np.float64) + c0
-    assert rel_err(cp.asnumpy(out), want) <= 2e-6
-    one = cp.asarray(c0)
-    matmul(cp.asarray(a), b, one, beta=1.0, tf32=True)
-    assert rel_err(cp.asnumpy(one), want) >= 1e-5   # one TF32 GEMM would not do
+    from ecornn.gpu_blas import matmul_3xtf32_onepass
+    assert_fp32_accurate_gemm(rng, matmul_3xtf32_onepass, transposed, transposed)
 
 
 def _counted(monkeypatch):

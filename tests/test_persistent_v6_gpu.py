@@ -85,14 +85,22 @@ def test_default_exchange_follows_the_rule():
 def test_3xtf32_gemm_is_fp32_accurate_on_the_device(rng, transposed):
     """gpu_blas.matmul_3xtf32 (large fp32 input projections) vs float64, with beta accumulation and a
     transposed operand, as the engine calls it."""
+    from ecornn.gpu_blas import matmul_3xtf32
+    assert_fp32_accurate_gemm(rng, matmul_3xtf32, transposed)
+
+
+def assert_fp32_accurate_gemm(rng, gemm, transposed_b, transposed_a=False):
+    """``gemm(a, b, out, beta=1.0)`` within 2e-6 of float64 where one TF32 GEMM is >= 1e-5 off;
+    ``transposed_*``: the operand as a transposed view of a contiguous array."""
     import cupy as cp
-    from ecornn.gpu_blas import matmul, matmul_3xtf32
+    from ecornn.gpu_blas import matmul
     a = rng.standard_normal((1024, 512)).astype(np.float32)
     w = (rng.standard_normal((2048, 512)) * 0.05).astype(np.float32)
     c0 = rng.standard_normal((1024, 2048)).astype(np.float32)
-    b = cp.asarray(w).T if transposed else cp.asarray(np.ascontiguousarray(w.T))
+    b = cp.asarray(w).T if transposed_b else cp.asarray(np.ascontiguousarray(w.T))
+    left = cp.asarray(np.ascontiguousarray(a.T)).T if transposed_a else cp.asarray(a)
     out = cp.asarray(c0)
-    matmul_3xtf32(cp.asarray(a), b, out, beta=1.0)
+    gemm(left, b, out, beta=1.0)
     want = a.astype(np.float64) @ w.T.astype(np.float64) + c0
     assert rel_err(cp.asnumpy(out), want) <= 2e-6
     one = cp.asarray(c0)
