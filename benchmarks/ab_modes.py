@@ -12,11 +12,12 @@ from bench_persistent_v5 import _train_ms  # noqa: E402
 
 from ecornn.engines import persistent  # noqa: E402
 
-ENGINE_FLAG_DEFAULTS = {"FP32_TENSOR_CORES": "auto", "TAGGED_EXCHANGE": "auto", "PAIRED_SPLIT": True,
-                        "IN_KERNEL_PROJECTION": "auto", "POLL_DELAY": True, "REGISTER_MODEL": "v19",
-                        "FP32_GEMMS": "onepass", "FP32_BACKWARD_GEMMS": "onepass", "KERNEL_WRITES_16BIT": True,
-                        "GRID_KERNEL_BIAS": True, "X_PREFETCH": True, "MIN_3XTF32_FLOPS": 1e9,
-                        "MIN_3XTF32_BACKWARD_FLOPS": 2e9}
+ENGINE_FLAGS = ("FP32_TENSOR_CORES", "TAGGED_EXCHANGE", "PAIRED_SPLIT", "IN_KERNEL_PROJECTION", "POLL_DELAY",
+                "REGISTER_MODEL", "FP32_GEMMS", "FP32_BACKWARD_GEMMS", "KERNEL_WRITES_16BIT", "GRID_KERNEL_BIAS",
+                "X_PREFETCH", "MIN_3XTF32_FLOPS", "MIN_3XTF32_BACKWARD_FLOPS", "TAGGED_WITH_WAIT")
+# The engine's own defaults, read once at import (before any mode sets a flag), so that a changed
+# default in persistent.py needs no second edit here.
+ENGINE_FLAG_DEFAULTS = {name: getattr(persistent, name) for name in ENGINE_FLAGS}
 
 
 def set_engine_flags(flags: dict) -> None:

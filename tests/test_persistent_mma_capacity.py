@@ -161,7 +161,7 @@ def test_input_projection_adds_its_tiles_and_staging_to_shared_memory():
 def test_the_model_takes_the_projection_with_the_tagged_exchange_from_batch_4():
     tagged = _forward("bfloat16", 1024, 1024, 4)
     assert tagged.tagged and tagged.input_k_tiles == 8 and cap.input_projection_pays(tagged)
-    grid = _forward("float16", 1024, 1024, 8)
+    grid = _forward("float16", 1024, 1024, 16)   # (B=8: v26's tagged projection, test_persistent_v26_cpu)
     assert not grid.tagged and grid.input_k_tiles == 0 and not cap.input_projection_pays(grid)
     one = _forward("float16", 1024, 1024, 1)
     assert one.tagged and one.input_k_tiles == 0 and not cap.input_projection_pays(one)

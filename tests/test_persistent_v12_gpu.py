@@ -19,7 +19,7 @@ def _forward_plan(config):
 
 
 @pytest.mark.parametrize("force, dtype, inp, hidden, layers, bidir, batch, steps", [
-    (True, "float16", 1024, 1024, 1, False, 8, 40),     # grid.sync plan, forced: the split barrier
+    (True, "float16", 1024, 1024, 1, False, 8, 40),     # v26: tagged (its split barrier: test_persistent_v26_gpu)
     (True, "float16", 1024, 1024, 1, False, 16, 33),    # 16 warps, 4 input k-tiles per warp, forced
     ("auto", "bfloat16", 1024, 1024, 1, False, 4, 30),  # tagged plan: the rule's choice
     (True, "bfloat16", 40, 96, 3, True, 3, 17),         # both directions in one grid; inputs 40, 192, 192
@@ -40,7 +40,7 @@ def test_in_kernel_projection_matches_the_reference(monkeypatch, force, dtype, i
 
 
 def test_auto_keeps_the_gemm_for_grid_sync_plans_and_batch_1():
-    grid = _forward_plan(LSTMConfig(1024, 1024, 1, False, "float16", 8, 10))
+    grid = _forward_plan(LSTMConfig(1024, 1024, 1, False, "float16", 16, 10))   # (B=8: v26's tagged projection)
     assert not grid.tagged and grid.input_k_tiles == 0
     batch_1 = _forward_plan(LSTMConfig(1024, 1024, 1, False, "float16", 1, 10))
     assert batch_1.tagged and batch_1.input_k_tiles == 0

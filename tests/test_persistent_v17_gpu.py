@@ -88,7 +88,7 @@ def test_a_replay_is_ordered_on_the_callers_stream_alone(rng):
 
 @pytest.mark.parametrize("dtype, hidden, batch, in_kernel", [
     ("bfloat16", 1024, 4, True),    # v12: the tensor-core kernel reads x itself
-    ("float16", 1024, 8, False),    # the 16-bit projection GEMM reads x
+    ("float16", 1024, 16, False),   # the 16-bit projection GEMM reads x
 ])
 def test_sixteen_bit_x_reaches_the_kernel_without_an_fp32_copy(rng, monkeypatch, dtype, hidden, batch, in_kernel):
     """DIRECT_16BIT_INPUT: no fp32 copy of x is made, and the results are bitwise those of the round

@@ -26,7 +26,8 @@ def _x_like(dtype):
     ("bfloat16", 1024, 1, False, 4, True),    # tagged, projection in the kernel (the issue's bf16 B=4 row)
     ("float16", 256, 3, True, 4, True),
     ("bfloat16", 100, 1, False, 4, False),    # input size not a multiple of 8: the projection is a GEMM
-    ("float16", 1024, 1, False, 8, False),    # grid.sync plan: the GEMM stays (v12's rule)
+    ("float16", 1024, 1, False, 8, True),     # v26: tagged with the projection at B=8
+    ("float16", 1024, 1, False, 16, False),   # grid.sync plan: the GEMM stays (v12's rule)
     ("bfloat16", 1024, 1, False, 2, False),   # B < 4: the GEMM stays
     ("bfloat16", 2048, 1, False, 4, False),   # W_ih does not fit in shared memory
     ("float32", 1024, 1, False, 4, False),    # fp32 kernels read fp32 x or xw

@@ -117,6 +117,9 @@ GRID_KERNEL_BIAS = True     # v23: the fp32 grid forward adds the biases to its 
 X_PREFETCH = True           # v24: kernels that project x themselves prefetch all of x into L2 at their start;
                             # False: compiled without (X_PREFETCH=0, the ablation)
 REGISTER_MODEL = "v19"    # tensor-core plans: register k-tiles by the v19 refit; "v4": the old model (ablation)
+TAGGED_WITH_WAIT = True  # v26: the tagged exchange past 4 polls per lane where the warps wait otherwise: 16-bit
+                         # forwards at B <= 8 with the in-kernel projection, the paired split at B=4 with a
+                         # long first-poll delay; False: v5's rule alone (the ablation)
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
                           # per the capacity model's rule; True / False force one (tests, ablation)
 last_kinds: dict = {}    # pass -> kernel kind ("grid", "cluster", "mma") of the latest call (tests, benchmarks)
@@ -173,15 +176,21 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
     IN_KERNEL_PROJECTION True/False puts the tensor-core or grid forward's projection in the kernel wherever it
     fits / takes it out, UNITS_FASTEST=False the v10 pointwise thread order, PAIRED_SPLIT=False the
     split's 3 mma per tile at B <= 4, POLL_DELAY=False no first-poll delay, REGISTER_MODEL="v4" the
-    tensor-core plans of the v4 register model (tests, the ablations)."""
+    tensor-core plans of the v4 register model, TAGGED_WITH_WAIT=False v5's exchange rule alone (tests, the
+    ablations)."""
     props = _props()
     by_rows = BACKWARD_BY_ROWS if by_rows is None else by_rows
     plans = _plans_for(tuple(sorted(props.items())), config, training, variant, by_rows, FP32_TENSOR_CORES,
                        REGISTER_MODEL)
+    if not TAGGED_WITH_WAIT:
+        plans = {k: capacity.without_tagged_wait(p) for k, p in plans.items()}
     if IN_KERNEL_PROJECTION != "auto" and plans["forward"].kind in ("mma", "grid"):
-        forward = plans["forward"].without_input_projection()
+        forward = plans["forward"]
         if IN_KERNEL_PROJECTION:
-            forward = capacity.with_input_projection(props, forward, capacity.layer_input_sizes(config))
+            forward = capacity.with_input_projection(props, forward.without_input_projection(),
+                                                     capacity.layer_input_sizes(config))
+        else:   # v26: a plan tagged only for its projection goes back to grid.sync
+            forward = capacity.without_input_projection(forward)
         plans = {**plans, "forward": capacity.with_kernel_bias(props, forward)}   # v23: as plan_grid_config does
     if not UNITS_FASTEST:
         plans = {k: replace(p, units_fastest=False) if p.kind == "mma" else p for k, p in plans.items()}
@@ -464,7 +473,7 @@ def _fewer_register_tiles(plan, props: dict):
     if plan.kind == "rows":   # all its weights must be registers: the grid backward takes over
         raise NotSupported(name, f"{what} spills registers ({plan.describe()})")
     if plan.kind in ("mma", "grid") and plan.in_kernel_projection:   # first give up the optional projection
-        return plan.without_input_projection()
+        return capacity.without_input_projection(plan)
     if _register_tiles(plan) == 0:
         raise NotSupported(name, f"{what} uses local memory even without register tiles")
     if plan.kind == "mma":
@@ -882,7 +891,7 @@ def _graph_mode(variant) -> tuple:
     return (variant, TAGGED_EXCHANGE, FP32_GEMMS, MIN_3XTF32_FLOPS, FP32_BACKWARD_GEMMS, MIN_3XTF32_BACKWARD_FLOPS,
             BACKWARD_BY_ROWS, SIXTEEN_BIT_GEMMS,
             IN_KERNEL_PROJECTION, UNITS_FASTEST, FP32_TENSOR_CORES, PAIRED_SPLIT, POLL_DELAY, DIRECT_16BIT_INPUT,
-            ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS, X_PREFETCH)
+            ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS, X_PREFETCH, TAGGED_WITH_WAIT)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,

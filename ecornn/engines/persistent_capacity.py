@@ -38,6 +38,11 @@ POLL_DELAY_MAX_HIDDEN = 1024
 POLL_DELAY_PASSES = ("forward",)  # the backward's too measured no better (fwd+bwd -0.06 to +0.04 ms)
 LONG_POLL_DELAY_NS = 600        # v18: tagged tensor-core forwards at B = 4 and H >= LONG_POLL_DELAY_MIN_HIDDEN
 LONG_POLL_DELAY_MIN_HIDDEN = 2048   # without the in-kernel projection (a ~3.5 us step) wait longer
+TAGGED_PROJECTION_MAX_BATCH = 8     # v26: 16-bit forwards at 4 < B <= 8 take the tagged exchange up to ...
+TAGGED_PROJECTION_MAX_LOADS_PER_LANE = 8   # ... this many 16-byte polls per lane where the projection fits
+SPLIT_TAGGED_BATCH = 4              # v26: the paired fp32 split at B=4 takes the tagged exchange up to ...
+SPLIT_TAGGED_MAX_LOADS_PER_LANE = 8  # ... this many polls per lane, its warps sleeping SPLIT_POLL_DELAY_NS
+SPLIT_POLL_DELAY_NS = 1200          # before their first poll (a ~2.5 us step)
 
 
 @dataclass(frozen=True)
@@ -864,6 +869,67 @@ def input_projection_pays(plan) -> bool:
     return plan.batch >= INPUT_PROJECTION_MIN_BATCH
 
 
+def tagged_projection_pays(plan) -> bool:
+    """Whether a 16-bit tensor-core forward that polls 5-8 uint4 per lane (past tagged_exchange_pays)
+    takes the tagged exchange together with the in-kernel projection (v26): the block computes the
+    next step's x W_ih^T between its publication and its polls, so the polls start when the data is
+    about there. H100, kernel alone with the projection, tagged vs grid.sync without it (the GEMM
+    comes on top of the latter; results/persistent_v26, 1_ and 2_ explorations, 3 alternated rounds):
+    fp16 H=1024 B=8 1.91-2.05 vs 2.20-2.35, bf16 H=1024 B=8 1.93 vs 2.23, fp16 H=768 B=8 1.77 vs 2.22.
+    Without the projection the same tagged plan is slower (fp16 H=1024 B=8 3.33; 2.83-3.03 with a
+    400-800 ns first-poll delay), as is grid.sync with it (2.49-2.67); at B=16 (8 loads per lane
+    with 16 warps) tagged loses with or without it (5.8; 3.5 at an 800 ns delay, vs 2.7)."""
+    return (plan.kind == "mma" and plan.parts == 1 and plan.pass_name == "forward"
+            and INPUT_PROJECTION_MIN_BATCH < plan.batch <= TAGGED_PROJECTION_MAX_BATCH
+            and not tagged_exchange_pays(plan.batch, plan.k_tiles)
+            and plan.batch * plan.k_tiles <= 8 * TAGGED_PROJECTION_MAX_LOADS_PER_LANE)
+
+
+def with_tagged_projection(props: dict, plan, input_sizes):
+    """``plan`` tagged with the in-kernel projection (v26, tagged_projection_pays) where the
+    projection fits, else ``plan`` as it is (grid.sync, the GEMM before the kernel)."""
+    tagged = with_input_projection(props, plan.with_exchange(True), input_sizes)
+    return tagged if tagged.in_kernel_projection else plan
+
+
+def without_input_projection(plan):
+    """``plan`` with its projection as a GEMM before the kernel (the ablation, a spill back-off),
+    under the exchange a plan without it takes: v26's tagged exchange pays only with the projection."""
+    bare = plan.without_input_projection()
+    if bare is not plan and bare.kind == "mma" and bare.tagged and tagged_projection_pays(bare):
+        return bare.with_exchange(False)
+    return bare
+
+
+def without_tagged_wait(plan):
+    """``plan`` under v5's exchange rule alone (the v26 ablation): a forward tagged by
+    tagged_projection_pays goes back to grid.sync and the GEMM, one tagged by split_tagged_pays to
+    grid.sync (its delay follows from with_poll_delay)."""
+    if plan.kind != "mma" or not plan.tagged or tagged_exchange_pays(plan.parts * plan.batch, plan.k_tiles):
+        return plan
+    if tagged_projection_pays(plan):
+        return without_input_projection(plan)
+    return plan.with_exchange(False) if split_tagged_pays(plan.pass_name, plan.parts, plan.batch, plan.k_tiles) else plan
+
+
+def split_tagged_pays(pass_name: str, parts: int, batch: int, k_tiles: int) -> bool:
+    """Whether the paired fp32 split forward at B=4 takes the tagged exchange up to
+    SPLIT_TAGGED_MAX_LOADS_PER_LANE polls per lane (v26), with SPLIT_POLL_DELAY_NS before the first
+    poll. H100, kernel alone (results/persistent_v26, 1_ and 2_, 3 alternated rounds each): H=1024
+    B=4 (8 loads per lane) 2.49-2.62 us/step at 1200 ns (600-1600 ns: 2.52-2.64; none: 2.76) vs
+    grid.sync 2.63-2.81; H=1536 B=4 (12 loads) 4.76-4.90 vs 3.83-4.02 at every delay."""
+    return (pass_name == "forward" and parts == 2 and batch == SPLIT_TAGGED_BATCH
+            and parts * batch * k_tiles <= 8 * SPLIT_TAGGED_MAX_LOADS_PER_LANE)
+
+
+def split_poll_delay_pays(plan) -> bool:
+    """Whether a split forward that split_tagged_pays made tagged (past tagged_exchange_pays)
+    sleeps SPLIT_POLL_DELAY_NS before its first poll (v26)."""
+    return (plan.kind == "mma" and plan.parts == 2 and plan.tagged and plan.paired
+            and split_tagged_pays(plan.pass_name, plan.parts, plan.batch, plan.k_tiles)
+            and not tagged_exchange_pays(plan.parts * plan.batch, plan.k_tiles))
+
+
 def poll_delay_pays(plan) -> bool:
     """Whether a forward's warps sleep POLL_DELAY_NS before their first poll of the tagged exchange
     (v16). Polling re-reads the step's few L2 lines until every word carries the tag; from the block's
@@ -894,9 +960,12 @@ def long_poll_delay_pays(plan) -> bool:
 
 
 def poll_delay_ns(plan) -> int:
-    """The forward's first-poll delay: POLL_DELAY_NS (v16), LONG_POLL_DELAY_NS (v18) or none."""
+    """The forward's first-poll delay: POLL_DELAY_NS (v16), SPLIT_POLL_DELAY_NS (v26),
+    LONG_POLL_DELAY_NS (v18) or none."""
     if poll_delay_pays(plan):
         return POLL_DELAY_NS
+    if split_poll_delay_pays(plan):
+        return SPLIT_POLL_DELAY_NS
     return LONG_POLL_DELAY_NS if long_poll_delay_pays(plan) else 0
 
 
@@ -960,11 +1029,11 @@ def _mma_candidate(props, pass_name, dtype, hidden, batch, directions, warps, un
     smem = mma_smem_bytes(pass_name, batch, warps, m_tiles, k_tiles, k_tiles - reg_k_tiles, parts)
     if smem > props["smem_per_block_optin"] - SMEM_RESERVED_PER_BLOCK:
         return None
+    tagged = tagged_exchange_pays(parts * batch, k_tiles) or split_tagged_pays(pass_name, parts, batch, k_tiles)
     return MmaPlan(hidden=hidden, batch=batch, directions_per_launch=directions, launches=1, units=units,
                    blocks_per_dir=-(-hidden // units), warps=warps, pass_name=pass_name, dtype=dtype,
                    m_tiles=m_tiles, k_tiles=k_tiles, reg_k_tiles=reg_k_tiles,
-                   regs_per_thread=base + 4 * a_tiles * reg_k_tiles, smem_bytes=smem,
-                   tagged=tagged_exchange_pays(parts * batch, k_tiles))
+                   regs_per_thread=base + 4 * a_tiles * reg_k_tiles, smem_bytes=smem, tagged=tagged)
 
 
 def mma_step_clocks(plan: MmaPlan) -> float:
@@ -1053,7 +1122,9 @@ def plan_mma_config(props: dict, config, training: bool, reg_model: str = "v19")
     forward = plan_mma(props, "forward", *args)
     if config.dtype == MMA_SPLIT_DTYPE:
         return {**plan_grid_config(props, config, training), "forward": with_poll_delay(forward)}
-    if input_projection_pays(forward):
+    if tagged_projection_pays(forward):
+        forward = with_tagged_projection(props, forward, layer_input_sizes(config))
+    elif input_projection_pays(forward):
         forward = with_input_projection(props, forward, layer_input_sizes(config))
     plans = {"forward": with_poll_delay(forward)}
     if training:
@@ -1103,6 +1174,8 @@ def small_gpu_properties(sm_count: int = 20) -> dict:
 
 
 __all__ = ["KernelPlan", "ClusterPlan", "MmaPlan", "plan_mma", "plan_mma_config", "with_input_projection",
-           "input_projection_pays", "layer_input_sizes", "plan_grid_config", "plan_cluster", "predicted_cluster_us_per_step", "plan_pass", "plan_config", "largest_hidden", "choose_lanes",
+           "input_projection_pays", "tagged_projection_pays", "with_tagged_projection", "without_input_projection",
+           "without_tagged_wait",
+           "split_tagged_pays", "layer_input_sizes", "plan_grid_config", "plan_cluster", "predicted_cluster_us_per_step", "plan_pass", "plan_config", "largest_hidden", "choose_lanes",
            "h100_properties", "a100_properties", "small_gpu_properties", "predicted_us_per_step",
            "largest_mma_hidden", "predicted_mma_us_per_step"]
