@@ -6,7 +6,7 @@ slow machine phase hits every variant alike. Per variant: the median over rounds
 median kernel µs/step (T=256, CUDA events).
 
     python benchmarks/explore_exchange_delay.py OUT_DIR [--rounds N] [--repeats N] [--cells JSON] [--delays JSON]
-        [--only JSON] [--name NAME]
+        [--only JSON] [--name NAME] [--unit-scales JSON]
 Writes OUT_DIR/NAME.json (default explore_exchange_delay) after every round.
 """
 from __future__ import annotations
@@ -27,16 +27,18 @@ DELAYS = [0, 400, 800]
 WARPS = (8, 16)
 
 
-def plan_variants(props, config, delays):
-    """(name, plan) pairs: per warps choice, grid.sync, tagged at each delay, and (16-bit) the
-    in-kernel projection under either exchange."""
+def plan_variants(props, config, delays, unit_scales=(1,)):
+    """(name, plan) pairs: per warps choice and units per block (the fewest that fit times each of
+    ``unit_scales``: 2 halves the blocks), grid.sync, tagged at each delay, and (16-bit) the in-kernel
+    projection under either exchange."""
     from ecornn.engines import persistent, persistent_capacity as cap
     chosen = persistent.plans_for(config, False)["forward"]
     yield "chosen", chosen
     smallest = -(-config.hidden_size // props["sm_count"])
     rows = cap.mma_parts(config.dtype) * config.batch   # rows of the exchanged vector
-    for warps in WARPS if rows <= 8 else WARPS[-1:]:   # 8 warps at 16 rows: 16 polls per lane
-        base = next((p for units in range(smallest, smallest + 8)
+    for warps, scale in [(w, k) for w in (WARPS if rows <= 8 else WARPS[-1:])   # 8 warps at 16 rows: 16 polls
+                         for k in unit_scales]:
+        base = next((p for units in range(smallest * scale, smallest * scale + 8)
                      for p in [cap._mma_candidate(props, "forward", config.dtype, config.hidden_size,
                                                   config.batch, 1, warps, units)] if p is not None), None)
         if base is None:
@@ -52,14 +54,14 @@ def plan_variants(props, config, delays):
                 yield f"{tag} proj tagged {delay}ns", replace(projected, tagged=True, poll_delay_ns=delay)
 
 
-def launchers(cell, delays, only):
+def launchers(cell, delays, only, unit_scales):
     from ecornn.engines import persistent
     from ecornn.gpu import device_properties
     dtype, hidden, batch = cell
     config, weights, x, h0, c0 = _problem(dtype, hidden, batch, seed=hidden + batch)
     prepared = persistent.prepare(config, weights)
     out = {}
-    for name, plan in plan_variants(device_properties(), config, delays):
+    for name, plan in plan_variants(device_properties(), config, delays, unit_scales):
         if only and not any(part in name for part in only):
             continue
         try:
@@ -83,11 +85,12 @@ def main():
     parser.add_argument("--delays", type=json.loads, default=DELAYS)
     parser.add_argument("--only", type=json.loads, default=[], help="JSON list: variants whose name has one of these")
     parser.add_argument("--name", default="explore_exchange_delay")
+    parser.add_argument("--unit-scales", type=json.loads, default=[1], help="JSON list, e.g. [1, 2]")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = bench_meta()
-    cells = {tuple(c): launchers(tuple(c), args.delays, args.only) for c in args.cells}
+    cells = {tuple(c): launchers(tuple(c), args.delays, args.only, args.unit_scales) for c in args.cells}
     times = {c: {n: [] for n, (fn, _) in v.items() if fn} for c, v in cells.items()}
     for rnd in range(args.rounds + 1):   # round 0 warms up
         for cell, variants in cells.items():
