@@ -875,10 +875,11 @@ def tagged_projection_pays(plan) -> bool:
     next step's x W_ih^T between its publication and its polls, so the polls start when the data is
     about there. H100, kernel alone with the projection, tagged vs grid.sync without it (the GEMM
     comes on top of the latter; results/persistent_v26, 1_ and 2_ explorations, 3 alternated rounds):
-    fp16 H=1024 B=8 1.91-2.05 vs 2.20-2.35, bf16 H=1024 B=8 1.93 vs 2.23, fp16 H=768 B=8 1.77 vs 2.22.
+    fp16 H=1024 B=8 1.91-2.17 vs 2.20-2.42, bf16 H=1024 B=8 1.93 vs 2.23, fp16 H=768 B=8 1.77 vs 2.22.
     Without the projection the same tagged plan is slower (fp16 H=1024 B=8 3.33; 2.83-3.03 with a
-    400-800 ns first-poll delay), as is grid.sync with it (2.49-2.67); at B=16 (8 loads per lane
-    with 16 warps) tagged loses with or without it (5.8; 3.5 at an 800 ns delay, vs 2.7)."""
+    400-800 ns first-poll delay), as is grid.sync with it (2.40-2.67); at B=16 (8 loads per lane
+    with 16 warps) tagged loses with or without it (5.8; 3.5 at an 800 ns delay, vs 2.7). Whole forward,
+    alternated with v25's plan (3_ab_alternate_v26): fp16 H=1024 B=8 1.88 vs 2.31 us/step, bf16 1.80 vs 2.27."""
     return (plan.kind == "mma" and plan.parts == 1 and plan.pass_name == "forward"
             and INPUT_PROJECTION_MIN_BATCH < plan.batch <= TAGGED_PROJECTION_MAX_BATCH
             and not tagged_exchange_pays(plan.batch, plan.k_tiles)
@@ -916,8 +917,8 @@ def split_tagged_pays(pass_name: str, parts: int, batch: int, k_tiles: int) -> b
     """Whether the paired fp32 split forward at B=4 takes the tagged exchange up to
     SPLIT_TAGGED_MAX_LOADS_PER_LANE polls per lane (v26), with SPLIT_POLL_DELAY_NS before the first
     poll. H100, kernel alone (results/persistent_v26, 1_ and 2_, 3 alternated rounds each): H=1024
-    B=4 (8 loads per lane) 2.49-2.62 us/step at 1200 ns (600-1600 ns: 2.52-2.64; none: 2.76) vs
-    grid.sync 2.63-2.81; H=1536 B=4 (12 loads) 4.76-4.90 vs 3.83-4.02 at every delay."""
+    B=4 (8 loads per lane) 2.49-2.62 us/step at 1200 ns (400-1600 ns: 2.36-2.64; none: 2.76) vs
+    grid.sync 2.62-2.81; H=1536 B=4 (12 loads) 4.76-4.90 vs 3.83-4.02 at every delay."""
     return (pass_name == "forward" and parts == 2 and batch == SPLIT_TAGGED_BATCH
             and parts * batch * k_tiles <= 8 * SPLIT_TAGGED_MAX_LOADS_PER_LANE)
 
