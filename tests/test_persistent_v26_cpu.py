@@ -43,7 +43,17 @@ def test_which_forwards_take_the_tagged_exchange_with_a_wait(dtype, inp, hidden,
             assert loads <= 8
         if loads > 4:   # past v5's rule: only with a wait
             assert tagged == (cap.tagged_projection_pays(plan) and projection
-                              or cap.split_tagged_pays("forward", plan.parts, batch, plan.k_tiles))
+                              or cap.split_tagged_pays("forward", plan.parts, batch, plan.k_tiles, plan.m_tiles))
+
+
+def test_the_split_takes_it_in_blocks_of_8_units_only():
+    """Two directions in one grid at fp32 H=1024 B=4: 16 units per block (4 m-tiles), a longer step;
+    tagged after the delay measured 1.29x slower there (7_ab_v26_layers)."""
+    one = _forward(LSTMConfig(64, 1024, 2, False, "float32", 4, 16))
+    assert one.m_tiles == 2 and one.tagged and one.poll_delay_ns == cap.SPLIT_POLL_DELAY_NS
+    both = _forward(LSTMConfig(64, 1024, 2, True, "float32", 4, 16))
+    assert both.parts == 2 and both.m_tiles == 4 and not both.tagged and both.poll_delay_ns == 0
+    assert both.k_tiles == one.k_tiles   # the same polls per lane
 
 
 def test_a_plan_that_loses_its_projection_goes_back_to_grid_sync():

@@ -42,7 +42,8 @@ TAGGED_PROJECTION_MAX_BATCH = 8     # v26: 16-bit forwards at 4 < B <= 8 take th
 TAGGED_PROJECTION_MAX_LOADS_PER_LANE = 8   # ... this many 16-byte polls per lane where the projection fits
 SPLIT_TAGGED_BATCH = 4              # v26: the paired fp32 split at B=4 takes the tagged exchange up to ...
 SPLIT_TAGGED_MAX_LOADS_PER_LANE = 8  # ... this many polls per lane, its warps sleeping SPLIT_POLL_DELAY_NS
-SPLIT_POLL_DELAY_NS = 1200          # before their first poll (a ~2.5 us step)
+SPLIT_POLL_DELAY_NS = 1200          # before their first poll (a ~2.5 us step), in blocks of at most
+SPLIT_TAGGED_MAX_M_TILES = 2        # this many 16-row tiles (8 units)
 
 
 @dataclass(frozen=True)
@@ -910,16 +911,20 @@ def without_tagged_wait(plan):
         return plan
     if tagged_projection_pays(plan):
         return without_input_projection(plan)
-    return plan.with_exchange(False) if split_tagged_pays(plan.pass_name, plan.parts, plan.batch, plan.k_tiles) else plan
+    return plan.with_exchange(False) if split_tagged_pays(plan.pass_name, plan.parts, plan.batch, plan.k_tiles, plan.m_tiles) else plan
 
 
-def split_tagged_pays(pass_name: str, parts: int, batch: int, k_tiles: int) -> bool:
+def split_tagged_pays(pass_name: str, parts: int, batch: int, k_tiles: int, m_tiles: int) -> bool:
     """Whether the paired fp32 split forward at B=4 takes the tagged exchange up to
     SPLIT_TAGGED_MAX_LOADS_PER_LANE polls per lane (v26), with SPLIT_POLL_DELAY_NS before the first
-    poll. H100, kernel alone (results/persistent_v26, 1_ and 2_, 3 alternated rounds each): H=1024
-    B=4 (8 loads per lane) 2.49-2.62 us/step at 1200 ns (400-1600 ns: 2.36-2.64; none: 2.76) vs
-    grid.sync 2.62-2.81; H=1536 B=4 (12 loads) 4.76-4.90 vs 3.83-4.02 at every delay."""
+    poll, in blocks of at most SPLIT_TAGGED_MAX_M_TILES m-tiles. H100, kernel alone (results/persistent_v26,
+    1_ and 2_, 3 alternated rounds each): H=1024 B=4 (8 loads per lane, 8 units per block) 2.49-2.62
+    us/step at 1200 ns (400-1600 ns: 2.36-2.64; none: 2.76) vs grid.sync 2.62-2.81; whole forward
+    2.58 vs 2.88 (3_ab_alternate_v26). H=1536 B=4 (12 loads) 4.76-4.90 vs 3.83-4.02 at every delay.
+    Bidirectional H=1024 B=4 (two directions in one grid: 16 units, 4 m-tiles, half the k-tiles in
+    shared memory) 2 layers 10.22 vs 7.94 us/step (7_ab_v26_layers): a longer step, hence m_tiles."""
     return (pass_name == "forward" and parts == 2 and batch == SPLIT_TAGGED_BATCH
+            and m_tiles <= SPLIT_TAGGED_MAX_M_TILES
             and parts * batch * k_tiles <= 8 * SPLIT_TAGGED_MAX_LOADS_PER_LANE)
 
 
@@ -927,7 +932,7 @@ def split_poll_delay_pays(plan) -> bool:
     """Whether a split forward that split_tagged_pays made tagged (past tagged_exchange_pays)
     sleeps SPLIT_POLL_DELAY_NS before its first poll (v26)."""
     return (plan.kind == "mma" and plan.parts == 2 and plan.tagged and plan.paired
-            and split_tagged_pays(plan.pass_name, plan.parts, plan.batch, plan.k_tiles)
+            and split_tagged_pays(plan.pass_name, plan.parts, plan.batch, plan.k_tiles, plan.m_tiles)
             and not tagged_exchange_pays(plan.parts * plan.batch, plan.k_tiles))
 
 
@@ -1030,7 +1035,7 @@ def _mma_candidate(props, pass_name, dtype, hidden, batch, directions, warps, un
     smem = mma_smem_bytes(pass_name, batch, warps, m_tiles, k_tiles, k_tiles - reg_k_tiles, parts)
     if smem > props["smem_per_block_optin"] - SMEM_RESERVED_PER_BLOCK:
         return None
-    tagged = tagged_exchange_pays(parts * batch, k_tiles) or split_tagged_pays(pass_name, parts, batch, k_tiles)
+    tagged = tagged_exchange_pays(parts * batch, k_tiles) or split_tagged_pays(pass_name, parts, batch, k_tiles, m_tiles)
     return MmaPlan(hidden=hidden, batch=batch, directions_per_launch=directions, launches=1, units=units,
                    blocks_per_dir=-(-hidden // units), warps=warps, pass_name=pass_name, dtype=dtype,
                    m_tiles=m_tiles, k_tiles=k_tiles, reg_k_tiles=reg_k_tiles,

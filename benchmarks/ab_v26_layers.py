@@ -1,0 +1,77 @@
+"""v26 in multi-layer and bidirectional calls (two directions in one grid): the whole forward (graph
+replay) and fwd+bwd of v26 against v25's exchange rule (bench_persistent_v26.MODES), alternated over
+rounds after a warm-up round, as ab_alternate.py does for one layer. T=256, input = hidden, random
+non-zero inputs, CUDA events, medians.
+
+    python benchmarks/ab_v26_layers.py OUT_DIR [--rounds N] [--repeats N]
+Writes OUT_DIR/ab_v26_layers.{json,md} and prints the table.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ab_modes  # noqa: E402
+import bench_persistent as bp  # noqa: E402
+from bench_persistent_v26 import MODES  # noqa: E402
+from bench_persistent_v5 import _train_ms  # noqa: E402
+
+CELLS = [("float16", 512, 8, 2, True), ("bfloat16", 768, 8, 2, True), ("float16", 1024, 8, 3, False),
+         ("float32", 1024, 4, 2, True), ("float32", 1024, 4, 2, False)]   # (dtype, hidden, batch, layers, bidirectional)
+
+
+def _problem(dtype, hidden, batch, layers, bidir):
+    import cupy as cp
+    from ecornn import LSTMConfig, init_weights
+    from ecornn.weights import LayerWeights
+    config = LSTMConfig(hidden, hidden, layers, bidir, dtype, batch, bp.STEPS)
+    rng = np.random.default_rng(hidden + batch + layers)
+    cast = lambda a: cp.asarray(np.asarray(a, np.float32)).astype(bp._cp_dtype(dtype))  # noqa: E731
+    weights = [LayerWeights(*(cast(a) for a in w)) for w in init_weights(config, seed=1, scale=None)]
+    x = cast(rng.standard_normal(config.input_shape, dtype=np.float32))
+    state = cast(rng.standard_normal(config.state_shape, dtype=np.float32) * 0.5)
+    return config, weights, x, state, state.copy()
+
+
+def time_cell(cell, rounds, repeats):
+    from ecornn.engines import persistent
+    config, weights, x, h0, c0 = _problem(*cell)
+    out = {m: {"fwd": [], "train": []} for m in MODES}
+    for r in range(rounds + 1):
+        for mode in (MODES if r % 2 == 0 else reversed(list(MODES))):
+            ab_modes.set_engine_flags(MODES[mode])
+            try:
+                prepared = persistent.prepare(config, weights)
+                fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
+                us = bp._median_ms(fwd, repeats) * 1e3 / bp.STEPS
+                ms = _train_ms(config, weights, x, h0, c0, prepared, repeats)
+                plan = persistent.plans_for(config, True)["forward"]
+            finally:
+                ab_modes.set_engine_flags({})
+            if r:
+                out[mode]["fwd"].append(us)
+                out[mode]["train"].append(ms)
+                out[mode]["plan"] = plan.describe() + (" tagged" if plan.tagged else " grid.sync")
+    return out
+
+
+def main(argv=None):
+    args, out_dir = bp.bench_args(argv, repeats=10, configure=lambda p: p.add_argument("--rounds", type=int, default=3))
+    rows, lines = [], ["| dtype | H | B | layers | bidir | fwd µs/step v26 | v25 | fwd+bwd ms v26 | v25 |",
+                       "|---|---|---|---|---|---|---|---|---|"]
+    for cell in CELLS:
+        t = time_cell(cell, args.rounds, args.repeats)
+        rows.append({"cell": cell, **t})
+        med = lambda m, k: f"{np.median(t[m][k]):.3f}"  # noqa: E731
+        lines.append(f"| {' | '.join(map(str, cell))} | {med('v26', 'fwd')} | {med('v25', 'fwd')} | "
+                     f"{med('v26', 'train')} | {med('v25', 'train')} |")
+        print(lines[-1], t["v26"]["plan"], "/", t["v25"]["plan"], flush=True)
+        bp.save_rows(out_dir, "ab_v26_layers", bp.bench_meta(), rows, "\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
