@@ -3,7 +3,7 @@ replay) and fwd+bwd of v26 against v25's exchange rule (bench_persistent_v26.MOD
 rounds after a warm-up round, as ab_alternate.py does for one layer. T=256, input = hidden, random
 non-zero inputs, CUDA events, medians.
 
-    python benchmarks/ab_v26_layers.py OUT_DIR [--rounds N] [--repeats N]
+    python benchmarks/ab_v26_layers.py OUT_DIR [--rounds N] [--repeats N] [--only DTYPE]
 Writes OUT_DIR/ab_v26_layers.{json,md} and prints the table.
 """
 from __future__ import annotations
@@ -58,11 +58,16 @@ def time_cell(cell, rounds, repeats):
     return out
 
 
+def _options(parser):
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", default=None, help="time only the cells of this dtype")
+
+
 def main(argv=None):
-    args, out_dir = bp.bench_args(argv, repeats=10, configure=lambda p: p.add_argument("--rounds", type=int, default=3))
+    args, out_dir = bp.bench_args(argv, repeats=10, configure=_options)
     rows, lines = [], ["| dtype | H | B | layers | bidir | fwd µs/step v26 | v25 | fwd+bwd ms v26 | v25 |",
                        "|---|---|---|---|---|---|---|---|---|"]
-    for cell in CELLS:
+    for cell in (c for c in CELLS if args.only in (None, c[0])):
         t = time_cell(cell, args.rounds, args.repeats)
         rows.append({"cell": cell, **t})
         med = lambda m, k: f"{np.median(t[m][k]):.3f}"  # noqa: E731
