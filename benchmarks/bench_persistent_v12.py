@@ -4,7 +4,7 @@ process (torch.nn.LSTM, PyTorch defaults). Per row (T=256, 1 layer, input=hidden
 inputs, CUDA events, median): the whole forward (graph replay) and fwd+bwd ms in either mode, the
 forward kernel alone in either mode (with the projection it does the GEMM's work too), cuDNN's
 forward µs/step and fwd+bwd ms. "In kernel" is forced (IN_KERNEL_PROJECTION=True) wherever it fits;
-the ratios to cuDNN are those of the mode "auto" takes (capacity.input_projection_pays).
+the ratios to cuDNN are those of the mode "auto" takes (rules.input_projection_pays).
 
     python benchmarks/bench_persistent_v12.py OUT_DIR [--repeats N] [--rows N] [--name NAME] [--gemm-first]
 Writes OUT_DIR/NAME.{json,md} (NAME: persistent_v12_bench) and prints the table.

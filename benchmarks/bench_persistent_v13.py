@@ -4,7 +4,7 @@ in the same process (torch.nn.LSTM fp32, PyTorch defaults). Per row (T=256, 1 la
 random non-zero inputs, CUDA events, median): the whole forward (graph replay) and fwd+bwd ms in
 either mode, the split forward with its other exchange (TAGGED_EXCHANGE forced), the forward kernel
 alone, cuDNN's forward µs/step and fwd+bwd ms. The ratios to cuDNN are those of what "auto" takes
-(capacity.fp32_split_pays).
+(rules.fp32_split_pays).
 
     python benchmarks/bench_persistent_v13.py OUT_DIR [--repeats N] [--rows N] [--start K] [--name NAME] [--ffma-first]
 Writes OUT_DIR/NAME.{json,md} (NAME: persistent_v13_bench) and prints the table.

@@ -4,7 +4,7 @@ per tile) against the v13 split (PAIRED_SPLIT=False, 3 mma per tile) and the fp3
 (T=256, 1 layer, input=hidden, random non-zero inputs, CUDA events, median): whole forward (graph
 replay) and forward kernel alone µs/step per mode, the paired split with its other exchange, fwd+bwd ms
 for the paired split and FFMA (the backward is the fp32 kernels' either way), cuDNN's forward µs/step
-and fwd+bwd ms. The ratios to cuDNN are those of what "auto" takes (capacity.fp32_split_pays).
+and fwd+bwd ms. The ratios to cuDNN are those of what "auto" takes (rules.fp32_split_pays).
 
     python benchmarks/bench_persistent_v14.py OUT_DIR [--repeats N] [--rows N] [--start K] [--name NAME] [--ffma-first]
 Writes OUT_DIR/NAME.{json,md} (NAME: persistent_v14_bench) and prints the table.

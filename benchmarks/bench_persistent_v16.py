@@ -1,4 +1,4 @@
-"""v16 benchmark: tagged forwards at B <= 2 with the first poll's delay (capacity.poll_delay_pays)
+"""v16 benchmark: tagged forwards at B <= 2 with the first poll's delay (rules.poll_delay_pays)
 against none (POLL_DELAY=False, the ablation), cuDNN in the same process (torch.nn.LSTM, PyTorch
 defaults). Per row (T=256, 1 layer, input=hidden, random non-zero inputs, CUDA events, median): the
 whole forward (graph replay), the forward kernel alone and fwd+bwd ms in either mode (the backward

@@ -1,4 +1,4 @@
-"""v18 benchmark: the long first-poll delay (capacity.long_poll_delay_pays: tagged tensor-core
+"""v18 benchmark: the long first-poll delay (rules.long_poll_delay_pays: tagged tensor-core
 forwards at B = 4, H >= 2048) against none (POLL_DELAY=False), with v16's table and measure (whole
 forward by graph replay, the kernel alone, fwd+bwd, cuDNN in the same process). The bf16 H=1024 B=4
 row is a control the rule leaves out (both modes run without a delay).

@@ -4,7 +4,7 @@ v5 = the tagged exchange of the tensor-core kernels (no grid barrier) + CUDA-gra
 inference forwards (v9: of training calls too, `fwd+bwd eager` is the ablation, `with refresh` refreshes
 the prepared weights in place before each call, as a training step would); v6 = the fp32 grid kernel's staged exchange, tagged or grid.sync(). Per row (T=256, 1 layer, input=hidden, random non-zero inputs, CUDA events,
 median): forward µs/step of the whole call (graph replay, and eager), the kernel alone with the
-default exchange (capacity.tagged_exchange_pays) and forced either way (tagged, grid.sync());
+default exchange (rules.tagged_exchange_pays) and forced either way (tagged, grid.sync());
 fwd+bwd ms likewise; cuDNN (PyTorch defaults) forward µs/step and fwd+bwd ms; the issue's target.
 Ablations: fp32 rows with strict SGEMMs instead of 3xTF32 (v6.1) and either backward (v7); 16-bit
 rows with TF32 GEMMs on fp32 copies instead of 16-bit operands (v8); one call's input projection

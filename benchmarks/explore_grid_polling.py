@@ -1,6 +1,6 @@
 """Exploration (v15/v16): the persistent forward's kernel alone with extra compile-time constants
 over the plan's own, e.g. POLL_DELAY_NS (v16: the sleep before a warp's first poll of the tagged
-exchange; the plan's default is capacity.poll_delay_pays'), with the in-kernel projection off and on.
+exchange; the plan's default is rules.poll_delay_pays'), with the in-kernel projection off and on.
 The sessions' runs (results/persistent_v15: 3_, 4_, 7_, 8_) also timed constants that were removed
 after them (POLL_BACKOFF_NS, X_LOAD_AFTER_PRODUCT, X_SKIP_LOADS: commits a0d4c67 to 7ca63ec; WARP0_NO_INPUT
 was never committed; see the notes). Per cell: median kernel µs/step (T=256, CUDA events).

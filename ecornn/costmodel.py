@@ -63,7 +63,7 @@ class CostConstants:
     mma_bwd_step_us: float = 1.4          # training adds the backward recurrence: fixed part ...
     mma_bwd_us_per_kclock: float = 2.4    # ... + per 1000 of the backward plan's mma_step_clocks
     # persistent v13/v14 (fp32 forwards split into fp16 halves on the tensor cores, where
-    # capacity.fp32_split_pays): step = fixed + per 1e3 H*B (the hi and lo rows every block stages)
+    # rules.fp32_split_pays): step = fixed + per 1e3 H*B (the hi and lo rows every block stages)
     # + per 1e6 H^2 x mma per weight tile (3, paired 2, times the N tiles); fitted to the H100 whole
     # forwards of results/persistent_v13 and persistent_v14 (12 cells, relative least squares after
     # the projection and call overhead; within 12% but H=1024 B=16 +12%, H=1536 B=2 -11%)

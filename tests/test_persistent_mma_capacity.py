@@ -4,7 +4,7 @@ from dataclasses import replace
 import pytest
 
 from ecornn import LSTMConfig, NotSupported
-from ecornn.engines import persistent_capacity as cap
+from ecornn.engines import persistent_capacity as cap, persistent_rules as rules
 from ecornn.kernels import source
 
 H100, A100, SMALL = cap.h100_properties(), cap.a100_properties(), cap.small_gpu_properties(20)
@@ -126,7 +126,7 @@ def test_plans_take_the_tagged_exchange_where_it_measured_faster(pass_name, hidd
     """v5: tagged while a warp polls at most 4 uint4 per lane (B * k_tiles <= 32), else grid.sync."""
     plan = cap.plan_mma(H100, pass_name, hidden, batch)
     assert plan.tagged is tagged
-    assert (plan.batch * plan.k_tiles <= 8 * cap.TAGGED_MAX_LOADS_PER_LANE) is tagged
+    assert (plan.batch * plan.k_tiles <= 8 * rules.TAGGED_MAX_LOADS_PER_LANE) is tagged
     assert plan.defines()["TAGGED"] == int(tagged)
     assert plan.with_reg_tiles(plan.reg_k_tiles - 1).tagged is tagged   # the spill back-off keeps it
 
@@ -160,11 +160,11 @@ def test_input_projection_adds_its_tiles_and_staging_to_shared_memory():
 
 def test_the_model_takes_the_projection_with_the_tagged_exchange_from_batch_4():
     tagged = _forward("bfloat16", 1024, 1024, 4)
-    assert tagged.tagged and tagged.input_k_tiles == 8 and cap.input_projection_pays(tagged)
+    assert tagged.tagged and tagged.input_k_tiles == 8 and rules.input_projection_pays(tagged)
     grid = _forward("float16", 1024, 1024, 16)   # (B=8: v26's tagged projection, test_persistent_v26_cpu)
-    assert not grid.tagged and grid.input_k_tiles == 0 and not cap.input_projection_pays(grid)
+    assert not grid.tagged and grid.input_k_tiles == 0 and not rules.input_projection_pays(grid)
     one = _forward("float16", 1024, 1024, 1)
-    assert one.tagged and one.input_k_tiles == 0 and not cap.input_projection_pays(one)
+    assert one.tagged and one.input_k_tiles == 0 and not rules.input_projection_pays(one)
 
 
 def test_input_projection_takes_the_widest_layer_input():

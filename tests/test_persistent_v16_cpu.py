@@ -1,10 +1,10 @@
-"""v16 on the CPU: the first poll's delay of tagged forwards at B <= 2 (capacity.poll_delay_pays):
+"""v16 on the CPU: the first poll's delay of tagged forwards at B <= 2 (rules.poll_delay_pays):
 where the plans take it, the defines the kernels' check lines compile, the engine's flag and
 overrides. tests/test_persistent_v16_gpu.py runs the kernels."""
 import pytest
 
 from ecornn import LSTMConfig
-from ecornn.engines import persistent, persistent_capacity as cap
+from ecornn.engines import persistent, persistent_capacity as cap, persistent_rules as rules
 from tests.test_persistent_emulated import cpu_engine  # noqa: F401 - fixture
 
 H100 = cap.h100_properties()
@@ -20,7 +20,7 @@ H100 = cap.h100_properties()
 ])
 def test_tagged_forwards_up_to_batch_2_take_the_delay(dtype, hidden, batch, delayed):
     plans = cap.plan_config(H100, LSTMConfig(hidden, hidden, 1, False, dtype, batch, 8), training=True)
-    assert plans["forward"].poll_delay_ns == (cap.POLL_DELAY_NS if delayed else 0)
+    assert plans["forward"].poll_delay_ns == (rules.POLL_DELAY_NS if delayed else 0)
     assert ("POLL_DELAY_NS" in plans["forward"].defines()) == delayed
     assert getattr(plans["backward"], "poll_delay_ns", 0) == 0   # forwards only
 
@@ -37,7 +37,7 @@ def test_delay_defines_match_the_kernel_check_lines():
 def test_the_engine_flag_and_overrides_set_the_delay_last(cpu_engine, monkeypatch):
     config = LSTMConfig(1024, 1024, 1, False, "float16", 1, 8)
     mode = persistent._graph_mode("auto")
-    assert persistent.plans_for(config)["forward"].poll_delay_ns == cap.POLL_DELAY_NS
+    assert persistent.plans_for(config)["forward"].poll_delay_ns == rules.POLL_DELAY_NS
     monkeypatch.setattr(persistent, "POLL_DELAY", False)
     assert persistent.plans_for(config)["forward"].poll_delay_ns == 0
     assert persistent._graph_mode("auto") != mode                  # graphs captured with the delay are not replayed

@@ -1,11 +1,11 @@
 """`persistent` v16 on the GPU: tagged forwards at B <= 2 sleep before their warps' first poll
-(capacity.poll_delay_pays). The delay moves no value: forward and every gradient bitwise identical
+(rules.poll_delay_pays). The delay moves no value: forward and every gradient bitwise identical
 with and without it (POLL_DELAY=False), and within tolerance of float64."""
 import numpy as np
 import pytest
 
 from ecornn import LSTMConfig
-from ecornn.engines import persistent, persistent_capacity as cap
+from ecornn.engines import persistent, persistent_rules as rules
 from tests.helpers import random_problem
 from tests.test_persistent_gpu import FP32_TOL, HALF_TOL, _compare, _gradient_seeds, _run
 
@@ -17,11 +17,11 @@ def _forward_plan(config):
 
 
 @pytest.mark.parametrize("dtype, inp, hidden, layers, bidir, batch, steps, delay", [
-    ("float32", 512, 512, 1, False, 1, 40, cap.POLL_DELAY_NS),     # grid kernel with v15's projection
-    ("float32", 64, 768, 1, False, 2, 30, cap.POLL_DELAY_NS),      # grid kernel, the projection does not fit
-    ("float16", 1024, 1024, 1, False, 1, 30, cap.POLL_DELAY_NS),   # tensor cores
-    ("bfloat16", 48, 1024, 2, True, 2, 20, cap.POLL_DELAY_NS),     # tensor cores, 2 layers bidirectional
-    ("bfloat16", 2048, 2048, 1, False, 4, 16, cap.LONG_POLL_DELAY_NS),   # v18: the long delay
+    ("float32", 512, 512, 1, False, 1, 40, rules.POLL_DELAY_NS),     # grid kernel with v15's projection
+    ("float32", 64, 768, 1, False, 2, 30, rules.POLL_DELAY_NS),      # grid kernel, the projection does not fit
+    ("float16", 1024, 1024, 1, False, 1, 30, rules.POLL_DELAY_NS),   # tensor cores
+    ("bfloat16", 48, 1024, 2, True, 2, 20, rules.POLL_DELAY_NS),     # tensor cores, 2 layers bidirectional
+    ("bfloat16", 2048, 2048, 1, False, 4, 16, rules.LONG_POLL_DELAY_NS),   # v18: the long delay
 ])
 def test_the_delay_changes_no_bit(monkeypatch, rng, dtype, inp, hidden, layers, bidir, batch, steps, delay):
     config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)

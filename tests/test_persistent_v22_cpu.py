@@ -106,10 +106,10 @@ def test_onepass_projections_keep_fp32_accuracy(blas_engine, rng, monkeypatch, i
                                                 steps):
     """v25: every fp32 input projection one TF32 GEMM on split operands (MIN_3XTF32_FLOPS=0), the
     backward strict: within fp32's 1e-5; the input split once per layer for both directions."""
-    from ecornn.engines import persistent_capacity
+    from ecornn.engines import persistent_rules as rules
     monkeypatch.setattr(persistent, "MIN_3XTF32_FLOPS", 0)
     monkeypatch.setattr(persistent, "FP32_BACKWARD_GEMMS", "strict")
-    monkeypatch.setattr(persistent_capacity, "input_projection_pays", lambda plan: False)   # the GEMM before the kernel
+    monkeypatch.setattr(rules, "input_projection_pays", lambda plan: False)   # the GEMM before the kernel
     splits = []
     real_split = gpu_blas.tf32_split3
     monkeypatch.setattr(gpu_blas, "tf32_split3", lambda a, *args: splits.append(a.shape) or real_split(a, *args))

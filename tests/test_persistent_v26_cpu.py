@@ -1,13 +1,13 @@
 """v26 on the CPU: the tagged exchange past 4 polls per lane where the warps wait otherwise
-(persistent.TAGGED_WITH_WAIT). Which plans take it (capacity.tagged_projection_pays: 16-bit forwards
-at 4 < B <= 8 with the in-kernel projection; capacity.split_tagged_pays: the paired fp32 split at B=4
+(persistent.TAGGED_WITH_WAIT). Which plans take it (rules.tagged_projection_pays: 16-bit forwards
+at 4 < B <= 8 with the in-kernel projection; rules.split_tagged_pays: the paired fp32 split at B=4
 with SPLIT_POLL_DELAY_NS), that a plan losing its projection (the spill back-off, the
 IN_KERNEL_PROJECTION=False ablation) goes back to grid.sync, the TAGGED_WITH_WAIT=False ablation, and
 the emulated engine on a v26 plan against float64. The GPU tests run the kernels."""
 import pytest
 
 from ecornn import LSTMConfig
-from ecornn.engines import persistent, persistent_capacity as cap
+from ecornn.engines import persistent, persistent_capacity as cap, persistent_rules as rules
 from tests.test_persistent_mma_emulated import cpu_engine  # noqa: F401 (fixture)
 from tests.test_persistent_mma_emulated import test_mma_engine_with_emulated_kernels_matches_reference as emulated
 
@@ -42,15 +42,15 @@ def test_which_forwards_take_the_tagged_exchange_with_a_wait(dtype, inp, hidden,
         if tagged:
             assert loads <= 8
         if loads > 4:   # past v5's rule: only with a wait
-            assert tagged == (cap.tagged_projection_pays(plan) and projection
-                              or cap.split_tagged_pays("forward", plan.parts, batch, plan.k_tiles, plan.m_tiles))
+            assert tagged == (rules.tagged_projection_pays(plan) and projection
+                              or rules.split_tagged_pays("forward", plan.parts, batch, plan.k_tiles, plan.m_tiles))
 
 
 def test_the_split_takes_it_in_blocks_of_8_units_only():
     """Two directions in one grid at fp32 H=1024 B=4: 16 units per block (4 m-tiles), a longer step;
     tagged after the delay measured 1.29x slower there (7_ab_v26_layers)."""
     one = _forward(LSTMConfig(64, 1024, 2, False, "float32", 4, 16))
-    assert one.m_tiles == 2 and one.tagged and one.poll_delay_ns == cap.SPLIT_POLL_DELAY_NS
+    assert one.m_tiles == 2 and one.tagged and one.poll_delay_ns == rules.SPLIT_POLL_DELAY_NS
     both = _forward(LSTMConfig(64, 1024, 2, True, "float32", 4, 16))
     assert both.parts == 2 and both.m_tiles == 4 and not both.tagged and both.poll_delay_ns == 0
     assert both.k_tiles == one.k_tiles   # the same polls per lane
@@ -96,5 +96,5 @@ def test_engine_flags_and_the_spill_backoff(cpu_engine, monkeypatch):  # noqa: F
 def test_the_emulated_engine_on_a_v26_plan_matches_float64(cpu_engine, rng, monkeypatch):  # noqa: F811
     config = LSTMConfig(200, 384, 2, True, "bfloat16", 7, 3)   # 4 warps x 6 k-tiles, 7 rows: 42 words
     plan = cpu_engine.plans_for(config, training=True)["forward"]
-    assert plan.tagged and plan.in_kernel_projection and not cap.tagged_exchange_pays(7, plan.k_tiles)
+    assert plan.tagged and plan.in_kernel_projection and not rules.tagged_exchange_pays(7, plan.k_tiles)
     emulated(cpu_engine, rng, monkeypatch, "bfloat16", 200, 384, 2, True, 7, 3)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ecornn import LSTMConfig
-from ecornn.engines import persistent, persistent_capacity as cap
+from ecornn.engines import persistent, persistent_rules as rules
 from tests.test_persistent_gpu import (FP32_TOL, HALF_TOL, _assert_bitwise_reruns,
                                        _assert_graph_replays_match_float64, _compare)
 
@@ -42,7 +42,7 @@ def test_16bit_forward_at_batch_8_runs_tagged_with_the_projection(monkeypatch, d
     config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)
     plan = _forward_plan(config)
     assert plan.kind == "mma" and plan.tagged and plan.in_kernel_projection, plan.describe()
-    assert cap.tagged_projection_pays(plan) and plan.poll_delay_ns == 0
+    assert rules.tagged_projection_pays(plan) and plan.poll_delay_ns == 0
     _compare_under_grid_sync(monkeypatch, inp + hidden + batch, config, HALF_TOL)
 
 
@@ -55,7 +55,7 @@ def test_fp32_split_at_batch_4_runs_tagged_after_a_long_first_poll_delay(monkeyp
     config = LSTMConfig(inp, hidden, layers, bidir, "float32", 4, steps)
     plan = _forward_plan(config)
     assert plan.kind == "mma" and plan.parts == 2 and plan.tagged, plan.describe()
-    assert plan.poll_delay_ns == cap.SPLIT_POLL_DELAY_NS and plan.defines()["POLL_DELAY_NS"] == 1200
+    assert plan.poll_delay_ns == rules.SPLIT_POLL_DELAY_NS and plan.defines()["POLL_DELAY_NS"] == 1200
     _compare_under_grid_sync(monkeypatch, inp + hidden, config, FP32_TOL)
 
 

@@ -41,12 +41,12 @@ def test_tagged_exchange_matches_grid_sync_bitwise(rng, monkeypatch, dtype, hidd
 
 
 def test_default_exchange_follows_the_measured_rule():
-    from ecornn.engines import persistent_capacity as cap
+    from ecornn.engines import persistent_rules as rules
     for batch, hidden in ((1, 1024), (4, 512), (8, 1024), (16, 256)):
         config = LSTMConfig(hidden, hidden, 1, False, "float16", batch, 8)
         for name, plan in persistent.plans_for(config, training=True).items():
-            with_wait = plan.in_kernel_projection and cap.tagged_projection_pays(plan)   # v26 (forward, B=8)
-            assert plan.tagged == (cap.tagged_exchange_pays(batch, plan.k_tiles) or with_wait)
+            with_wait = plan.in_kernel_projection and rules.tagged_projection_pays(plan)   # v26 (forward, B=8)
+            assert plan.tagged == (rules.tagged_exchange_pays(batch, plan.k_tiles) or with_wait)
 
 
 def test_step_tags_wrap_around(rng):

@@ -15,7 +15,7 @@ import pytest
 
 from ecornn import LSTMConfig
 from ecornn.engines import persistent
-from ecornn.engines import persistent_capacity as cap
+from ecornn.engines import persistent_rules as rules
 from tests.test_persistent_gpu import FP32_TOL, _compare, _gradient_seeds, _run
 from tests.helpers import random_problem, rel_err
 
@@ -78,7 +78,7 @@ def test_default_exchange_follows_the_rule():
         for plan in persistent.plans_for(config, training=batch < 4).values():
             assert plan.kind == "grid"
             padded = plan.tile_shape().padded_cols
-            assert plan.tagged == cap.grid_tagged_pays(padded, batch, plan.warps)
+            assert plan.tagged == rules.grid_tagged_pays(padded, batch, plan.warps)
 
 
 @pytest.mark.parametrize("transposed", [False, True])

@@ -34,18 +34,18 @@ kernels/persistent_bwd_rows.cu (split by gate rows; BACKWARD_BY_ROWS; kind "rows
 calls with prepared weights replay CUDA graphs (persistent_train_graph); fp16/bf16 GEMMs take 16-bit
 operands (SIXTEEN_BIT_GEMMS); ``refresh`` rewrites prepared weights in place, so graphs survive.
 v12: the tensor-core forward computes x W_ih^T itself (packed W_ih tiles in shared memory) where
-capacity.input_projection_pays (tagged plans, B >= 4; IN_KERNEL_PROJECTION) instead of the GEMM.
+rules.input_projection_pays (tagged plans, B >= 4; IN_KERNEL_PROJECTION) instead of the GEMM.
 v13: fp32 forwards run on the same tensor-core kernel with every weight and h split into fp16 hi/lo
-halves (SPLIT=1, three mma per tile, ~22 significant bits) where capacity.fp32_split_pays
+halves (SPLIT=1, three mma per tile, ~22 significant bits) where rules.fp32_split_pays
 (FP32_TENSOR_CORES: B >= 8, H >= 512); W_hh is scaled by a power of two first (split_halves), and
 W_hh h0 goes into the first step's xw in fp32 (h0 is not bounded). The backward stays fp32.
 v14: at B = 1, 2, 4 the split's hi and lo rows of h share one mma N tile (two mma per tile;
 PAIRED_SPLIT). v15: the fp32 grid forward computes x W_ih^T itself too (W_ih rows in registers,
 grid_with_input_projection) under the same flag, by input_projection_pays (tagged plans, B <= 2).
-v16: tagged forwards at B <= 2 sleep before their warps' first poll (capacity.poll_delay_pays; POLL_DELAY).
+v16: tagged forwards at B <= 2 sleep before their warps' first poll (rules.poll_delay_pays; POLL_DELAY).
 v17: a 16-bit x reaches the 16-bit GEMM or kernel as it is (DIRECT_16BIT_INPUT), and output, hT and cT
 are views of one buffer (ONE_OUTPUT_BUFFER); persistent_graph replays on the caller's stream.
-v18: tagged tensor-core forwards at B = 4, H >= 2048 wait longer (capacity.long_poll_delay_pays).
+v18: tagged tensor-core forwards at B = 4, H >= 2048 wait longer (rules.long_poll_delay_pays).
 """
 from __future__ import annotations
 
@@ -90,20 +90,20 @@ FP32_BACKWARD_GEMMS = "onepass"  # v22: the fp32 backward's dX, dW_ih and dW_hh 
 MIN_3XTF32_BACKWARD_FLOPS = 2e9   # H100, fwd+bwd: v22 (three GEMMs) 8e9: 4.3 GFLOP (H=512 B=8) +0.06 ms, 8.6
                                  # -0.04, 17 (H=1024 B=8) -0.31; v25 (one pass) 2e9: 4.3 (H=1024 B=2) -0.05,
                                  # 4.8 (H=768 B=4) -0.10, H=512 B=8 a tie
-BACKWARD_BY_ROWS = "auto"  # fp32 backward: the rows kernel (v7) per capacity.rows_backward_pays, or
+BACKWARD_BY_ROWS = "auto"  # fp32 backward: the rows kernel (v7) per rules.rows_backward_pays, or
                            # True / False forced (tests, ablation); the grid backward where it does not fit
 SIXTEEN_BIT_GEMMS = True  # fp16/bf16: the GEMMs (projection, dX, dW) take 16-bit operands (cuBLAS, fp32
                           # accumulation and output): twice TF32's tensor-core rate, half the bytes;
                           # False: TF32 on fp32 copies (v5)
 IN_KERNEL_PROJECTION = "auto"  # tensor-core and grid forwards: x W_ih^T inside the kernel (v12, v15) where it fits and
-                               # capacity.input_projection_pays; True: wherever it fits; False: one GEMM
+                               # rules.input_projection_pays; True: wherever it fits; False: one GEMM
                                # before the kernel (tests, the ablation)
 FP32_TENSOR_CORES = "auto"  # fp32 forward split into fp16 halves on the tensor cores (v13) where
-                            # capacity.fp32_split_pays; True: wherever it fits; False: FFMA kernels
+                            # rules.fp32_split_pays; True: wherever it fits; False: FFMA kernels
 UNITS_FASTEST = True     # tensor-core kernels: the v11 pointwise thread order; False: the v10 one (ablation)
 PAIRED_SPLIT = True      # fp32 split at B = 1, 2, 4: hi and lo vector rows in one N tile, 2 mma per tile (v14);
                          # False: 3 mma per tile (the ablation)
-POLL_DELAY = True        # tagged forwards at B <= 2: the first poll's delay (v16, capacity.poll_delay_pays);
+POLL_DELAY = True        # tagged forwards at B <= 2: the first poll's delay (v16, rules.poll_delay_pays);
                          # False: none (the ablation)
 DIRECT_16BIT_INPUT = True  # v17: a 16-bit x reaches the 16-bit GEMM or kernel as it is (its bits); False:
                            # through an fp32 copy and back (two conversion kernels; the ablation)

@@ -1,0 +1,175 @@
+"""Which measured variant a persistent plan takes: the step's exchange (grid.sync or the tagged
+exchange), the first poll's delay, the input projection inside the kernel, the fp32 forward on the
+tensor cores, the fp32 backward by gate rows.
+
+persistent_capacity says what fits on a device; these rules say which of the fitting variants was
+faster on the H100. Each is a predicate on sizes or on a plan, with the measurement it rests on in its
+docstring (results/persistent_vN). Pure Python, no GPU needed.
+"""
+from __future__ import annotations
+
+# the exchange
+TAGGED_MAX_LOADS_PER_LANE = 4   # the tagged exchange pays up to this many 16-byte polls per lane (v5)
+TAGGED_MIN_VECTOR_WORDS = 512   # below this the whole vector sits in a few L2 lines that every warp polls
+TAGGED_PROJECTION_MAX_BATCH = 8     # v26: 16-bit forwards at 4 < B <= 8 take the tagged exchange up to ...
+TAGGED_PROJECTION_MAX_LOADS_PER_LANE = 8   # ... this many 16-byte polls per lane where the projection fits
+SPLIT_TAGGED_BATCH = 4              # v26: the paired fp32 split at B=4 takes the tagged exchange up to ...
+SPLIT_TAGGED_MAX_LOADS_PER_LANE = 8  # ... this many polls per lane, its warps sleeping SPLIT_POLL_DELAY_NS
+SPLIT_POLL_DELAY_NS = 1200          # before their first poll (a ~2.5 us step), in blocks of at most
+SPLIT_TAGGED_MAX_M_TILES = 2        # this many 16-row tiles (8 units)
+# the input projection inside the kernel
+INPUT_PROJECTION_MIN_BATCH = 4  # the in-kernel projection (v12) measured faster at B=4, slower at B=1
+GRID_INPUT_PROJECTION_MAX_BATCH = 2  # the fp32 grid forward's (v15): faster at B=1, 2, slower at B=4, 8
+# the first poll's delay
+POLL_DELAY_NS = 250             # v16: a tagged forward's warps sleep this long before their first poll ...
+POLL_DELAY_MAX_BATCH = 2        # ... at B <= 2 and H <= POLL_DELAY_MAX_HIDDEN (poll_delay_pays)
+POLL_DELAY_MAX_HIDDEN = 1024
+POLL_DELAY_PASSES = ("forward",)  # the backward's too measured no better (fwd+bwd -0.06 to +0.04 ms)
+LONG_POLL_DELAY_NS = 600        # v18: tagged tensor-core forwards at B = 4 and H >= LONG_POLL_DELAY_MIN_HIDDEN
+LONG_POLL_DELAY_MIN_HIDDEN = 2048   # without the in-kernel projection (a ~3.5 us step) wait longer
+# the fp32 forward on the tensor cores
+FP32_SPLIT_MIN_HIDDEN = 512   # v13, H100: split measured from H=512 on; smaller H untimed (cluster kernel)
+FP32_SPLIT_MIN_BATCH = 8
+FP32_PAIRED_MIN_HIDDEN = 1024  # v14: the paired split at B=4 wins from here on
+
+
+def tagged_exchange_pays(batch: int, k_tiles: int) -> bool:
+    """Whether the tagged exchange (v5) beats grid.sync() for a plan. Polling reloads a warp's whole
+    slice of the step's vector (B x 16 * k_tiles words, i.e. B * k_tiles / 8 uint4 loads per lane)
+    until all of it carries the tag, so it pays while that slice is small. H100, kernel alone,
+    tagged vs grid.sync: 1 to 4 loads per lane 1.05-1.50x faster (fwd H=1024 B=1/2/4, H=2048 B=4,
+    H=256 B=8), 8 loads 0.84x and 0.55x (fwd H=1024 B=8, B=16); fwd+bwd likewise
+    (results/persistent_v5_bench_h100.md)."""
+    return batch * k_tiles <= 8 * TAGGED_MAX_LOADS_PER_LANE
+
+
+def grid_tagged_pays(reduction_length_padded: int, batch: int, warps: int) -> bool:
+    """Whether the fp32 grid kernel's plan takes the tagged exchange (v6): the rule measured for the
+    tensor-core kernels (tagged_exchange_pays), at most TAGGED_MAX_LOADS_PER_LANE 16-byte loads per
+    lane for a warp's slice (its K columns x B words), and a vector of at least
+    TAGGED_MIN_VECTOR_WORDS words. H100 kernel alone, tagged vs grid.sync: H=256 B=1 forward (256
+    words, 8 L2 lines polled by 2048 warps) 2.51-2.62 vs 2.13-2.30 us/step; H=512 B=1 (512 words)
+    1.77 vs 2.11 (results/persistent_v6_h100, results/persistent_v7_h100)."""
+    slice_words = reduction_length_padded // warps * batch
+    small_slice = -(-slice_words // 128) <= TAGGED_MAX_LOADS_PER_LANE
+    return small_slice and reduction_length_padded * batch >= TAGGED_MIN_VECTOR_WORDS
+
+
+def tagged_projection_pays(plan) -> bool:
+    """Whether a 16-bit tensor-core forward that polls 5-8 uint4 per lane (past tagged_exchange_pays)
+    takes the tagged exchange together with the in-kernel projection (v26): the block computes the
+    next step's x W_ih^T between its publication and its polls, so the polls start when the data is
+    about there. H100, kernel alone with the projection, tagged vs grid.sync without it (the GEMM
+    comes on top of the latter; results/persistent_v26, 1_ and 2_ explorations, 3 alternated rounds):
+    fp16 H=1024 B=8 1.91-2.17 vs 2.20-2.42, bf16 H=1024 B=8 1.93 vs 2.23, fp16 H=768 B=8 1.77 vs 2.22.
+    Without the projection the same tagged plan is slower (fp16 H=1024 B=8 3.33; 2.83-3.03 with a
+    400-800 ns first-poll delay), as is grid.sync with it (2.40-2.67); at B=16 (8 loads per lane
+    with 16 warps) tagged loses with or without it (5.8; 3.5 at an 800 ns delay, vs 2.7). Whole forward,
+    alternated with v25's plan (3_ab_alternate_v26): fp16 H=1024 B=8 1.88 vs 2.31 us/step, bf16 1.80 vs 2.27."""
+    return (plan.kind == "mma" and plan.parts == 1 and plan.pass_name == "forward"
+            and INPUT_PROJECTION_MIN_BATCH < plan.batch <= TAGGED_PROJECTION_MAX_BATCH
+            and not tagged_exchange_pays(plan.batch, plan.k_tiles)
+            and plan.batch * plan.k_tiles <= 8 * TAGGED_PROJECTION_MAX_LOADS_PER_LANE)
+
+
+def split_tagged_pays(pass_name: str, parts: int, batch: int, k_tiles: int, m_tiles: int) -> bool:
+    """Whether the paired fp32 split forward at B=4 takes the tagged exchange up to
+    SPLIT_TAGGED_MAX_LOADS_PER_LANE polls per lane (v26), with SPLIT_POLL_DELAY_NS before the first
+    poll, in blocks of at most SPLIT_TAGGED_MAX_M_TILES m-tiles. H100, kernel alone (results/persistent_v26,
+    1_ and 2_, 3 alternated rounds each): H=1024 B=4 (8 loads per lane, 8 units per block) 2.49-2.62
+    us/step at 1200 ns (400-1600 ns: 2.36-2.64; none: 2.76) vs grid.sync 2.62-2.81; whole forward
+    2.58 vs 2.88 (3_ab_alternate_v26). H=1536 B=4 (12 loads) 4.76-4.90 vs 3.83-4.02 at every delay.
+    Bidirectional H=1024 B=4 (two directions in one grid: 16 units, 4 m-tiles, half the k-tiles in
+    shared memory) 2 layers 10.22 vs 7.94 us/step (7_ab_v26_layers): a longer step, hence m_tiles."""
+    return (pass_name == "forward" and parts == 2 and batch == SPLIT_TAGGED_BATCH
+            and m_tiles <= SPLIT_TAGGED_MAX_M_TILES
+            and parts * batch * k_tiles <= 8 * SPLIT_TAGGED_MAX_LOADS_PER_LANE)
+
+
+def input_projection_pays(plan) -> bool:
+    """Whether the in-kernel projection beats the GEMM before the kernel (H100, whole forward).
+    Tensor-core plans (v12, results/persistent_v12): with the tagged exchange at B >=
+    INPUT_PROJECTION_MIN_BATCH, yes (bf16 H=1024 B=4: 1.89-1.90 vs 2.18-2.23 us/step). At B=1 the GEMM
+    is small and the kernel's share costs as much (fp16 H=1024: 1.57-1.68 vs 1.52-1.55). Under
+    grid.sync it costs more than the GEMM saves: every block stages all of x_t from L2 and reads its
+    W_ih tiles from shared memory each step (0.8 us at fp16 H=1024 B=8 when not overlapped), and the
+    split barrier's window hides only part of it (fp16 B=8 2.65-2.83 vs 2.48-2.61, B=16 3.67-3.71
+    vs 3.07-3.14).
+    fp32 grid plans (v15, results/persistent_v15): the other way round. With the tagged exchange at
+    B <= GRID_INPUT_PROJECTION_MAX_BATCH, yes (H=512 B=1: 1.60 vs 1.92, B=2: 1.80-1.81 vs 2.01-2.12);
+    at B=4 the kernel grows by 0.4-0.5 us/step (1.70-1.85 vs 2.13-2.31), more than the GEMM costs
+    (whole 2.20 vs 2.01; 0.2 of it the x loads, measured with the loads left out), and at B=8 by 0.9."""
+    if plan.pass_name != "forward" or not plan.tagged:
+        return False
+    if plan.kind == "grid":
+        return plan.batch <= GRID_INPUT_PROJECTION_MAX_BATCH
+    return plan.batch >= INPUT_PROJECTION_MIN_BATCH
+
+
+def poll_delay_pays(plan) -> bool:
+    """Whether a forward's warps sleep POLL_DELAY_NS before their first poll of the tagged exchange
+    (v16). Polling re-reads the step's few L2 lines until every word carries the tag; from the block's
+    publication to the slowest block's there is time in which those polls only load L2 and delay
+    the stores they wait for. H100, kernel alone (results/persistent_v15, 3_, 7_, 8_ explorations):
+    fp32 grid H=512 B=1 1.83-1.90 -> 1.53-1.60 us/step at 250 ns (with v15's projection 1.60-1.65 ->
+    1.47-1.53), H=768 B=2 1.92-1.96 -> 1.79-1.81, H=1024 B=1/B=2 within noise; fp16 tensor cores
+    H=1024 B=1 1.41 -> 1.19-1.26 (150-600 ns), B=2 1.72 -> 1.59 (150-300 ns; 600 ns slower). Whole
+    forward at 250 ns (results/persistent_v16, three runs): fp16 H=1024 B=1 -0.12, B=2 -0.21, bf16
+    B=1 -0.14, fp32 H=768 B=2 -0.18, H=512 B=1 -0.08, H=1024 B=1 -0.07, H=512 B=2 0.00 us/step;
+    bf16 H=2048 B=2 +0.01 to +0.10 (a 3 us step: left out, POLL_DELAY_MAX_HIDDEN). Not at B=4 (fp32
+    H=512 unchanged; bf16 H=1024 with v12's projection 1.73-1.83 -> 1.91-2.30), nor with the
+    tensor-core projection, whose product already delays the polls. Forwards only (POLL_DELAY_PASSES):
+    the backward's delay on top changed fwd+bwd by -0.064 to +0.042 ms, mostly slower (13_ explorations);
+    the forward's alone by -0.02 to -0.06 ms against none."""
+    return (plan.pass_name in POLL_DELAY_PASSES and plan.tagged and plan.batch <= POLL_DELAY_MAX_BATCH
+            and plan.hidden <= POLL_DELAY_MAX_HIDDEN and not (plan.kind == "mma" and plan.in_kernel_projection))
+
+
+def long_poll_delay_pays(plan) -> bool:
+    """Whether a forward's warps sleep LONG_POLL_DELAY_NS before their first poll instead (v18): the
+    tagged tensor-core forward at B = 4 and H >= 2048, without the in-kernel projection (bf16
+    H=2048 B=4: v12's projection does not fit). H100, kernel alone (results/persistent_v15,
+    8_explore_mma_poll_delay, two runs): 3.57-3.61 us/step -> 3.44-3.45 at 600 ns; 150 and 300 ns were
+    slower (3.67-3.78). Whole forward: results/persistent_v17 (v18 rows)."""
+    return (plan.kind == "mma" and plan.parts == 1 and plan.pass_name == "forward" and plan.tagged
+            and plan.batch == 4 and plan.hidden >= LONG_POLL_DELAY_MIN_HIDDEN and not plan.in_kernel_projection)
+
+
+def split_poll_delay_pays(plan) -> bool:
+    """Whether a split forward that split_tagged_pays made tagged (past tagged_exchange_pays)
+    sleeps SPLIT_POLL_DELAY_NS before its first poll (v26)."""
+    return (plan.kind == "mma" and plan.parts == 2 and plan.tagged and plan.paired
+            and split_tagged_pays(plan.pass_name, plan.parts, plan.batch, plan.k_tiles, plan.m_tiles)
+            and not tagged_exchange_pays(plan.parts * plan.batch, plan.k_tiles))
+
+
+def poll_delay_ns(plan) -> int:
+    """The forward's first-poll delay: POLL_DELAY_NS (v16), SPLIT_POLL_DELAY_NS (v26),
+    LONG_POLL_DELAY_NS (v18) or none."""
+    if poll_delay_pays(plan):
+        return POLL_DELAY_NS
+    if split_poll_delay_pays(plan):
+        return SPLIT_POLL_DELAY_NS
+    return LONG_POLL_DELAY_NS if long_poll_delay_pays(plan) else 0
+
+
+def fp32_split_pays(plan) -> bool:
+    """Whether the fp32 forward runs split on the tensor cores (v13) rather than on FFMA. H100, whole
+    forward µs/step split vs FFMA (results/persistent_v13, persistent_v14): B >= 8 wins (H=1024 B=8
+    4.07 vs 5.12, B=16 5.94 vs 10.69; H=512 B=8 2.63 vs 2.71, B=16 3.91 vs 4.36). At B=4 the paired
+    split (2 mma per tile) wins from H=1024 on (3.08 vs 3.16, kernel 2.51 vs 2.61; H=1536 4.80 vs
+    5.42) and loses at H=512 (2.45 vs 1.94). B=1, 2 lose (H=1024 2.36 / 2.67 vs 2.16 / 2.19, H=512
+    1.91 / 2.08 vs 1.99 / 2.02, H=1536 B=2 3.93 vs 3.65): the mma.sync issue and the grid barrier
+    bound the step where FFMA's work, growing with B, is still small."""
+    if plan.hidden < FP32_SPLIT_MIN_HIDDEN:
+        return False
+    return plan.batch >= FP32_SPLIT_MIN_BATCH or (plan.paired and plan.batch == 4
+                                                   and plan.hidden >= FP32_PAIRED_MIN_HIDDEN)
+
+
+def rows_backward_pays(hidden: int, batch: int) -> bool:
+    """Whether the rows backward (v7) replaces a grid backward that fits. H100, fwd+bwd ms, rows vs
+    grid backward (results/persistent_v7_h100/2_coalesced_reduce): H=1024 B=4 2.52 vs 2.76, B=8 4.21
+    vs 4.51; H=512 B=4 1.54 vs 1.48, H=256 B=1 1.52 vs 1.14. Elsewhere it runs only where the grid
+    backward does not fit (H=1024 B=16)."""
+    return hidden >= 1024 and batch >= 4
