@@ -14,6 +14,16 @@ record_device() {  # file
   cat "$1"
 }
 
+# The named GPU test files (-m gpu) under a timeout ($TEST_TIMEOUT, else 300 s), run from /tmp so
+# that the installed checkout is imported; the log's last 40 lines go to the file, 15 are printed.
+run_gpu_tests() {  # log test_file...
+  local log=$1; shift
+  (cd /tmp && timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -q -m gpu -rfEs -p no:cacheprovider \
+    --import-mode=append --rootdir "$REPO" "$@" 2>&1 \
+    | grep -v "moduleUnload\|Exception ignored\|NoneType\|excepthook\|^$" | tail -40) > "$log"
+  tail -15 "$log"
+}
+
 # compute-sanitizer (memcheck and racecheck, or $SAN_TOOLS) over one small-run script, each tool
 # under a timeout ($SAN_TIMEOUT, else the third argument); the log is written and printed.
 run_sanitizers() {  # script log [timeout_s] [tail_lines]

@@ -10,11 +10,8 @@ STAGES=${STAGES:-"tests probe bench alternate"}
 for stage in $STAGES; do
   case $stage in
     tests)
-      (cd /tmp && timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -q -m gpu -rfEs -p no:cacheprovider \
-        --import-mode=append --rootdir "$REPO" ${TESTS:-"$REPO/tests/test_persistent_v25_gpu.py" \
-        "$REPO/tests/test_persistent_v22_gpu.py" "$REPO/tests/test_persistent_v6_gpu.py"} 2>&1 \
-        | grep -v "moduleUnload\|Exception ignored\|NoneType\|excepthook\|^$" | tail -40) > "$OUT/tests.log"
-      tail -15 "$OUT/tests.log" ;;
+      run_gpu_tests "$OUT/tests.log" ${TESTS:-"$REPO/tests/test_persistent_v25_gpu.py" "$REPO/tests/test_persistent_v22_gpu.py" \
+        "$REPO/tests/test_persistent_v6_gpu.py"} ;;
     probe) timeout 120 python3 benchmarks/bench_tf32_onepass.py --out "$OUT" 2>&1 | tail -12 ;;
     bench) timeout 300 python3 benchmarks/bench_persistent_v25.py "$OUT" ${BENCH_ARGS:-} 2>&1 | tail -12 ;;
     alternate) timeout 240 python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v25 --rounds 3 --rows 4 \

@@ -10,12 +10,8 @@ STAGES=${STAGES:-"tests alternate bench"}
 for stage in $STAGES; do
   case $stage in
     tests)
-      (cd /tmp && timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -q -m gpu -rfEs -p no:cacheprovider \
-        --import-mode=append --rootdir "$REPO" ${TESTS:-"$REPO/tests/test_persistent_v26_gpu.py" \
-        "$REPO/tests/test_persistent_v12_gpu.py" "$REPO/tests/test_persistent_v17_gpu.py" \
-        "$REPO/tests/test_persistent_v23_gpu.py"} 2>&1 \
-        | grep -v "moduleUnload\|Exception ignored\|NoneType\|excepthook\|^$" | tail -40) > "$OUT/tests.log"
-      tail -15 "$OUT/tests.log" ;;
+      run_gpu_tests "$OUT/tests.log" ${TESTS:-"$REPO/tests/test_persistent_v26_gpu.py" "$REPO/tests/test_persistent_v12_gpu.py" \
+        "$REPO/tests/test_persistent_v17_gpu.py" "$REPO/tests/test_persistent_v23_gpu.py"} ;;
     alternate) timeout "${ALT_TIMEOUT:-200}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v26 \
       --rounds "${ROUNDS:-3}" --rows "${ROWS:-6}" --name ab_alternate_v26 2>&1 | tail -9 ;;
     bench) timeout "${BENCH_TIMEOUT:-150}" python3 benchmarks/bench_persistent_v26.py "$OUT" ${BENCH_ARGS:-} 2>&1 | tail -12 ;;
