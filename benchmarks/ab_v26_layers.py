@@ -54,7 +54,7 @@ def time_cell(cell, rounds, repeats):
             if r:
                 out[mode]["fwd"].append(us)
                 out[mode]["train"].append(ms)
-                out[mode]["plan"] = plan.describe() + (" tagged" if plan.tagged else " grid.sync")
+                out[mode]["plan"] = plan.describe()
     return out
 
 

@@ -98,3 +98,22 @@ def test_the_emulated_engine_on_a_v26_plan_matches_float64(cpu_engine, rng, monk
     plan = cpu_engine.plans_for(config, training=True)["forward"]
     assert plan.tagged and plan.in_kernel_projection and not rules.tagged_exchange_pays(7, plan.k_tiles)
     emulated(cpu_engine, rng, monkeypatch, "bfloat16", 200, 384, 2, True, 7, 3)
+
+
+@pytest.mark.parametrize("dtype, hidden, batch, training, expected, absent", [
+    ("float16", 1024, 8, False, ["tensor cores, float16)", "tagged exchange", "input projection in the kernel"],
+     ["first poll", "grid.sync"]),
+    ("float16", 1024, 16, False, ["grid.sync exchange"], ["tagged", "input projection"]),
+    ("float32", 1024, 4, False, ["float32 as fp16 hi/lo halves, 2 mma per tile", "tagged exchange (first poll after 1200 ns)"],
+     ["grid.sync"]),
+    ("float32", 1024, 8, False, ["float32 as fp16 hi/lo halves, 3 mma per tile", "grid.sync exchange"], ["tagged"]),
+    ("float32", 512, 1, True, ["columns in registers", "tagged exchange (first poll after 250 ns)"], ["tensor cores"]),
+])
+def test_a_plan_describes_its_exchange_and_first_poll_delay(dtype, hidden, batch, training, expected, absent):
+    """describe() (the planner's reason, kernel_report, the benches' plan column) names the exchange a
+    plan takes and its delay, so that a v26 plan can be told from v25's by what it prints."""
+    plan = _forward(LSTMConfig(hidden, hidden, 1, False, dtype, batch, 16), training)
+    text = plan.describe()
+    assert all(e in text for e in expected), text
+    assert not any(a in text for a in absent), text
+    assert ("tagged exchange" in text) == plan.tagged and ("first poll after" in text) == (plan.poll_delay_ns > 0)

@@ -163,7 +163,15 @@ class KernelPlan(_PassGeometry, _TiledPlan, _LayerLaunch):
         projection = f", input projection in the kernel ({self.input_cols} columns)" if self.input_cols else ""
         return (f"{self.pass_name}: {self.grid} blocks x {self.threads} threads, {self.units} units/block, "
                 f"{self.reg_cols}/{self.cols_per_lane} columns in registers, "
-                f"{self.smem_bytes // 1024} KB smem, {self.launches} launch(es){projection}")
+                f"{self.smem_bytes // 1024} KB smem, {self.launches} launch(es){projection}, "
+                f"{exchange_text(self.tagged, self.poll_delay_ns)}")
+
+
+def exchange_text(tagged: bool, poll_delay_ns: int) -> str:
+    """How a plan's blocks pass the step's vector, for describe()."""
+    if not tagged:
+        return "grid.sync exchange"
+    return "tagged exchange" + (f" (first poll after {poll_delay_ns} ns)" if poll_delay_ns else "")
 
 
 def choose_lanes(rows: int) -> tuple:
@@ -726,9 +734,11 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
 
     def describe(self) -> str:
         projection = f", input projection in the kernel ({self.input_k_tiles} k-tiles)" if self.input_k_tiles else ""
-        return (f"{self.pass_name} (tensor cores, {self.dtype}): {self.grid} blocks x {self.threads} threads, "
+        split = "" if self.parts == 1 else f" as fp16 hi/lo halves, {self.mma_per_tile} mma per tile"
+        return (f"{self.pass_name} (tensor cores, {self.dtype}{split}): {self.grid} blocks x {self.threads} threads, "
                 f"{self.units} units/block, {self.reg_k_tiles}/{self.k_tiles} k-tiles in registers, "
-                f"{self.smem_bytes // 1024} KB smem, {self.launches} launch(es){projection}")
+                f"{self.smem_bytes // 1024} KB smem, {self.launches} launch(es){projection}, "
+                f"{exchange_text(self.tagged, self.poll_delay_ns)}")
 
     def with_exchange(self, tagged: bool) -> "MmaPlan":
         """The same plan with the other exchange (same shared memory)."""
