@@ -5,6 +5,8 @@ strategy asked for); prints µs per timestep, TFLOP/s, and which strategy ran an
 ``python -m ecornn.run sweep [options]``: a grid of hidden/batch/dtype/mode, every strategy, cuDNN
 and the planner's pick; table, --json, --csv, --plot.
 ``python -m ecornn.run calibrate``: fit the planner's cost model on this GPU and cache it.
+``python -m ecornn.run plan [--device h100] [options]``: what the planner would run, and why, without
+running it (``ecornn.run_plan``).
 """
 from __future__ import annotations
 
@@ -102,6 +104,9 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] == "sweep":
         return sweep_main(argv[1:])
+    if argv and argv[0] == "plan":
+        from .run_plan import main as plan_main
+        return plan_main(argv[1:])
     if argv and argv[0] == "calibrate":
         from .calibrate import main as calibrate_main
         return calibrate_main(argv[1:])
