@@ -19,8 +19,9 @@ import bench_persistent as bp  # noqa: E402
 from bench_persistent_v26 import MODES  # noqa: E402
 from bench_persistent_v5 import _train_ms  # noqa: E402
 
+# (dtype, hidden, batch, layers, bidirectional)
 CELLS = [("float16", 512, 8, 2, True), ("bfloat16", 768, 8, 2, True), ("float16", 1024, 8, 3, False),
-         ("float32", 1024, 4, 2, True), ("float32", 1024, 4, 2, False)]   # (dtype, hidden, batch, layers, bidirectional)
+         ("float32", 1024, 4, 2, True), ("float32", 1024, 4, 2, False)]
 
 
 def _problem(dtype, hidden, batch, layers, bidir):

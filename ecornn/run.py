@@ -47,15 +47,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def config_from_args(args, default: dict) -> LSTMConfig:
+    """The problem the options name, sizes not given taken from ``default`` (GPU_DEFAULT, CPU_DEFAULT)."""
+    pick = lambda value, key: default[key] if value is None else value  # noqa: E731
+    hidden = pick(args.hidden, "hidden")
+    return LSTMConfig(input_size=hidden if args.input is None else args.input, hidden_size=hidden,
+                      num_layers=args.layers, bidirectional=args.bidirectional, dtype=args.dtype,
+                      batch=pick(args.batch, "batch"), seq_len=pick(args.seq_len, "seq_len"))
+
+
 def resolve_config(args) -> tuple:
     on_gpu = gpu_available() and args.strategy != "reference"
     default = GPU_DEFAULT if on_gpu else CPU_DEFAULT
-    pick = lambda value, key: default[key] if value is None else value  # noqa: E731
-    hidden = pick(args.hidden, "hidden")
-    config = LSTMConfig(input_size=hidden if args.input is None else args.input, hidden_size=hidden, num_layers=args.layers,
-                        bidirectional=args.bidirectional, dtype=args.dtype,
-                        batch=pick(args.batch, "batch"), seq_len=pick(args.seq_len, "seq_len"))
-    iterations = pick(args.iterations, "iterations")
+    config = config_from_args(args, default)
+    iterations = default["iterations"] if args.iterations is None else args.iterations
     if iterations <= 0:
         raise EcornnError(f"--iterations: expected a positive int, got {iterations}")
     return config, iterations, on_gpu

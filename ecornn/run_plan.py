@@ -13,25 +13,15 @@ from .config import LSTMConfig
 from .devices import KNOWN, DeviceSpec, current
 from .errors import EcornnError, NotSupported
 from .planner import persistent_fit, plan
-
-DEFAULT_SIZES = dict(hidden=1024, batch=8, seq_len=256)   # the runner's GPU default
+from .run import GPU_DEFAULT, build_parser, config_from_args
 
 
 def build_plan_parser():
-    from .run import build_parser
     p = build_parser()
     p.prog, p.description = "python -m ecornn.run plan", __doc__.splitlines()[0]
     p.add_argument("--device", choices=sorted(KNOWN),
                    help="plan for this GPU (default: the current one; required without a GPU)")
     return p
-
-
-def _config(args) -> LSTMConfig:
-    pick = lambda value, key: DEFAULT_SIZES[key] if value is None else value  # noqa: E731
-    hidden = pick(args.hidden, "hidden")
-    return LSTMConfig(input_size=hidden if args.input is None else args.input, hidden_size=hidden,
-                      num_layers=args.layers, bidirectional=args.bidirectional, dtype=args.dtype,
-                      batch=pick(args.batch, "batch"), seq_len=pick(args.seq_len, "seq_len"))
 
 
 def _device(name) -> DeviceSpec:
@@ -43,9 +33,11 @@ def _device(name) -> DeviceSpec:
     return device
 
 
-def _persistent_passes(config, device, training) -> dict:
-    """pass -> describe() of what the persistent engine would run (the capacity model's plans),
-    or {"error": why it cannot}."""
+def _persistent_passes(chosen, config, device, training) -> dict:
+    """pass -> describe() of what the persistent engine would run, or {"error": why it cannot}: the
+    planner's own kernel configuration where it chose persistent, else the capacity model's plans."""
+    if chosen.strategy == "persistent":
+        return dict(chosen.kernel_config["passes"])
     try:
         return dict(persistent_fit(config, device, training)["passes"])
     except NotSupported as exc:
@@ -59,7 +51,7 @@ def describe_plan(config: LSTMConfig, device: DeviceSpec, strategy: str = "auto"
     return {"config": config.__dict__, "training": training, "device": device.name,
             "strategy": chosen.strategy, "predicted_us_per_step": chosen.predicted_us_per_step,
             "reason": chosen.reason, "predictions": dict(chosen.predictions), "rejected": dict(chosen.rejected),
-            "persistent_passes": _persistent_passes(config, device, training)}
+            "persistent_passes": _persistent_passes(chosen, config, device, training)}
 
 
 def _print(record: dict) -> None:
@@ -81,7 +73,8 @@ def _print(record: dict) -> None:
 def main(argv) -> int:
     args = build_plan_parser().parse_args(argv)
     try:
-        record = describe_plan(_config(args), _device(args.device), args.strategy, args.training)
+        record = describe_plan(config_from_args(args, GPU_DEFAULT), _device(args.device), args.strategy,
+                               args.training)
     except EcornnError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

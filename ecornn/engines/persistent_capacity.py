@@ -824,13 +824,14 @@ def without_input_projection(plan):
 
 def without_tagged_wait(plan):
     """``plan`` under v5's exchange rule alone (the v26 ablation): a forward tagged by
-    rules.tagged_projection_pays goes back to grid.sync and the GEMM, one tagged by rules.split_tagged_pays to
-    grid.sync (its delay follows from with_poll_delay)."""
+    rules.tagged_projection_pays goes back to grid.sync and the GEMM, one tagged by
+    rules.split_tagged_pays to grid.sync (its delay follows from with_poll_delay)."""
     if plan.kind != "mma" or not plan.tagged or rules.tagged_exchange_pays(plan.parts * plan.batch, plan.k_tiles):
         return plan
     if rules.tagged_projection_pays(plan):
         return without_input_projection(plan)
-    return plan.with_exchange(False) if rules.split_tagged_pays(plan.pass_name, plan.parts, plan.batch, plan.k_tiles, plan.m_tiles) else plan
+    split_tagged = rules.split_tagged_pays(plan.pass_name, plan.parts, plan.batch, plan.k_tiles, plan.m_tiles)
+    return plan.with_exchange(False) if split_tagged else plan
 
 
 def with_poll_delay(plan, enabled=True):
@@ -883,7 +884,8 @@ def _mma_candidate(props, pass_name, dtype, hidden, batch, directions, warps, un
     smem = mma_smem_bytes(pass_name, batch, warps, m_tiles, k_tiles, k_tiles - reg_k_tiles, parts)
     if smem > props["smem_per_block_optin"] - SMEM_RESERVED_PER_BLOCK:
         return None
-    tagged = rules.tagged_exchange_pays(parts * batch, k_tiles) or rules.split_tagged_pays(pass_name, parts, batch, k_tiles, m_tiles)
+    tagged = (rules.tagged_exchange_pays(parts * batch, k_tiles)
+              or rules.split_tagged_pays(pass_name, parts, batch, k_tiles, m_tiles))
     return MmaPlan(hidden=hidden, batch=batch, directions_per_launch=directions, launches=1, units=units,
                    blocks_per_dir=-(-hidden // units), warps=warps, pass_name=pass_name, dtype=dtype,
                    m_tiles=m_tiles, k_tiles=k_tiles, reg_k_tiles=reg_k_tiles,
@@ -1028,6 +1030,8 @@ def small_gpu_properties(sm_count: int = 20) -> dict:
 
 
 __all__ = ["KernelPlan", "ClusterPlan", "MmaPlan", "plan_mma", "plan_mma_config", "with_input_projection",
-           "with_tagged_projection", "without_input_projection", "without_tagged_wait", "layer_input_sizes", "plan_grid_config", "plan_cluster", "predicted_cluster_us_per_step", "plan_pass", "plan_config", "largest_hidden", "choose_lanes",
+           "with_tagged_projection", "without_input_projection", "without_tagged_wait", "layer_input_sizes",
+           "plan_grid_config", "plan_cluster", "predicted_cluster_us_per_step", "plan_pass", "plan_config",
+           "largest_hidden", "choose_lanes",
            "h100_properties", "a100_properties", "small_gpu_properties", "predicted_us_per_step",
            "largest_mma_hidden", "predicted_mma_us_per_step"]
