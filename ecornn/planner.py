@@ -80,13 +80,12 @@ def persistent_fit(config: LSTMConfig, device: DeviceSpec, training: bool = Fals
 def _cluster_forward(config: LSTMConfig, props: dict):
     """The cluster plan the persistent engine's "auto" variant would run, or None."""
     from .engines import persistent, persistent_capacity
-    if not persistent.CLUSTER_DEFAULT:
-        return None
     try:
-        return persistent_capacity.plan_cluster(props, config.hidden_size, config.batch,
+        plan = persistent_capacity.plan_cluster(props, config.hidden_size, config.batch,
                                                 config.num_directions, persistent.AUTO_MAX_CLUSTER)
     except NotSupported:
         return None
+    return plan if persistent.auto_takes_cluster(plan) else None
 
 
 def _feasible_kernel(strategy: str, config: LSTMConfig, device: DeviceSpec, live: bool,

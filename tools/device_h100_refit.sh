@@ -1,6 +1,7 @@
 #!/bin/bash
 # Device visits for the H100 planner refit and the #5 plots: PARTS from
 #   suite      the whole GPU test suite (full log)
+#   tests      the GPU test files named in $TESTS (tests.log)
 #   inference  sweep fp32 + bf16 inference, every strategy and cuDNN (plots, inference constants)
 #   training   sweep fp32 + bf16 training, every strategy (training constants)
 # each under its own timeout; results in $OUT (at most 8 files come back), CuPy's kernel cache saved
@@ -26,6 +27,7 @@ for part in ${PARTS:-suite}; do
         -p no:cacheprovider --rootdir "$REPO" "$REPO/tests" > "$OUT/gpu_suite.log" 2>&1
        echo "pytest exit: $? (124: timeout)" >> "$OUT/gpu_suite.log")
       tail -25 "$OUT/gpu_suite.log" ;;
+    tests) run_gpu_tests "$OUT/tests.log" $TESTS ;;
     inference) sweep inference ${INFERENCE_TIMEOUT:-300} ;;
     training) sweep training ${TRAINING_TIMEOUT:-300} --no-torch ;;
   esac

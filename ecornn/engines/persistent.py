@@ -17,7 +17,8 @@ v3 (forward only, `variant="cluster"`): when W_hh of a layer fits ONE thread-blo
 each direction on its own cluster (one ordinary launch per layer) with a cluster barrier per step
 and h exchanged through distributed shared memory. A training-mode cluster forward saves the same
 reserve as v2, whose backward kernel consumes it. `variant="auto"` takes the cluster kernel for
-inference only while CLUSTER_DEFAULT is True, on clusters of at most AUTO_MAX_CLUSTER blocks.
+inference only (CLUSTER_DEFAULT), on clusters of at most AUTO_MAX_CLUSTER blocks, and since v27 only
+where rules.cluster_pays (a short step per block; else the grid kernel is faster).
 
 v4 (fp16/bf16, `variant="mma"`): kernels/persistent_mma.cu keeps W_hh on chip as packed 16-bit
 mma A-fragments (half the bytes of the widened fp32 tiles, so H=2048 fits) and runs the step's
@@ -64,6 +65,7 @@ from ..layouts.persistent import (gather, gather_index, mma_fragment_order, pack
                                  pack_mma_fragments, pack_split_fragments)
 from ..weights import LayerWeights, slot
 from . import persistent_capacity as capacity
+from . import persistent_rules as rules
 from . import persistent_graph, persistent_refresh, persistent_train_graph
 
 name = "persistent"
@@ -71,7 +73,8 @@ device = "gpu"
 
 SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
 REG_COL_BACKOFF = 8  # register columns moved to shared memory per retry when a build spills
-CLUSTER_DEFAULT = True  # "auto" prefers the cluster kernel for inference (green and faster on the device, v3)
+CLUSTER_DEFAULT = "auto"  # fp32 inference: "auto" takes the cluster kernel where it fits and rules.cluster_pays
+                          # (v27); True: wherever it fits (v3); False: never (the grid kernel)
 POISON_OUTPUTS = False  # tests set True: outputs start as NaN, so an element no kernel wrote fails
 VARIANTS = ("auto", "grid", "cluster", "mma")
 MAX_CLUSTER = 16         # 16 needs CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (set below)
@@ -699,10 +702,17 @@ def _launch_cluster(plan, args: tuple):
     kern((final.grid,), (final.threads,), args, shared_mem=final.smem_bytes)
 
 
+def auto_takes_cluster(plan) -> bool:
+    """Whether variant "auto" runs this fitting cluster plan for an inference forward (CLUSTER_DEFAULT:
+    "auto" where rules.cluster_pays, True wherever it fits; at most AUTO_MAX_CLUSTER blocks)."""
+    if not CLUSTER_DEFAULT or plan.cluster > AUTO_MAX_CLUSTER:
+        return False
+    return CLUSTER_DEFAULT is True or rules.cluster_pays(capacity.cluster_issue_slots(plan), plan.batch)
+
+
 def _cluster_choice(config, training: bool, variant: str):
     """The (built) cluster plan when this call runs the cluster kernel, else None. "cluster" raises
-    NotSupported where it does not fit; "auto" uses it for inference while CLUSTER_DEFAULT is set,
-    on clusters of at most AUTO_MAX_CLUSTER blocks."""
+    NotSupported where it does not fit; "auto" uses it for inference where auto_takes_cluster."""
     if variant not in VARIANTS:
         raise ValueError(f"variant: expected one of {VARIANTS}, got {variant!r}")
     if variant in ("grid", "mma") or (variant == "auto" and (training or not CLUSTER_DEFAULT)):
@@ -711,7 +721,7 @@ def _cluster_choice(config, training: bool, variant: str):
         return None   # 16-bit: the tensor-core kernel first, then the grid kernel
     try:
         plan = cluster_plan(config)
-        if variant == "auto" and plan.cluster > AUTO_MAX_CLUSTER:
+        if variant == "auto" and not auto_takes_cluster(plan):
             return None
         _cluster_kernel(plan, _device_id())
     except NotSupported:
@@ -891,7 +901,8 @@ def _graph_mode(variant) -> tuple:
     return (variant, TAGGED_EXCHANGE, FP32_GEMMS, MIN_3XTF32_FLOPS, FP32_BACKWARD_GEMMS, MIN_3XTF32_BACKWARD_FLOPS,
             BACKWARD_BY_ROWS, SIXTEEN_BIT_GEMMS,
             IN_KERNEL_PROJECTION, UNITS_FASTEST, FP32_TENSOR_CORES, PAIRED_SPLIT, POLL_DELAY, DIRECT_16BIT_INPUT,
-            ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS, X_PREFETCH, TAGGED_WITH_WAIT)
+            ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS, X_PREFETCH, TAGGED_WITH_WAIT,
+            CLUSTER_DEFAULT, AUTO_MAX_CLUSTER)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,

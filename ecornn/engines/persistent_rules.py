@@ -1,6 +1,6 @@
-"""Which measured variant a persistent plan takes: the step's exchange (grid.sync or the tagged
-exchange), the first poll's delay, the input projection inside the kernel, the fp32 forward on the
-tensor cores, the fp32 backward by gate rows.
+"""Which measured variant a persistent plan takes: the cluster or the grid kernel for fp32 inference,
+the step's exchange (grid.sync or the tagged exchange), the first poll's delay, the input projection
+inside the kernel, the fp32 forward on the tensor cores, the fp32 backward by gate rows.
 
 persistent_capacity says what fits on a device; these rules say which of the fitting variants was
 faster on the H100. Each is a predicate on sizes or on a plan, with the measurement it rests on in its
@@ -8,6 +8,9 @@ docstring (results/persistent_vN). Pure Python, no GPU needed.
 """
 from __future__ import annotations
 
+# the cluster kernel (fp32 inference)
+CLUSTER_MAX_ISSUE_SLOTS = 1000  # v27: the cluster forward wins at B <= 2 up to 932 issue slots per step ...
+CLUSTER_MAX_ISSUE_SLOTS_BATCHED = 600   # ... and at B > 2 up to 560; it loses from 1088 and 620
 # the exchange
 TAGGED_MAX_LOADS_PER_LANE = 4   # the tagged exchange pays up to this many 16-byte polls per lane (v5)
 TAGGED_MIN_VECTOR_WORDS = 512   # below this the whole vector sits in a few L2 lines that every warp polls
@@ -31,6 +34,21 @@ LONG_POLL_DELAY_MIN_HIDDEN = 2048   # without the in-kernel projection (a ~3.5 u
 FP32_SPLIT_MIN_HIDDEN = 512   # v13, H100: split measured from H=512 on; smaller H untimed (cluster kernel)
 FP32_SPLIT_MIN_BATCH = 8
 FP32_PAIRED_MIN_HIDDEN = 1024  # v14: the paired split at B=4 wins from here on
+
+
+def cluster_pays(issue_slots: int, batch: int) -> bool:
+    """Whether the cluster forward (v3: one cluster of 8 blocks per direction, a cluster barrier and
+    DSMEM per step) beats the grid kernel, by the cluster block's issue slots per step
+    (capacity.cluster_issue_slots) and the batch. H100, whole forward, alternated
+    (results/persistent_v27/3_, 5_; 28 one-layer cells, H 64-448, B 1-32), cluster/grid:
+    - B <= 2: 0.43-0.92 up to 932 slots (H=320 B=2, H=384 B=1); 1.13-1.20 from 1334 (H=448 B=1,
+      H=384 B=2);
+    - B > 2: 0.62-0.91 up to 560 slots (H=128 B=8, H=64 B=32); 1.11-1.89 from 620 on (H=96 B=16,
+      H=200 B=4, H=128 B=12, H=160 B=8, H=100 B=16, H=256 B=4 1.16, H=256 B=8 2.11).
+    The grid kernel's step is ~1.7-2.0 us from B=2 on (v5-v26); the cluster's grows with its issue
+    slots, and past B=2 also with the units x batch that each block activates and pushes to all 8.
+    Two directions and 2-3 layers measured alike (H=256 B=1 0.61, B=2 0.81, B=4 1.28)."""
+    return issue_slots <= (CLUSTER_MAX_ISSUE_SLOTS if batch <= 2 else CLUSTER_MAX_ISSUE_SLOTS_BATCHED)
 
 
 def tagged_exchange_pays(batch: int, k_tiles: int) -> bool:
