@@ -68,3 +68,22 @@ def test_graphs_captured_under_one_cluster_setting_are_not_replayed_under_anothe
     mode = persistent._graph_mode("auto")
     monkeypatch.setattr(persistent, "CLUSTER_DEFAULT", True)
     assert persistent._graph_mode("auto") != mode
+
+
+# The fp32 split below H=512 (results/persistent_v27/8_): split/FFMA whole forward < 1 (wins), else ties/losses
+SPLIT_WINS = [(128, 32), (192, 32), (256, 32), (384, 32), (320, 16), (384, 16), (448, 16)]
+SPLIT_LEFT = [(128, 16), (192, 16), (256, 16), (256, 8), (320, 8), (384, 8), (448, 8), (256, 4), (384, 1)]
+
+
+@pytest.mark.parametrize("hidden, batch", SPLIT_WINS + SPLIT_LEFT)
+def test_fp32_forwards_below_h512_split_where_it_measured_faster(hidden, batch):
+    config = LSTMConfig(hidden, hidden, 1, False, "float32", batch, 256)
+    forward = cap.plan_config(cap.h100_properties(), config, False)["forward"]
+    split = getattr(forward, "parts", 1) == 2
+    assert split == ((hidden, batch) in SPLIT_WINS), forward.describe()
+
+
+def test_the_split_below_h512_trains_with_the_fp32_backward():
+    config = LSTMConfig(40, 384, 2, True, "float32", 16, 256)
+    passes = cap.plan_config(cap.h100_properties(), config, True)
+    assert passes["forward"].parts == 2 and passes["backward"].kind != "mma"

@@ -1,13 +1,15 @@
 """`persistent` v27 on the GPU: fp32 inference runs the cluster kernel only where
 rules.cluster_pays, else the grid kernel. Each call is checked for the kernel that ran (a spy counts
-the cluster launches) and against the float64 reference; the inference graph replays too."""
+the cluster launches) and against the float64 reference; the inference graph replays too. fp32
+forwards below H=512 run split on the tensor cores at B >= 32 (and B >= 16 from H=320): forward,
+states and every gradient against float64."""
 import numpy as np
 import pytest
 
 from ecornn import LSTMConfig, lstm_forward
 from ecornn.engines import persistent
 from tests.helpers import random_problem, rel_err
-from tests.test_persistent_gpu import FP32_TOL, _as64, _assert_graph_replays_match_float64
+from tests.test_persistent_gpu import FP32_TOL, _as64, _assert_graph_replays_match_float64, _compare
 
 pytestmark = pytest.mark.gpu
 
@@ -48,3 +50,16 @@ def test_fp32_inference_runs_the_kernel_the_rule_picks(rng, cluster_launches, in
 @pytest.mark.parametrize("hidden, batch, kind", [(256, 8, "grid"), (128, 2, "cluster")])
 def test_inference_graph_replays_match_float64(rng, hidden, batch, kind):
     _assert_graph_replays_match_float64(rng, LSTMConfig(hidden, hidden, 1, False, "float32", batch, 40), kind)
+
+
+@pytest.mark.parametrize("inp, hidden, layers, bidir, batch, steps", [
+    (384, 384, 1, False, 16, 30),    # the bench's row: 3.37 vs 4.76 us/step
+    (40, 256, 2, True, 32, 12),      # two directions in one grid, inputs 40 and 512
+    (200, 320, 1, False, 24, 9),     # 107 blocks, B=24 (three of the mma's 8-column tiles)
+    (128, 128, 1, False, 33, 50),    # B=33: a fifth N tile with one column
+])
+def test_fp32_split_below_h512_matches_float64(rng, inp, hidden, layers, bidir, batch, steps):
+    config = LSTMConfig(inp, hidden, layers, bidir, "float32", batch, steps)
+    plan = persistent._final(persistent.plans_for(config, training=True)["forward"])
+    assert plan.kind == "mma" and plan.parts == 2, plan.describe()
+    _compare(rng, config, FP32_TOL)

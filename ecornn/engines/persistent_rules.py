@@ -31,8 +31,10 @@ POLL_DELAY_PASSES = ("forward",)  # the backward's too measured no better (fwd+b
 LONG_POLL_DELAY_NS = 600        # v18: tagged tensor-core forwards at B = 4 and H >= LONG_POLL_DELAY_MIN_HIDDEN
 LONG_POLL_DELAY_MIN_HIDDEN = 2048   # without the in-kernel projection (a ~3.5 us step) wait longer
 # the fp32 forward on the tensor cores
-FP32_SPLIT_MIN_HIDDEN = 512   # v13, H100: split measured from H=512 on; smaller H untimed (cluster kernel)
+FP32_SPLIT_MIN_HIDDEN = 512   # v13, H100: the split at B >= FP32_SPLIT_MIN_BATCH from H=512 on
 FP32_SPLIT_MIN_BATCH = 8
+FP32_SPLIT_SMALL_MIN_BATCH = 32         # v27: below FP32_SPLIT_MIN_HIDDEN the split wins from B=32 ...
+FP32_SPLIT_SMALL_B16_MIN_HIDDEN = 320   # ... and at 16 <= B < 32 from H=320
 FP32_PAIRED_MIN_HIDDEN = 1024  # v14: the paired split at B=4 wins from here on
 
 
@@ -178,9 +180,14 @@ def fp32_split_pays(plan) -> bool:
     split (2 mma per tile) wins from H=1024 on (3.08 vs 3.16, kernel 2.51 vs 2.61; H=1536 4.80 vs
     5.42) and loses at H=512 (2.45 vs 1.94). B=1, 2 lose (H=1024 2.36 / 2.67 vs 2.16 / 2.19, H=512
     1.91 / 2.08 vs 1.99 / 2.02, H=1536 B=2 3.93 vs 3.65): the mma.sync issue and the grid barrier
-    bound the step where FFMA's work, growing with B, is still small."""
+    bound the step where FFMA's work, growing with B, is still small.
+    Below H=512 (v27, results/persistent_v27/8_, whole forward split vs FFMA, alternated): B=32 wins
+    at H=128-384 (0.48-0.82x: H=384 5.33 vs 11.02, H=256 4.65 vs 7.10), B=16 from H=320 (0.70-0.97x:
+    H=320 3.29 vs 4.67, H=384 3.37 vs 4.76, H=448 3.50 vs 3.59); B=16 at H=192-256 ties, at H=128
+    loses (5.74 vs 2.27); B=8 ties or loses (H=256 2.86 vs 1.79, H=448 2.51 vs 2.39)."""
     if plan.hidden < FP32_SPLIT_MIN_HIDDEN:
-        return False
+        return plan.batch >= FP32_SPLIT_SMALL_MIN_BATCH or (
+            plan.batch >= 16 and plan.hidden >= FP32_SPLIT_SMALL_B16_MIN_HIDDEN)
     return plan.batch >= FP32_SPLIT_MIN_BATCH or (plan.paired and plan.batch == 4
                                                    and plan.hidden >= FP32_PAIRED_MIN_HIDDEN)
 
