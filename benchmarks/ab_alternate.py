@@ -23,18 +23,11 @@ import bench_persistent as bp  # noqa: E402
 def alternate(cell, modes: dict, rounds: int, repeats: int) -> dict:
     """{mode: {"fwd": [µs/step per round], "kernel": [...]}} of ``cell`` (the first round dropped)."""
     problem = bp._problem(*cell, seed=cell[1] + cell[2])
-    out = {m: {"fwd": [], "kernel": []} for m in modes}
-    for r in range(rounds + 1):
-        for mode in (modes if r % 2 == 0 else reversed(list(modes))):
-            ab_modes.set_engine_flags(modes[mode])
-            try:
-                t = ab_modes.time_mode(*problem, repeats, train=False)
-            finally:
-                ab_modes.set_engine_flags({})
-            if r:
-                out[mode]["fwd"].append(t["graph_fwd_us"])
-                out[mode]["kernel"].append(t["kernel_us"])
-    return out
+
+    def measure():
+        t = ab_modes.time_mode(*problem, repeats, train=False)
+        return {"fwd": t["graph_fwd_us"], "kernel": t["kernel_us"]}
+    return ab_modes.alternate_rounds(modes, rounds, measure)
 
 
 def markdown(rows, modes) -> str:

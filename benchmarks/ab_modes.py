@@ -27,6 +27,23 @@ def set_engine_flags(flags: dict) -> None:
         setattr(persistent, name, value)
 
 
+def alternate_rounds(modes: dict, rounds: int, measure) -> dict:
+    """{mode: {key: [value per kept round]}}: ``measure()`` (a dict) under each mode's flags, the
+    modes' order reversed every round, after a warm-up round that is not kept (v23: the first mode
+    timed in a process measured slower). The flags are back at their defaults after each call."""
+    out = {mode: {} for mode in modes}
+    for r in range(rounds + 1):
+        for mode in (modes if r % 2 == 0 else reversed(list(modes))):
+            set_engine_flags(modes[mode])
+            try:
+                values = measure()
+            finally:
+                set_engine_flags({})
+            for key, value in values.items() if r else ():
+                out[mode].setdefault(key, []).append(value)
+    return out
+
+
 def time_mode(config, weights, x, h0, c0, repeats, train=True) -> dict:
     """The current flags' forward plan, kernel µs/step, whole forward µs/step (fresh prepared weights,
     so the graphs are this mode's) and, with ``train``, fwd+bwd ms."""

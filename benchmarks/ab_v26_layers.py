@@ -40,23 +40,14 @@ def _problem(dtype, hidden, batch, layers, bidir):
 def time_cell(cell, rounds, repeats):
     from ecornn.engines import persistent
     config, weights, x, h0, c0 = _problem(*cell)
-    out = {m: {"fwd": [], "train": []} for m in MODES}
-    for r in range(rounds + 1):
-        for mode in (MODES if r % 2 == 0 else reversed(list(MODES))):
-            ab_modes.set_engine_flags(MODES[mode])
-            try:
-                prepared = persistent.prepare(config, weights)
-                fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
-                us = bp._median_ms(fwd, repeats) * 1e3 / bp.STEPS
-                ms = _train_ms(config, weights, x, h0, c0, prepared, repeats)
-                plan = persistent.plans_for(config, True)["forward"]
-            finally:
-                ab_modes.set_engine_flags({})
-            if r:
-                out[mode]["fwd"].append(us)
-                out[mode]["train"].append(ms)
-                out[mode]["plan"] = plan.describe()
-    return out
+
+    def measure():
+        prepared = persistent.prepare(config, weights)
+        fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
+        return {"fwd": bp._median_ms(fwd, repeats) * 1e3 / bp.STEPS,
+                "train": _train_ms(config, weights, x, h0, c0, prepared, repeats),
+                "plan": persistent.plans_for(config, True)["forward"].describe()}
+    return ab_modes.alternate_rounds(MODES, rounds, measure)
 
 
 def _options(parser):
@@ -74,7 +65,7 @@ def main(argv=None):
         med = lambda m, k: f"{np.median(t[m][k]):.3f}"  # noqa: E731
         lines.append(f"| {' | '.join(map(str, cell))} | {med('v26', 'fwd')} | {med('v25', 'fwd')} | "
                      f"{med('v26', 'train')} | {med('v25', 'train')} |")
-        print(lines[-1], t["v26"]["plan"], "/", t["v25"]["plan"], flush=True)
+        print(lines[-1], t["v26"]["plan"][-1], "/", t["v25"]["plan"][-1], flush=True)
         bp.save_rows(out_dir, "ab_v26_layers", bp.bench_meta(), rows, "\n".join(lines) + "\n")
     print("\n".join(lines))
 

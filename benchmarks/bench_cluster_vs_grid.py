@@ -38,19 +38,12 @@ BOUNDARY = [("float32", h, b, 1, False) for h, b in ((64, 16), (64, 32), (96, 16
 def time_cell(cell, rounds, repeats) -> dict:
     from ecornn.engines import persistent
     config, weights, x, h0, c0 = _problem(*cell)
-    out = {m: {"fwd": []} for m in MODES}
-    for r in range(rounds + 1):
-        for mode in (MODES if r % 2 == 0 else reversed(list(MODES))):
-            ab_modes.set_engine_flags(MODES[mode])
-            try:
-                prepared = persistent.prepare(config, weights)
-                fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
-                us = bp._median_ms(fwd, repeats) * 1e3 / bp.STEPS
-                out[mode]["kind"] = persistent.last_kinds.get("forward")
-            finally:
-                ab_modes.set_engine_flags({})
-            if r:
-                out[mode]["fwd"].append(us)
+
+    def measure():
+        prepared = persistent.prepare(config, weights)
+        fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
+        return {"fwd": bp._median_ms(fwd, repeats) * 1e3 / bp.STEPS, "kind": persistent.last_kinds.get("forward")}
+    out = ab_modes.alternate_rounds(MODES, rounds, measure)
     if cell[3] == 1 and not cell[4]:
         out["cudnn_us"] = bp.cudnn_times(cell[0], cell[1], cell[2], repeats=repeats)[0]
     return out
@@ -59,8 +52,8 @@ def time_cell(cell, rounds, repeats) -> dict:
 def table_line(cell, t) -> str:
     med = {m: float(np.median(t[m]["fwd"])) for m in MODES}
     cudnn = f"{t['cudnn_us']:.2f}" if t.get("cudnn_us") else "–"
-    return (f"| {' | '.join(map(str, cell[1:]))} | {med['cluster']:.3f} ({t['cluster']['kind']}) | "
-            f"{med['grid']:.3f} ({t['grid']['kind']}) | {med['cluster'] / med['grid']:.2f} | {cudnn} |")
+    return (f"| {' | '.join(map(str, cell[1:]))} | {med['cluster']:.3f} ({t['cluster']['kind'][-1]}) | "
+            f"{med['grid']:.3f} ({t['grid']['kind'][-1]}) | {med['cluster'] / med['grid']:.2f} | {cudnn} |")
 
 
 def _options(parser):

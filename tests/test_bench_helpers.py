@@ -233,3 +233,19 @@ def test_v22_pair_bench_times_both_backward_gemm_modes(monkeypatch):
     v22.row("float32", 64, 8, 2, True)
     assert seen == ["strict", "3xtf32"]
     assert "| float32 | 64 | 8 | - | - | - | - | - | 3.00 | 4.00 |" in v22.markdown([row])
+
+
+def test_alternate_rounds_reverses_the_order_drops_the_warm_up_and_restores_the_flags():
+    import ab_modes
+    from ecornn.engines import persistent
+    modes = {"cluster": {"CLUSTER_DEFAULT": True}, "grid": {"CLUSTER_DEFAULT": False}}
+    calls = []
+
+    def measure():
+        calls.append(persistent.CLUSTER_DEFAULT)
+        return {"fwd": len(calls), "kind": "cluster" if persistent.CLUSTER_DEFAULT else "grid"}
+    out = ab_modes.alternate_rounds(modes, 2, measure)
+    assert calls == [True, False, False, True, True, False]        # warm-up, then reversed, then in order
+    assert out == {"cluster": {"fwd": [4, 5], "kind": ["cluster", "cluster"]},
+                   "grid": {"fwd": [3, 6], "kind": ["grid", "grid"]}}
+    assert persistent.CLUSTER_DEFAULT == ab_modes.ENGINE_FLAG_DEFAULTS["CLUSTER_DEFAULT"] == "auto"

@@ -15,20 +15,25 @@ FP32_TOL = 1e-5
 HALF_TOL = 1e-2
 
 
-@pytest.fixture
-def cluster(monkeypatch):
-    """CLUSTER_DEFAULT on and every cluster size allowed (so the functional API takes the cluster
-    kernel); counts its launches."""
+def spy_cluster_launches(monkeypatch) -> list:
+    """The list that every cluster-kernel launch appends its plan to from now on."""
     launches = []
     real = persistent._launch_cluster
 
     def spy(plan, args):
         launches.append(plan)
         return real(plan, args)
-    monkeypatch.setattr(persistent, "CLUSTER_DEFAULT", True)
-    monkeypatch.setattr(persistent, "AUTO_MAX_CLUSTER", persistent.MAX_CLUSTER)
     monkeypatch.setattr(persistent, "_launch_cluster", spy)
     return launches
+
+
+@pytest.fixture
+def cluster(monkeypatch):
+    """CLUSTER_DEFAULT on and every cluster size allowed (so the functional API takes the cluster
+    kernel wherever it fits); counts its launches."""
+    monkeypatch.setattr(persistent, "CLUSTER_DEFAULT", True)
+    monkeypatch.setattr(persistent, "AUTO_MAX_CLUSTER", persistent.MAX_CLUSTER)
+    return spy_cluster_launches(monkeypatch)
 
 
 def _as64(weights):

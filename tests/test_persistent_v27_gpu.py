@@ -9,6 +9,7 @@ import pytest
 from ecornn import LSTMConfig, lstm_forward
 from ecornn.engines import persistent
 from tests.helpers import random_problem, rel_err
+from tests.test_persistent_cluster_gpu import spy_cluster_launches
 from tests.test_persistent_gpu import FP32_TOL, _as64, _assert_graph_replays_match_float64, _compare
 
 pytestmark = pytest.mark.gpu
@@ -16,14 +17,7 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture
 def cluster_launches(monkeypatch):
-    launches = []
-    real = persistent._launch_cluster
-
-    def spy(plan, args):
-        launches.append(plan)
-        return real(plan, args)
-    monkeypatch.setattr(persistent, "_launch_cluster", spy)
-    return launches
+    return spy_cluster_launches(monkeypatch)
 
 
 @pytest.mark.parametrize("inp, hidden, layers, bidir, batch, steps, on_cluster", [
