@@ -77,6 +77,9 @@
 // v26 (TAGGED_WITH_WAIT): fp16 H=1024 B=8 tagged with the projection; the paired split at B=4 tagged after a long delay.
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=1200
+// v27: the fp32 split below H=512 (rules.fp32_split_pays): H=384 B=16, H=256 B=32.
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=1 -DK_TILES=2 -DREG_K_TILES=2 -DTAGGED=0 -DSPLIT=1
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=32 -DNWARPS=16 -DM_TILES=1 -DK_TILES=1 -DREG_K_TILES=1 -DTAGGED=0 -DSPLIT=1
 #include <cooperative_groups.h>
 
 #include "mma_common.cuh"
