@@ -24,22 +24,11 @@ CELLS = [("float16", 512, 8, 2, True), ("bfloat16", 768, 8, 2, True), ("float16"
          ("float32", 1024, 4, 2, True), ("float32", 1024, 4, 2, False)]
 
 
-def _problem(dtype, hidden, batch, layers, bidir):
-    import cupy as cp
-    from ecornn import LSTMConfig, init_weights
-    from ecornn.weights import LayerWeights
-    config = LSTMConfig(hidden, hidden, layers, bidir, dtype, batch, bp.STEPS)
-    rng = np.random.default_rng(hidden + batch + layers)
-    cast = lambda a: cp.asarray(np.asarray(a, np.float32)).astype(bp._cp_dtype(dtype))  # noqa: E731
-    weights = [LayerWeights(*(cast(a) for a in w)) for w in init_weights(config, seed=1, scale=None)]
-    x = cast(rng.standard_normal(config.input_shape, dtype=np.float32))
-    state = cast(rng.standard_normal(config.state_shape, dtype=np.float32) * 0.5)
-    return config, weights, x, state, state.copy()
-
-
 def time_cell(cell, rounds, repeats):
     from ecornn.engines import persistent
-    config, weights, x, h0, c0 = _problem(*cell)
+    dtype, hidden, batch, layers, bidir = cell
+    config, weights, x, h0, c0 = bp._problem(dtype, hidden, batch, seed=hidden + batch + layers, layers=layers,
+                                             bidirectional=bidir)
 
     def measure():
         prepared = persistent.prepare(config, weights)

@@ -20,7 +20,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ab_modes  # noqa: E402
 import bench_persistent as bp  # noqa: E402
-from ab_v26_layers import _problem  # noqa: E402
 
 MODES = {"cluster": {"CLUSTER_DEFAULT": True}, "grid": {"CLUSTER_DEFAULT": False}}
 # (dtype, hidden, batch, layers, bidirectional): every H with a cluster plan of <= 8 blocks, the
@@ -37,15 +36,17 @@ BOUNDARY = [("float32", h, b, 1, False) for h, b in ((64, 16), (64, 32), (96, 16
 
 def time_cell(cell, rounds, repeats) -> dict:
     from ecornn.engines import persistent
-    config, weights, x, h0, c0 = _problem(*cell)
+    dtype, hidden, batch, layers, bidir = cell
+    config, weights, x, h0, c0 = bp._problem(dtype, hidden, batch, seed=hidden + batch + layers, layers=layers,
+                                             bidirectional=bidir)
 
     def measure():
         prepared = persistent.prepare(config, weights)
         fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
         return {"fwd": bp._median_ms(fwd, repeats) * 1e3 / bp.STEPS, "kind": persistent.last_kinds.get("forward")}
     out = ab_modes.alternate_rounds(MODES, rounds, measure)
-    if cell[3] == 1 and not cell[4]:
-        out["cudnn_us"] = bp.cudnn_times(cell[0], cell[1], cell[2], repeats=repeats)[0]
+    if layers == 1 and not bidir:
+        out["cudnn_us"] = bp.cudnn_times(dtype, hidden, batch, repeats=repeats)[0]
     return out
 
 

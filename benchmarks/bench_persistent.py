@@ -32,11 +32,12 @@ def _median_ms(fn, repeats=20, warmup=3):
     return 1e3 * median_seconds(fn, repeats, xp=cp, warmup=warmup)
 
 
-def _problem(dtype, hidden, batch, seed=0):
+def _problem(dtype, hidden, batch, seed=0, layers=1, bidirectional=False):
+    """(config, weights, x, h0, c0) on the GPU: input = hidden, T=STEPS, random non-zero values."""
     import cupy as cp
     from ecornn import LSTMConfig, init_weights
     from ecornn.weights import LayerWeights
-    config = LSTMConfig(hidden, hidden, 1, False, dtype, batch, STEPS)
+    config = LSTMConfig(hidden, hidden, layers, bidirectional, dtype, batch, STEPS)
     rng = np.random.default_rng(seed)
     host = init_weights(config, seed=seed, scale=None)
     weights = [LayerWeights(*(cp.asarray(np.asarray(a, np.float32)).astype(_cp_dtype(dtype)) for a in w))

@@ -249,3 +249,21 @@ def test_alternate_rounds_reverses_the_order_drops_the_warm_up_and_restores_the_
     assert out == {"cluster": {"fwd": [4, 5], "kind": ["cluster", "cluster"]},
                    "grid": {"fwd": [3, 6], "kind": ["grid", "grid"]}}
     assert persistent.CLUSTER_DEFAULT == ab_modes.ENGINE_FLAG_DEFAULTS["CLUSTER_DEFAULT"] == "auto"
+
+
+@pytest.mark.parametrize("module", ["ab_v26_layers", "bench_cluster_vs_grid"])
+def test_layered_benches_build_their_problem_with_the_cells_layers_and_directions(monkeypatch, module):
+    import importlib
+    bench = importlib.import_module(module)
+    seen = []
+
+    class Built(Exception):
+        pass
+
+    def problem(*args, **kwargs):
+        seen.append((args, kwargs))
+        raise Built
+    monkeypatch.setattr(bp, "_problem", problem)
+    with pytest.raises(Built):
+        bench.time_cell(("float32", 256, 4, 2, True), 1, 1)
+    assert seen == [(("float32", 256, 4), {"seed": 262, "layers": 2, "bidirectional": True})]
