@@ -44,6 +44,19 @@ def alternate_rounds(modes: dict, rounds: int, measure) -> dict:
     return out
 
 
+def cell_problem(cell):
+    """bench_persistent._problem of a (dtype, hidden, batch, layers, bidirectional) cell."""
+    import bench_persistent as bp
+    dtype, hidden, batch, layers, bidir = cell
+    return bp._problem(dtype, hidden, batch, seed=hidden + batch + layers, layers=layers, bidirectional=bidir)
+
+
+def whole_forward_us(config, weights, x, h0, c0, prepared, repeats) -> float:
+    """µs/step of the inference forward with ``prepared`` weights (graph replay from the second call)."""
+    fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
+    return _median_ms(fwd, repeats) * 1e3 / STEPS
+
+
 def time_mode(config, weights, x, h0, c0, repeats, train=True) -> dict:
     """The current flags' forward plan, kernel µs/step, whole forward µs/step (fresh prepared weights,
     so the graphs are this mode's) and, with ``train``, fwd+bwd ms."""
@@ -51,8 +64,7 @@ def time_mode(config, weights, x, h0, c0, repeats, train=True) -> dict:
     prepared = persistent.prepare(config, weights)
     out = {"plan": plan.describe(), "tagged": bool(getattr(plan, "tagged", False)),
            "kernel_us": _median_ms(kernel_launcher(config, prepared, x, h0, c0, plan), repeats) * 1e3 / STEPS}
-    fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
-    out["graph_fwd_us"] = _median_ms(fwd, repeats) * 1e3 / STEPS
+    out["graph_fwd_us"] = whole_forward_us(config, weights, x, h0, c0, prepared, repeats)
     out["forward_kind"] = persistent.last_kinds.get("forward")
     if train:
         out["train_ms"] = _train_ms(config, weights, x, h0, c0, prepared, repeats)

@@ -26,16 +26,13 @@ CELLS = [("float16", 512, 8, 2, True), ("bfloat16", 768, 8, 2, True), ("float16"
 
 def time_cell(cell, rounds, repeats):
     from ecornn.engines import persistent
-    dtype, hidden, batch, layers, bidir = cell
-    config, weights, x, h0, c0 = bp._problem(dtype, hidden, batch, seed=hidden + batch + layers, layers=layers,
-                                             bidirectional=bidir)
+    problem = ab_modes.cell_problem(cell)
 
     def measure():
-        prepared = persistent.prepare(config, weights)
-        fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
-        return {"fwd": bp._median_ms(fwd, repeats) * 1e3 / bp.STEPS,
-                "train": _train_ms(config, weights, x, h0, c0, prepared, repeats),
-                "plan": persistent.plans_for(config, True)["forward"].describe()}
+        prepared = persistent.prepare(problem[0], problem[1])
+        return {"fwd": ab_modes.whole_forward_us(*problem, prepared, repeats),
+                "train": _train_ms(*problem, prepared, repeats),
+                "plan": persistent.plans_for(problem[0], True)["forward"].describe()}
     return ab_modes.alternate_rounds(MODES, rounds, measure)
 
 

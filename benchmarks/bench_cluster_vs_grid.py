@@ -36,15 +36,14 @@ BOUNDARY = [("float32", h, b, 1, False) for h, b in ((64, 16), (64, 32), (96, 16
 
 def time_cell(cell, rounds, repeats) -> dict:
     from ecornn.engines import persistent
-    dtype, hidden, batch, layers, bidir = cell
-    config, weights, x, h0, c0 = bp._problem(dtype, hidden, batch, seed=hidden + batch + layers, layers=layers,
-                                             bidirectional=bidir)
+    problem = ab_modes.cell_problem(cell)
 
     def measure():
-        prepared = persistent.prepare(config, weights)
-        fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
-        return {"fwd": bp._median_ms(fwd, repeats) * 1e3 / bp.STEPS, "kind": persistent.last_kinds.get("forward")}
+        prepared = persistent.prepare(problem[0], problem[1])
+        return {"fwd": ab_modes.whole_forward_us(*problem, prepared, repeats),
+                "kind": persistent.last_kinds.get("forward")}
     out = ab_modes.alternate_rounds(MODES, rounds, measure)
+    dtype, hidden, batch, layers, bidir = cell
     if layers == 1 and not bidir:
         out["cudnn_us"] = bp.cudnn_times(dtype, hidden, batch, repeats=repeats)[0]
     return out
