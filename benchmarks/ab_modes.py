@@ -12,9 +12,9 @@ from bench_persistent_v5 import _train_ms  # noqa: E402
 
 from ecornn.engines import persistent  # noqa: E402
 
-ENGINE_FLAGS = ("FP32_TENSOR_CORES", "TAGGED_EXCHANGE", "PAIRED_SPLIT", "IN_KERNEL_PROJECTION", "POLL_DELAY",
+ENGINE_FLAGS = ("FP32_TENSOR_CORES", "TAGGED_EXCHANGE", "PAIRED_SPLIT", "SPLIT_WORDS", "IN_KERNEL_PROJECTION", "POLL_DELAY",
                 "REGISTER_MODEL", "FP32_GEMMS", "FP32_BACKWARD_GEMMS", "KERNEL_WRITES_16BIT", "GRID_KERNEL_BIAS",
-                "X_PREFETCH", "MIN_3XTF32_FLOPS", "MIN_3XTF32_BACKWARD_FLOPS", "TAGGED_WITH_WAIT",
+                "X_PREFETCH", "FAST_FP32_GATES", "MIN_3XTF32_FLOPS", "MIN_3XTF32_BACKWARD_FLOPS", "TAGGED_WITH_WAIT",
                 "CLUSTER_DEFAULT")
 # The engine's own defaults, read once at import (before any mode sets a flag), so that a changed
 # default in persistent.py needs no second edit here.

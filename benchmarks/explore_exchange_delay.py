@@ -2,11 +2,12 @@
 B=8/16, fp32 H=1024 B=4/8 on the split) under either exchange, the tagged one with first-poll delays
 (v16/v18 tried them only at B <= 4), for the (warps, units) plans of 8 and 16 warps, and with the
 in-kernel projection (16-bit). Rounds alternate over the variants (after a warm-up round), so a
-slow machine phase hits every variant alike. Per variant: the median over rounds of each round's
+slow machine phase hits every variant alike. v28: the fp32 split's v13 rows exchange against its
+split words (--rows-delays), the chosen fp32 plan with expf / tanhf gates (--libm-gates). Per variant: the median over rounds of each round's
 median kernel µs/step (T=256, CUDA events).
 
     python benchmarks/explore_exchange_delay.py OUT_DIR [--rounds N] [--repeats N] [--cells JSON] [--delays JSON]
-        [--only JSON] [--name NAME] [--unit-scales JSON]
+        [--only JSON] [--name NAME] [--unit-scales JSON] [--rows-delays JSON] [--libm-gates]
 Writes OUT_DIR/NAME.json (default explore_exchange_delay) after every round.
 """
 from __future__ import annotations
@@ -27,13 +28,19 @@ DELAYS = [0, 400, 800]
 WARPS = (8, 16)
 
 
-def plan_variants(props, config, delays, unit_scales=(1,)):
+LIBM_GATES = [False]   # --libm-gates: also the chosen fp32 plan with v1-v27's expf / tanhf gates (v28's ablation)
+
+
+def plan_variants(props, config, delays, unit_scales=(1,), rows_delays=()):
     """(name, plan) pairs: per warps choice and units per block (the fewest that fit times each of
     ``unit_scales``: 2 halves the blocks), grid.sync, tagged at each delay, and (16-bit) the in-kernel
-    projection under either exchange."""
+    projection under either exchange. fp32 split: tagged with v28's split words at ``delays``, with
+    v13's hi and lo rows ("rows tagged") at ``rows_delays``."""
     from ecornn.engines import persistent, persistent_capacity as cap
     chosen = persistent.plans_for(config, False)["forward"]
     yield "chosen", chosen
+    if LIBM_GATES and config.dtype == "float32":
+        yield "chosen libm gates", chosen   # built with persistent.FAST_FP32_GATES off (launchers)
     smallest = -(-config.hidden_size // props["sm_count"])
     rows = cap.mma_parts(config.dtype) * config.batch   # rows of the exchanged vector
     for warps, scale in [(w, k) for w in (WARPS if rows <= 8 else WARPS[-1:])   # 8 warps at 16 rows: 16 polls
@@ -47,6 +54,8 @@ def plan_variants(props, config, delays, unit_scales=(1,)):
         yield f"{tag} grid.sync", replace(base, tagged=False, poll_delay_ns=0)
         for delay in delays:
             yield f"{tag} tagged {delay}ns", replace(base, tagged=True, poll_delay_ns=delay)
+        for delay in rows_delays if base.parts == 2 else ():
+            yield f"{tag} rows tagged {delay}ns", replace(base, tagged=True, poll_delay_ns=delay, split_words=False)
         projected = cap.with_input_projection(props, base, [config.input_size])
         if projected.input_k_tiles:
             yield f"{tag} proj grid.sync", replace(projected, tagged=False, poll_delay_ns=0)
@@ -54,21 +63,35 @@ def plan_variants(props, config, delays, unit_scales=(1,)):
                 yield f"{tag} proj tagged {delay}ns", replace(projected, tagged=True, poll_delay_ns=delay)
 
 
-def launchers(cell, delays, only, unit_scales):
+def _under_gates(fast: bool, launch):
+    """``launch`` with persistent.FAST_FP32_GATES set to ``fast`` first (the engine looks its kernel
+    up under the flag at every launch)."""
+    from ecornn.engines import persistent
+
+    def run():
+        persistent.FAST_FP32_GATES = fast
+        return launch()
+    return run
+
+
+def launchers(cell, delays, only, unit_scales, rows_delays=()):
     from ecornn.engines import persistent
     from ecornn.gpu import device_properties
     dtype, hidden, batch = cell
     config, weights, x, h0, c0 = _problem(dtype, hidden, batch, seed=hidden + batch)
     prepared = persistent.prepare(config, weights)
     out = {}
-    for name, plan in plan_variants(device_properties(), config, delays, unit_scales):
+    for name, plan in plan_variants(device_properties(), config, delays, unit_scales, rows_delays):
         if only and not any(part in name for part in only):
             continue
+        fast_gates = "libm gates" not in name
+        persistent.FAST_FP32_GATES = fast_gates
         try:
             built = persistent._final(plan)
-            out[name] = (kernel_launcher(config, prepared, x, h0, c0, plan),
-                         {"warps": built.warps, "units": built.units, "k_tiles": built.k_tiles,
+            out[name] = (_under_gates(fast_gates, kernel_launcher(config, prepared, x, h0, c0, plan)),
+                         {"warps": built.warps, "units": built.units, "k_tiles": getattr(built, "k_tiles", None),
                           "tagged": built.tagged, "poll_delay_ns": built.poll_delay_ns,
+                          "split_words": getattr(built, "split_words", None) if built.kind == "mma" else None,
                           "in_kernel_projection": built.in_kernel_projection})
         except Exception as exc:   # NotSupported (spills, co-residency): recorded
             out[name] = (None, {"error": f"{type(exc).__name__}: {str(exc)[:200]}"})
@@ -85,12 +108,18 @@ def main():
     parser.add_argument("--delays", type=json.loads, default=DELAYS)
     parser.add_argument("--only", type=json.loads, default=[], help="JSON list: variants whose name has one of these")
     parser.add_argument("--name", default="explore_exchange_delay")
+    parser.add_argument("--rows-delays", type=json.loads, default=[],
+                        help="JSON list: delays of the fp32 split's v13 rows exchange (v28's ablation)")
+    parser.add_argument("--libm-gates", action="store_true",
+                        help="also the chosen fp32 plan with expf / tanhf gates (FAST_FP32_GATES off)")
     parser.add_argument("--unit-scales", type=json.loads, default=[1], help="JSON list, e.g. [1, 2]")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    LIBM_GATES[0] = args.libm_gates
     meta = bench_meta()
-    cells = {tuple(c): launchers(tuple(c), args.delays, args.only, args.unit_scales) for c in args.cells}
+    cells = {tuple(c): launchers(tuple(c), args.delays, args.only, args.unit_scales, args.rows_delays)
+             for c in args.cells}
     times = {c: {n: [] for n, (fn, _) in v.items() if fn} for c, v in cells.items()}
     for rnd in range(args.rounds + 1):   # round 0 warms up
         for cell, variants in cells.items():

@@ -142,7 +142,7 @@ persistent_lstm_bwd(const float* __restrict__ tiles, const float* __restrict__ d
         const int n = T - 1 - step;
         float* part = xch + ((size_t)d * 2 + (n & 1)) * slot_floats;
         if (lead) {
-            const float tc = tanhf(in.c);
+            const float tc = tanhf_(in.c);
             float dc;
             const float4 out = pointwise_backward(in, in.dy + dh_rec, tc, dc_next, dc);
             *reinterpret_cast<float4*>(dz + (((size_t)d * T + t) * kBatch + b) * G + 4 * (size_t)j) = out;

@@ -172,9 +172,9 @@ persistent_cluster_fwd(const float* __restrict__ tiles, const float* __restrict_
         if (active) {
             const float4 z = gate_sums(red_s, threadIdx.x);
             const float gi = sigmoidf_(z.x + xz.x), gf = sigmoidf_(z.y + xz.y);
-            const float gg = tanhf(z.z + xz.z), go = sigmoidf_(z.w + xz.w);
+            const float gg = tanhf_(z.z + xz.z), go = sigmoidf_(z.w + xz.w);
             c = gf * c + gi * gg;
-            const float h = go * tanhf(c);
+            const float h = go * tanhf_(c);
 #pragma unroll
             for (int r = 0; r < kCluster; ++r) store_remote(h_next + j * kBatch + b, r, h);
             y[((size_t)t * kBatch + b) * ldy + (size_t)d * H + j] = h;

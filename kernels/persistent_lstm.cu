@@ -382,9 +382,9 @@ persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ x
             const float4 z = gate_sums(red, pw.u, pw.b);
             if constexpr (kKernelBias) xz = make_float4(xz.x + b4.x, xz.y + b4.y, xz.z + b4.z, xz.w + b4.w);
             const float gi = sigmoidf_(z.x + xz.x), gf = sigmoidf_(z.y + xz.y);
-            const float gg = tanhf(z.z + xz.z), go = sigmoidf_(z.w + xz.w);
+            const float gg = tanhf_(z.z + xz.z), go = sigmoidf_(z.w + xz.w);
             c = gf * c + gi * gg;
-            const float h = go * tanhf(c);
+            const float h = go * tanhf_(c);
             y[((size_t)t * kBatch + pw.b) * ldy + (size_t)d * H + pw.j] = h;
             if (step + 1 < T) publish(xch, d, step + 1, pw.j, pw.b, h);
             if (gates_out != nullptr) {
@@ -436,7 +436,7 @@ persistent_lstm_bwd(const float* __restrict__ tiles, const float* __restrict__ d
         const int t = reverse ? T - 1 - step : step;
         const int n = T - 1 - step;   // publications so far (processing order)
         if (pw.active) {
-            const float tc = tanhf(in.c);
+            const float tc = tanhf_(in.c);
             float dc;
             const float4 out = pointwise_backward(in, in.dy + dh_rec, tc, dc_next, dc);
             *reinterpret_cast<float4*>(dz + (((size_t)d * T + t) * kBatch + pw.b) * G + 4 * (size_t)pw.j) = out;

@@ -105,6 +105,9 @@ namespace cg = cooperative_groups;
 #ifndef POLL_DELAY_NS   // v16: tagged forwards at B <= 2 sleep this long before a warp's first poll
 #define POLL_DELAY_NS 0
 #endif
+#ifndef SPLIT_WORDS     // v28: the split's h as one word (hi | lo with the step-parity bit); 0: v13's two rows
+#define SPLIT_WORDS 1
+#endif
 #ifndef SPLIT_BARRIER   // grid.sync plans: the split barrier (default with the in-kernel projection) or grid.sync()
 #define SPLIT_BARRIER (IN_K_TILES > 0)
 #endif
@@ -138,6 +141,13 @@ constexpr bool kPaired = kSplit && PAIRED_SPLIT != 0 && (BATCH == 1 || BATCH == 
 constexpr int kATiles = (kSplit ? 2 : 1) * M_TILES;   // packed A m-tiles per k-tile
 constexpr int kVecRows = (kSplit ? 2 : 1) * BATCH;    // rows of the exchanged and staged vector
 constexpr float kLoScale = 2048.0f;                   // lo = (x - hi) * 2^11
+// v28, SPLIT_WORDS (split plans): the lowest bit of h's lo half is the step-parity bit of v6's
+// mantissa tags (bit_of_tag), in either exchange, so the exchange never changes a result. The tagged
+// exchange then carries one word per value, hi | lo << 16 (the lo bit is the tag): B rows of words
+// instead of 2B, half the polls per lane. Cost: lo keeps 10 bits, ~2^-21 of h instead of 2^-23
+// (the dropped lo.lo term is 2^-22).
+constexpr bool kSplitWords = kSplit && SPLIT_WORDS != 0;
+constexpr int kXchRows = kSplitWords && kTagged ? BATCH : kVecRows;   // rows of the exchange buffer
 static_assert(!kSplit || (PASS == 0 && BF16 == 0 && IN_K_TILES == 0),
               "SPLIT: fp16 halves, forward, input projection before the kernel");
 constexpr int kTileU4 = kWarps * kKTiles * kATiles * 32;   // one block's packed tile (uint4)
@@ -220,9 +230,24 @@ __device__ __forceinline__ unsigned int tagged_word(float x, unsigned int tag) {
     return half_bits(x) | (tag << 16);
 }
 
-// Offset of slot step & 1 of direction d in an exchange buffer [D][2][kVecRows][ld] (both exchanges).
+// Offset of slot step & 1 of direction d in an exchange buffer [D][2][kXchRows][ld] (both exchanges).
 __device__ __forceinline__ size_t slot_offset(int d, int step, int ld) {
-    return ((size_t)d * 2 + (step & 1)) * kVecRows * ld;
+    return ((size_t)d * 2 + (step & 1)) * kXchRows * ld;
+}
+
+// v28: the one-bit tag of the step whose 16-bit tag is `tag` (h0: 1, h_t: t + 2). It alternates per
+// use of a slot (slot = step parity) and is 1 at each slot's first use, which the host's zeros lack;
+// a waiting block can only see its slot's previous use (v6's argument), so one bit suffices.
+__device__ __forceinline__ unsigned int bit_of_tag(unsigned int tag) { return (((tag - 1u) >> 1) & 1u) ^ 1u; }
+
+// Whether the `valid` (1..4) leading split words of q carry the tag bit (bit 16: the lo half's lowest).
+__device__ __forceinline__ bool split_words_ready(const uint4& q, unsigned int bit, int valid) {
+    const unsigned int t = bit << 16;
+    unsigned int diff = q.x ^ t;
+    if (valid > 1) diff |= q.y ^ t;
+    if (valid > 2) diff |= q.z ^ t;
+    if (valid > 3) diff |= q.w ^ t;
+    return (diff & 0x10000u) == 0;
 }
 
 // Exchange words per row: k_len rounded up to 4, so every row starts 16-byte aligned.
@@ -246,8 +271,9 @@ __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int ld = exchange_ld(k_len);
     unsigned int* mine = vec_s + warp * kVecWordsPerWarp;
-    constexpr int quads = kWarpK / 4, count = kVecRows * quads;
+    constexpr int quads = kWarpK / 4, count = kXchRows * quads;
     constexpr int iters = (count + 31) / 32, chunk = iters < kStageChunk ? iters : kStageChunk;
+    const unsigned int bit = bit_of_tag(tag);
     if constexpr (POLL_DELAY_NS > 0) __nanosleep(POLL_DELAY_NS);   // v16: fewer polls before the data can be there
 #pragma unroll 1
     for (int base = 0; base < iters; base += chunk) {
@@ -265,7 +291,9 @@ __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned
 #pragma unroll
             for (int j = 0; j < chunk; ++j) {
                 const int i = (base + j) * 32 + lane, k = warp * kWarpK + 4 * (i % quads);
-                if (i < count && k < k_len) ready &= tagged_ready(v[j], tag, k_len - k < 4 ? k_len - k : 4);
+                const int valid = k_len - k < 4 ? k_len - k : 4;
+                if (i < count && k < k_len)
+                    ready &= kSplitWords ? split_words_ready(v[j], bit, valid) : tagged_ready(v[j], tag, valid);
             }
             if (ready) break;
             if (polls > kMaxPolls) __trap();
@@ -273,9 +301,13 @@ __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned
 #pragma unroll
         for (int j = 0; j < chunk; ++j) {
             const int i = (base + j) * 32 + lane, n = i / quads, kq = 4 * (i % quads);
-            if (i < count)
+            if (i < count) {
                 *reinterpret_cast<uint2*>(mine + n * kVecStride + kq / 2) =
                     make_uint2(__byte_perm(v[j].x, v[j].y, 0x5410), __byte_perm(v[j].z, v[j].w, 0x5410));
+                if constexpr (kSplitWords)   // the lo halves (high 16 bits) into the lo rows
+                    *reinterpret_cast<uint2*>(mine + (kBatch + n) * kVecStride + kq / 2) =
+                        make_uint2(__byte_perm(v[j].x, v[j].y, 0x7632), __byte_perm(v[j].z, v[j].w, 0x7632));
+            }
         }
     }
     __syncwarp();
@@ -461,8 +493,8 @@ __device__ __forceinline__ void input_product(Acc& acc, const uint4* in_s, unsig
 }
 
 // Gate nonlinearities on the hardware tanh (MUFU.TANH, relative error ~2^-11): this kernel's values
-// are 16-bit (h and dz are exchanged as fp16/bf16, y is returned as such), so the accurate expf /
-// tanhf of the fp32 kernels buy nothing here and sit on every step's critical path.
+// are 16-bit (h and dz are exchanged as fp16/bf16, y is returned as such), so the fp32 kernels'
+// gates (sigmoidf_, tanhf_: ~2^-21) buy nothing here and sit on every step's critical path.
 __device__ __forceinline__ float tanh_fast(float x) {
     float y;
     asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -471,9 +503,9 @@ __device__ __forceinline__ float tanh_fast(float x) {
 
 __device__ __forceinline__ float sigmoid_fast(float x) { return fmaf(0.5f, tanh_fast(0.5f * x), 0.5f); }
 
-// The forward's gate functions: fast for 16-bit layers, accurate for SPLIT (fp32) ones.
+// The forward's gate functions: fast for 16-bit layers, the fp32 kernels' for SPLIT (fp32) ones.
 __device__ __forceinline__ float gate_sigmoid(float x) { return kSplit ? sigmoidf_(x) : sigmoid_fast(x); }
-__device__ __forceinline__ float gate_tanh(float x) { return kSplit ? tanhf(x) : tanh_fast(x); }
+__device__ __forceinline__ float gate_tanh(float x) { return kSplit ? tanhf_(x) : tanh_fast(x); }
 
 // Shared-memory index of the partial of (padded row, padded batch column) from warp `warp`.
 __device__ __forceinline__ int partial_index(int warp, int row, int col) {
@@ -631,10 +663,15 @@ __device__ __forceinline__ size_t xch_rows(int d, int step, int k_len) {
 __device__ __forceinline__ void publish_h(unsigned int* xch, int d, int step, int H, int b, int j, float h,
                                           unsigned int tag) {
     const unsigned short hi = half_bits(h);
-    const unsigned short lo = kSplit ? half_bits((h - unpack_half<kBf16>(hi)) * kLoScale) : 0;
+    unsigned short lo = kSplit ? half_bits((h - unpack_half<kBf16>(hi)) * kLoScale) : 0;
+    if constexpr (kSplitWords) lo = (lo & 0xfffeu) | bit_of_tag(tag);   // v28 (both exchanges)
     if constexpr (kTagged) {
         const int ld = exchange_ld(H);
         unsigned int* word = xch + xch_rows(d, step, H) + (size_t)b * ld + j;
+        if constexpr (kSplitWords) {
+            store_relaxed(word, hi | ((unsigned int)lo << 16));
+            return;
+        }
         store_relaxed(word, hi | (tag << 16));
         if constexpr (kSplit) store_relaxed(word + (size_t)kBatch * ld, lo | (tag << 16));
     } else {
@@ -678,7 +715,7 @@ __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
 // multiple of 8) and in_tiles [D][blocks][NWARPS][IN_K_TILES][M_TILES][32] the packed W_ih rows;
 // bias [D][4H] (b_ih + b_hh, gate-interleaved); h0, c0, hT, cT [D][B][H]; y [T][B][ldy] (direction d
 // at columns d*H); gates_out [D][T][B][4H] activated, cells_out [D][T][B][H] (both null at
-// inference); xch zeroed: [D][2][kVecRows][exchange_ld(H)] tagged words (TAGGED=1) or
+// inference); xch zeroed: [D][2][kXchRows][exchange_ld(H)] tagged words (TAGGED=1; v28 split: B rows) or
 // [D][2][kVecRows][packed_ld(H)] 16-bit values (TAGGED=0); barrier: a zeroed word (the split grid
 // barrier of the grid.sync plans with IN_K_TILES); w_unscale [D]: SPLIT, the factor that undoes the
 // power-of-two scale of the packed W_hh halves (null otherwise); x_at: v21, see below (null otherwise);

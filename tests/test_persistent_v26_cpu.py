@@ -28,8 +28,8 @@ def _forward(config, training=False):
     ("float16", 2048, 2048, 8, False, False, 0),    # 16 polls per lane
     ("float16", 1024, 1024, 16, False, False, 0),   # B=16 measured slower tagged, with or without it
     ("bfloat16", 1024, 1024, 4, True, True, 0),     # v12 as before (4 polls per lane)
-    ("float32", 1024, 1024, 4, True, False, 1200),  # the paired split: 2 x 4 rows x 8 k-tiles
-    ("float32", 1536, 1536, 4, False, False, 0),    # 12 polls per lane
+    ("float32", 1024, 1024, 4, True, False, 300),   # the paired split: v28's 4 rows of words x 8 k-tiles
+    ("float32", 1536, 1536, 4, True, False, 400),   # v28: 6 polls per lane (v26's rows: 12, grid.sync)
     ("float32", 1024, 1024, 8, False, False, 0),    # not paired
 ])
 def test_which_forwards_take_the_tagged_exchange_with_a_wait(dtype, inp, hidden, batch, tagged, projection, delay):
@@ -38,7 +38,7 @@ def test_which_forwards_take_the_tagged_exchange_with_a_wait(dtype, inp, hidden,
         assert plan.kind == "mma"
         assert (plan.tagged, plan.in_kernel_projection, plan.poll_delay_ns) == (tagged, projection, delay)
         assert plan.defines()["TAGGED"] == int(tagged) and plan.defines().get("POLL_DELAY_NS", 0) == delay
-        loads = plan.parts * batch * plan.k_tiles / 8   # 16-byte polls per lane
+        loads = plan.tagged_rows * plan.k_tiles / 8   # 16-byte polls per lane
         if tagged:
             assert loads <= 8
         if loads > 4:   # past v5's rule: only with a wait
@@ -50,7 +50,7 @@ def test_the_split_takes_it_in_blocks_of_8_units_only():
     """Two directions in one grid at fp32 H=1024 B=4: 16 units per block (4 m-tiles), a longer step;
     tagged after the delay measured 1.29x slower there (7_ab_v26_layers)."""
     one = _forward(LSTMConfig(64, 1024, 2, False, "float32", 4, 16))
-    assert one.m_tiles == 2 and one.tagged and one.poll_delay_ns == rules.SPLIT_POLL_DELAY_NS
+    assert one.m_tiles == 2 and one.tagged and one.poll_delay_ns == rules.SPLIT_WORDS_POLL_DELAY_NS
     both = _forward(LSTMConfig(64, 1024, 2, True, "float32", 4, 16))
     assert both.parts == 2 and both.m_tiles == 4 and not both.tagged and both.poll_delay_ns == 0
     assert both.k_tiles == one.k_tiles   # the same polls per lane
@@ -104,7 +104,7 @@ def test_the_emulated_engine_on_a_v26_plan_matches_float64(cpu_engine, rng, monk
     ("float16", 1024, 8, False, ["tensor cores, float16)", "tagged exchange", "input projection in the kernel"],
      ["first poll", "grid.sync"]),
     ("float16", 1024, 16, False, ["grid.sync exchange"], ["tagged", "input projection"]),
-    ("float32", 1024, 4, False, ["float32 as fp16 hi/lo halves, 2 mma per tile", "tagged exchange (first poll after 1200 ns)"],
+    ("float32", 1024, 4, False, ["float32 as fp16 hi/lo halves, 2 mma per tile", "tagged exchange (first poll after 300 ns)"],
      ["grid.sync"]),
     ("float32", 1024, 8, False, ["float32 as fp16 hi/lo halves, 3 mma per tile", "grid.sync exchange"], ["tagged"]),
     ("float32", 512, 1, True, ["columns in registers", "tagged exchange (first poll after 250 ns)"], ["tensor cores"]),

@@ -106,6 +106,8 @@ FP32_TENSOR_CORES = "auto"  # fp32 forward split into fp16 halves on the tensor 
 UNITS_FASTEST = True     # tensor-core kernels: the v11 pointwise thread order; False: the v10 one (ablation)
 PAIRED_SPLIT = True      # fp32 split at B = 1, 2, 4: hi and lo vector rows in one N tile, 2 mma per tile (v14);
                          # False: 3 mma per tile (the ablation)
+SPLIT_WORDS = True       # v28: the fp32 split's h as one tagged word per value (hi | lo, the lo's lowest bit the
+                         # tag): half the polls; False: v13's hi and lo rows (the ablation)
 POLL_DELAY = True        # tagged forwards at B <= 2: the first poll's delay (v16, rules.poll_delay_pays);
                          # False: none (the ablation)
 DIRECT_16BIT_INPUT = True  # v17: a 16-bit x reaches the 16-bit GEMM or kernel as it is (its bits); False:
@@ -119,6 +121,8 @@ GRID_KERNEL_BIAS = True     # v23: the fp32 grid forward adds the biases to its 
                             # projection adds them (the ablation)
 X_PREFETCH = True           # v24: kernels that project x themselves prefetch all of x into L2 at their start;
                             # False: compiled without (X_PREFETCH=0, the ablation)
+FAST_FP32_GATES = True      # v28: the fp32 kernels' gates on MUFU.EX2 / MUFU.RCP (~2^-21); False: expf / tanhf,
+                            # compiled with FAST_FP32_GATES=0 (the ablation)
 REGISTER_MODEL = "v19"    # tensor-core plans: register k-tiles by the v19 refit; "v4": the old model (ablation)
 TAGGED_WITH_WAIT = True  # v26: the tagged exchange past 4 polls per lane where the warps wait otherwise: 16-bit
                          # forwards at B <= 8 with the in-kernel projection, the paired split at B=4 with a
@@ -178,7 +182,7 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
     TAGGED_EXCHANGE True/False forces the grid and tensor-core plans' exchange (tests, the ablation);
     IN_KERNEL_PROJECTION True/False puts the tensor-core or grid forward's projection in the kernel wherever it
     fits / takes it out, UNITS_FASTEST=False the v10 pointwise thread order, PAIRED_SPLIT=False the
-    split's 3 mma per tile at B <= 4, POLL_DELAY=False no first-poll delay, REGISTER_MODEL="v4" the
+    split's 3 mma per tile at B <= 4, SPLIT_WORDS=False its hi and lo exchange rows, POLL_DELAY=False no first-poll delay, REGISTER_MODEL="v4" the
     tensor-core plans of the v4 register model, TAGGED_WITH_WAIT=False v5's exchange rule alone (tests, the
     ablations)."""
     props = _props()
@@ -199,6 +203,8 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
         plans = {k: replace(p, units_fastest=False) if p.kind == "mma" else p for k, p in plans.items()}
     if not PAIRED_SPLIT:
         plans = {k: replace(p, paired_split=False) if p.kind == "mma" else p for k, p in plans.items()}
+    if not SPLIT_WORDS:
+        plans = {k: capacity.without_split_words(p) for k, p in plans.items()}
     if TAGGED_EXCHANGE != "auto":
         plans = {k: p.with_exchange(bool(TAGGED_EXCHANGE)) for k, p in plans.items()}
     if not GRID_KERNEL_BIAS:
@@ -489,13 +495,18 @@ def _fewer_register_tiles(plan, props: dict):
     return smaller
 
 
+def _flag_defines() -> dict:
+    """Compile-time constants that engine flags (ablations) set on every persistent kernel."""
+    return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0})}
+
+
 def _compile_without_spills(plan, function: str, cooperative: bool):
     """(plan, RawKernel) of the first build of ``plan`` (or of it with fewer register tiles) that
     uses no local memory, with its dynamic shared memory set."""
     from ..gpu import compile_module
     props = _props()
     while True:
-        defines = {**plan.defines(), **({} if X_PREFETCH else {"X_PREFETCH": 0})}
+        defines = {**plan.defines(), **_flag_defines()}
         kern = compile_module(plan.kernel_file, defines, cooperative=cooperative).get_function(function)
         if kern.local_size_bytes == 0:
             break
@@ -511,7 +522,7 @@ def _remembered(build):
 
     @functools.wraps(build)
     def cached(plan, device_id: int):
-        key = (plan, device_id, X_PREFETCH)
+        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -900,8 +911,8 @@ def _graph_mode(variant) -> tuple:
     """What a captured graph depends on besides the configuration and dtypes."""
     return (variant, TAGGED_EXCHANGE, FP32_GEMMS, MIN_3XTF32_FLOPS, FP32_BACKWARD_GEMMS, MIN_3XTF32_BACKWARD_FLOPS,
             BACKWARD_BY_ROWS, SIXTEEN_BIT_GEMMS,
-            IN_KERNEL_PROJECTION, UNITS_FASTEST, FP32_TENSOR_CORES, PAIRED_SPLIT, POLL_DELAY, DIRECT_16BIT_INPUT,
-            ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS, X_PREFETCH, TAGGED_WITH_WAIT,
+            IN_KERNEL_PROJECTION, UNITS_FASTEST, FP32_TENSOR_CORES, PAIRED_SPLIT, SPLIT_WORDS, POLL_DELAY, DIRECT_16BIT_INPUT,
+            ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS, X_PREFETCH, FAST_FP32_GATES, TAGGED_WITH_WAIT,
             CLUSTER_DEFAULT, AUTO_MAX_CLUSTER)
 
 

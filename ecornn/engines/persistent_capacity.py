@@ -660,6 +660,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
     paired_split: bool = True   # v14: the split's hi and lo vector rows in one N tile where B is 1, 2 or 4
                                 # (2 mma per tile); False: 3 mma, PAIRED_SPLIT=0 (the ablation)
     poll_delay_ns: int = 0      # v16: sleep before a warp's first poll of the tagged exchange (with_poll_delay)
+    split_words: bool = True    # v28: the split's tagged exchange as one word per value (hi | lo, the lo's
+                                # lowest bit the tag); False: v13's hi and lo rows, SPLIT_WORDS=0 (the ablation)
 
     kind = "mma"
     kernel_file = "persistent_mma.cu"
@@ -684,6 +686,12 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
         return 1 if self.parts == 1 else (2 if self.paired else 3)
 
     @property
+    def tagged_rows(self) -> int:
+        """Rows of the step's vector in the tagged exchange: B, or 2B for the split's hi and lo rows,
+        B again with v28's split words."""
+        return self.batch if self.parts == 2 and self.split_words else self.parts * self.batch
+
+    @property
     def register_tiles(self) -> int:
         return self.reg_k_tiles
 
@@ -704,6 +712,7 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                 **({"IN_K_TILES": self.input_k_tiles} if self.input_k_tiles else {}),
                 **({} if self.units_fastest else {"UNITS_FASTEST": 0}),
                 **({"PAIRED_SPLIT": 0} if self.parts == 2 and not self.paired_split else {}),
+                **({"SPLIT_WORDS": 0} if self.parts == 2 and not self.split_words else {}),
                 **({"POLL_DELAY_NS": self.poll_delay_ns} if self.poll_delay_ns else {})}
 
     @property
@@ -730,7 +739,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
         values, i.e. 4 words)."""
         k = self.hidden if self.pass_name == "forward" else 4 * self.hidden
         row = -(-k // 4) * 4 if self.tagged else -(-k // 8) * 4
-        return (directions, 2, self.parts * self.batch, row)   # split: the lo rows after the hi rows
+        # split: the lo rows after the hi rows, or (v28, tagged) in the words' high halves
+        return (directions, 2, self.tagged_rows if self.tagged else self.parts * self.batch, row)
 
     def describe(self) -> str:
         projection = f", input projection in the kernel ({self.input_k_tiles} k-tiles)" if self.input_k_tiles else ""
@@ -830,8 +840,20 @@ def without_tagged_wait(plan):
         return plan
     if rules.tagged_projection_pays(plan):
         return without_input_projection(plan)
-    split_tagged = rules.split_tagged_pays(plan.pass_name, plan.parts, plan.batch, plan.k_tiles, plan.m_tiles)
+    split_tagged = rules.split_tagged_pays(plan.pass_name, plan.parts, plan.batch, plan.k_tiles, plan.m_tiles,
+                                           plan.split_words)
     return plan.with_exchange(False) if split_tagged else plan
+
+
+def without_split_words(plan):
+    """``plan`` with the split's v13 hi and lo exchange rows (v28's ablation): tagged only where v26's
+    rule tags the rows too (the words' rule covers every plan that one does; the delay follows from
+    with_poll_delay)."""
+    if plan.kind != "mma" or plan.parts != 2 or not plan.split_words:
+        return plan
+    rows_tagged = (rules.tagged_exchange_pays(plan.parts * plan.batch, plan.k_tiles)
+                   or rules.split_tagged_pays(plan.pass_name, plan.parts, plan.batch, plan.k_tiles, plan.m_tiles, False))
+    return replace(plan, split_words=False, tagged=plan.tagged and rows_tagged)
 
 
 def with_poll_delay(plan, enabled=True):

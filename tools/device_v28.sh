@@ -1,0 +1,39 @@
+#!/bin/bash
+# v28's device visit: the fp32 split's exchange as one word per value (SPLIT_WORDS). Stages (STAGES):
+# explore (the kernel alone, explore_exchange_delay.py, words vs v13's rows, delays), tests (GPU test
+# files, $TESTS), alternate (whole forward, v28 vs v27, ab_alternate.py bench_persistent_v28), bench
+# (the quick bench), pair (fwd+bwd with cuDNN, bench_persistent_v28.py), cache (the NVRTC cache into $OUT). Everything under $OUT.
+set -u
+OUT=${OUT:-/tmp/v28_out}
+mkdir -p "$OUT"
+source benchmarks/device_setup.sh
+record_device "$OUT/device.txt"
+for stage in ${STAGES:-"explore tests cache"}; do
+  case $stage in
+    explore)
+      timeout "${EXPLORE_TIMEOUT:-240}" python3 benchmarks/explore_exchange_delay.py "$OUT" --rounds "${ROUNDS:-3}" \
+        --cells '[["float32", 1024, 4]]' --only '["chosen", "w8u8"]' --delays '[0, 300, 600, 900, 1200]' \
+        --rows-delays '[1200]' --name explore_split_words_b4 2>&1 | tail -9
+      [ -n "${CELLS:-}" ] && timeout "${EXPLORE_TIMEOUT:-240}" python3 benchmarks/explore_exchange_delay.py "$OUT" \
+        --rounds "${ROUNDS:-3}" --cells "$CELLS" --delays "${DELAYS:-[0, 400, 800, 1200]}" --name explore_split_words 2>&1 | tail -20 ;;
+    gates)   # v28's gate functions against expf / tanhf (FAST_FP32_GATES off) on the chosen fp32 plans
+      timeout "${EXPLORE_TIMEOUT:-240}" python3 benchmarks/explore_exchange_delay.py "$OUT" --rounds "${ROUNDS:-3}" \
+        --cells "${GATE_CELLS:-[[\"float32\", 1024, 4], [\"float32\", 1024, 8], [\"float32\", 512, 4], [\"float32\", 512, 8], [\"float32\", 1536, 4], [\"float32\", 1024, 1], [\"float32\", 512, 1], [\"float32\", 256, 8], [\"float32\", 1024, 16]]}" \
+        --only '["chosen"]' --delays '[]' --libm-gates --name explore_gates 2>&1 | tail -20 ;;
+    delays)   # with v28's gates: the split's first-poll delays, words and (B=4) v13's rows
+      timeout "${EXPLORE_TIMEOUT:-240}" python3 benchmarks/explore_exchange_delay.py "$OUT" --rounds "${ROUNDS:-3}" \
+        --cells '[["float32", 1024, 4]]' --only '["w8u8"]' --delays '[0, 100, 200, 300, 400, 500]' \
+        --rows-delays '[0, 300]' --name explore_delays_b4 2>&1 | tail -10
+      timeout "${EXPLORE_TIMEOUT:-240}" python3 benchmarks/explore_exchange_delay.py "$OUT" --rounds "${ROUNDS:-3}" \
+        --cells '[["float32", 1024, 8], ["float32", 1536, 4], ["float32", 512, 8], ["float32", 1024, 16]]' \
+        --delays '[0, 200, 400]' --name explore_delays 2>&1 | tail -20 ;;
+    tests)
+      run_gpu_tests "$OUT/tests.log" ${TESTS:-"$REPO/tests/test_persistent_v13_gpu.py" "$REPO/tests/test_persistent_v14_gpu.py" \
+        "$REPO/tests/test_persistent_v26_gpu.py"} ;;
+    alternate) timeout "${ALT_TIMEOUT:-200}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v28 \
+      --rounds "${ROUNDS:-3}" --name ab_alternate_v28 2>&1 | tail -12 ;;
+    pair) timeout "${PAIR_TIMEOUT:-200}" python3 benchmarks/bench_persistent_v28.py "$OUT" 2>&1 | tail -8 ;;
+    bench) timeout "${BENCH_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
+    cache) save_cupy_cache "$OUT" ;;
+  esac
+done
