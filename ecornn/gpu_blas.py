@@ -262,6 +262,74 @@ def matmul_3xtf32_onepass(a, b, out, *, beta=0.0, a3=None, b3=None, stream=None)
     return matmul(a3, b3, out, beta=beta, tf32=True, stream=stream)
 
 
+# v28: fp32-accurate GEMMs on the fp16 tensor cores (kernels/fp16_split.cu): every row of both operands
+# (the right one's rows are the result's columns) scaled by a power of two and split into fp16 hi and lo,
+# three products in one fp16 GEMM over a 3x longer reduction, then the scales undone. ~22 significant
+# bits relative to each row's largest value, where 3xTF32 keeps them relative to every element; twice
+# 3xTF32's tensor-core rate.
+SPLIT16_TOP = 14   # a scaled row's largest |value| lies in [2^(TOP-1), 2^TOP): far from fp16's 65504
+
+
+def split16_exponents(row_max):
+    """The powers of two that bring each row maximum (> 0, finite) into [2^13, 2^14); 0 otherwise."""
+    m = np.asarray(row_max, np.float32)
+    ok = np.isfinite(m) & (m > 0)
+    return np.where(ok, SPLIT16_TOP - np.frexp(np.where(ok, m, 1.0))[1], 0).astype(np.int32)
+
+
+def fp16_split3(a, lo_first: bool):
+    """(out [rows, 3k] fp16, row_unscale [rows] fp32) of a 2-D fp32 ``a`` (kernels/fp16_split.cu):
+    parts (hi, lo, hi) or, ``lo_first``, (lo, hi, hi) of every row scaled by its power of two, which
+    row_unscale undoes. NumPy or CuPy (one kernel)."""
+    from .arrays import module_of
+    xp = module_of(a)
+    if a.ndim != 2:
+        raise ValueError(f"fp16_split3: a 2-D array expected, got shape {tuple(a.shape)}")
+    a = xp.ascontiguousarray(a, dtype=xp.float32)
+    rows, k = a.shape
+    if xp is np:
+        e = split16_exponents(np.abs(a).max(axis=1, initial=0.0))
+        x = np.ldexp(a, e[:, None]).astype(np.float32)
+        hi = x.astype(np.float16)
+        lo = (x - hi.astype(np.float32)).astype(np.float16)
+        out = np.concatenate((lo, hi, hi) if lo_first else (hi, lo, hi), axis=1)
+        return out, np.ldexp(np.float32(1.0), -e).astype(np.float32)
+    out, unscale = xp.empty((rows, 3 * k), xp.float16), xp.empty((rows,), xp.float32)
+    _fp16_split_kernels(xp.cuda.Device().id)[0](
+        (min(rows, 4096),), (256,), (a, np.int32(rows), np.int32(k), np.int32(lo_first), out, unscale))
+    return out, unscale
+
+
+@functools.lru_cache(maxsize=None)
+def _fp16_split_kernels(device: int):   # cached: compile_module hashes the source on every call
+    from .gpu import compile_module
+    module = compile_module("fp16_split.cu")
+    return module.get_function("fp16_split3"), module.get_function("unscale_rows_cols")
+
+
+def matmul_fp16_split3(a3, a_unscale, b3_t, b_unscale, out, *, stream=None):
+    """Row-major fp32 ``out = a @ b`` from (a3, a_unscale) = fp16_split3(a, False) and (b3_t, b_unscale)
+    = fp16_split3(b.T, True) (prepared weights): one fp16 GEMM, then every element times its row's
+    a_unscale and its column's b_unscale."""
+    rows, k3 = a3.shape
+    if b3_t.shape[1] != k3 or out.shape != (rows, b3_t.shape[0]) or a_unscale.shape != (rows,) \
+            or b_unscale.shape != (b3_t.shape[0],):
+        raise ValueError(f"matmul_fp16_split3: a3 [m, 3k], a_unscale [m], b3_t [n, 3k], b_unscale [n], out [m, n] "
+                         f"expected, got {tuple(a3.shape)}, {tuple(a_unscale.shape)}, {tuple(b3_t.shape)}, "
+                         f"{tuple(b_unscale.shape)}, {tuple(out.shape)}")
+    from .arrays import module_of
+    xp = module_of(out)
+    if xp is np:
+        out[...] = (a3.astype(np.float32) @ b3_t.astype(np.float32).T) * (a_unscale[:, None] * b_unscale[None, :])
+        return out
+    matmul(a3, b3_t.T, out, a_type="float16", stream=stream)
+    n = out.shape[1]
+    blocks = min(-(-rows * n // 256), 8 * 1024)
+    _fp16_split_kernels(xp.cuda.Device().id)[1]((blocks,), (256,), (out, np.int64(rows), np.int32(n), a_unscale,
+                                                                  b_unscale))
+    return out
+
+
 def matmul_3xtf32(a, b, out, *, beta=0.0, a_parts=None, b_parts=None, stream=None):
     """Row-major fp32 ``out = a @ b + beta * out`` to fp32 accuracy on TF32 tensor cores:
     a_lo b_hi + a_hi b_lo + a_hi b_hi, the small terms first. What is lost: a_lo b_lo and TF32's

@@ -108,6 +108,7 @@ def test_onepass_projections_keep_fp32_accuracy(blas_engine, rng, monkeypatch, i
     backward strict: within fp32's 1e-5; the input split once per layer for both directions."""
     from ecornn.engines import persistent_rules as rules
     monkeypatch.setattr(persistent, "MIN_3XTF32_FLOPS", 0)
+    monkeypatch.setattr(persistent, "FP32_GEMMS", "onepass")   # v25's (v28's fp16 split: test_persistent_v28_cpu)
     monkeypatch.setattr(persistent, "FP32_BACKWARD_GEMMS", "strict")
     monkeypatch.setattr(rules, "input_projection_pays", lambda plan: False)   # the GEMM before the kernel
     splits = []
@@ -157,6 +158,7 @@ def test_refresh_rewrites_the_onepass_weight_splits(blas_engine, rng, monkeypatc
     """v25: the prepared one-pass splits of W_ih (the projection's, of W_ih^T, and dX's) are rewritten
     by a refresh as a fresh prepare would make them, and the next training call uses the new ones."""
     monkeypatch.setattr(persistent, "MIN_3XTF32_FLOPS", 0)
+    monkeypatch.setattr(persistent, "FP32_GEMMS", "onepass")   # v25's projection split (v28's: its own test)
     monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", False)
     config = LSTMConfig(20, 24, 2, True, "float32", 3, 5)
     weights, x, h0, c0 = random_problem(rng, config)

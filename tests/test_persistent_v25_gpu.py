@@ -46,6 +46,7 @@ def test_onepass_gemm_is_fp32_accurate_on_the_device(rng, transposed):
 
 def _counted(monkeypatch):
     from ecornn import gpu_blas
+    monkeypatch.setattr(persistent, "FP32_GEMMS", "onepass")   # v25's projection (v28's fp16 split: its own tests)
     calls, real = [], gpu_blas.matmul_3xtf32_onepass
     monkeypatch.setattr(gpu_blas, "matmul_3xtf32_onepass", lambda *a, **k: calls.append(1) or real(*a, **k))
     return calls
@@ -82,10 +83,12 @@ def test_inference_graph_replays_the_onepass_projection(rng, monkeypatch):
     assert len(calls) in (4, 8)   # the eager call's and the capture's (layers x directions each); replays none
 
 
-def test_training_graphs_replay_the_onepass_gemms_bitwise_and_refresh_rewrites_the_splits(rng, monkeypatch):
+@pytest.mark.parametrize("projection", ["onepass", "fp16split"])
+def test_training_graphs_replay_the_onepass_gemms_bitwise_and_refresh_rewrites_the_splits(rng, monkeypatch, projection):
     """Prepared weights: the first fwd+bwd captures a training set (splits and one-pass GEMMs);
     replays on fresh inputs are bitwise the eager path; after refreshes to new weights (eager, then
-    from a refresh graph) the replays match float64 of the new weights."""
+    from a refresh graph) the replays match float64 of the new weights. v28: the same with the
+    projection's fp16 split (its weight split rewritten, its row scales recomputed on the device)."""
     import cupy as cp
     from ecornn.engines import persistent_train_graph
     from ecornn.engines import reference as reference_engine
@@ -93,12 +96,15 @@ def test_training_graphs_replay_the_onepass_gemms_bitwise_and_refresh_rewrites_t
     monkeypatch.setattr(persistent, "MIN_3XTF32_FLOPS", 0)
     monkeypatch.setattr(persistent, "MIN_3XTF32_BACKWARD_FLOPS", 0)
     monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", False)
+    monkeypatch.setattr(persistent, "FP32_GEMMS", projection)
     config = LSTMConfig(48, 64, 1, False, "float32", 3, 40)
     _, gpu_weights, prepared = _prepared(rng, config)
     calls = [(*_gpu_inputs(rng, config), *_gpu_inputs(rng, config.replace(input_size=64))) for _ in range(4)]
     got = [fwd_bwd(config, gpu_weights, prepared, *c) for c in calls]
     cp.cuda.Device().synchronize()
-    assert prepared.training_sets and set(prepared.slots[0].w_ih_split3) == {True, False}
+    onepass = projection == "onepass"
+    assert prepared.training_sets and set(prepared.slots[0].w_ih_split3) == ({True, False} if onepass else {False})
+    assert (prepared.slots[0].w_ih_split16 is None) == onepass
     with monkeypatch.context() as eager:
         eager.setattr(persistent_train_graph, "ENABLED", False)
         for c, g in zip(calls, got):

@@ -55,7 +55,7 @@ def test_fp32_split_at_batch_4_runs_tagged_after_a_long_first_poll_delay(monkeyp
     config = LSTMConfig(inp, hidden, layers, bidir, "float32", 4, steps)
     plan = _forward_plan(config)
     assert plan.kind == "mma" and plan.parts == 2 and plan.tagged, plan.describe()
-    assert plan.poll_delay_ns == rules.SPLIT_WORDS_POLL_DELAY_NS and plan.defines()["POLL_DELAY_NS"] == 300   # v28
+    assert plan.poll_delay_ns == rules.SPLIT_WORDS_POLL_DELAY_NS and plan.defines()["POLL_DELAY_NS"] == 400   # v28
     _compare_under_grid_sync(monkeypatch, inp + hidden, config, FP32_TOL)
 
 

@@ -8,11 +8,15 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ecornn import LSTMConfig
 from ecornn.kernels import source
 from ecornn.engines import persistent, persistent_capacity as cap, persistent_rules as rules
+from tests.helpers import random_problem
+from tests.test_persistent_emulated import cpu_engine  # noqa: F401 (fixture)
+from tests.test_persistent_v22_cpu import _train, blas_engine  # noqa: F401 (fixture)
 
 H100 = cap.h100_properties()
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
@@ -30,10 +34,10 @@ def _split(hidden, batch, layers=1, bidir=False, training=False):
 
 
 @pytest.mark.parametrize("hidden, batch, layers, bidir, tagged, delay", [
-    (1024, 4, 1, False, True, 300),    # 4 polls per lane (v26's rows: 8, 1200 ns)
+    (1024, 4, 1, False, True, 400),    # 4 polls per lane (v26's rows: 8, 1200 ns)
     (1280, 4, 1, False, True, 400),    # 5 polls, 10 units
     (1536, 4, 1, False, True, 400),    # 6 polls, 12 units (v26's rows: 12 polls, grid.sync)
-    (1024, 4, 2, False, True, 300),    # every layer of a unidirectional stack
+    (1024, 4, 2, False, True, 400),    # every layer of a unidirectional stack
     (1024, 4, 2, True, False, 0),      # two directions in one grid: 16 units (4 m-tiles), grid.sync
     (1024, 8, 1, False, False, 0),     # not paired: words tied grid.sync (2.83 vs 2.85 us/step)
     (512, 8, 1, False, False, 0),
@@ -157,3 +161,78 @@ def test_the_explorer_yields_the_rows_and_libm_gates_variants(on_h100):
     assert variants["w8u8 tagged 300ns"].split_words and variants["w8u8 tagged 300ns"].poll_delay_ns == 300
     rows = variants["w8u8 rows tagged 1200ns"]
     assert not rows.split_words and rows.tagged and rows.poll_delay_ns == 1200
+
+
+# ---- the fp16-split projection (FP32_GEMMS = "fp16split", gpu_blas.matmul_fp16_split3) ----
+def test_the_fp16_split_rebuilds_every_row_to_22_bits(rng):
+    from ecornn import gpu_blas
+    a = (rng.standard_normal((6, 300)) * np.float32(10.0) ** np.array([[-30], [-3], [0], [4], [30], [0]])).astype(np.float32)
+    a[5] = 0.0
+    a3, unscale = gpu_blas.fp16_split3(a, False)
+    k = a.shape[1]
+    hi, lo = a3[:, :k].astype(np.float64), a3[:, k:2 * k].astype(np.float64)
+    assert np.array_equal(a3[:, 2 * k:], a3[:, :k]) and a3.dtype == np.float16
+    rebuilt = (hi + lo) * unscale[:, None]
+    row_max = np.abs(a).max(axis=1)
+    assert np.all(np.abs(rebuilt - a)[:5] <= 2.0 ** -22 * row_max[:5, None])
+    assert np.all(rebuilt[5] == 0) and unscale[5] == 1.0
+    scaled_max = np.abs(hi).max(axis=1)[:5]
+    assert np.all((scaled_max >= 2.0 ** 13) & (scaled_max <= 2.0 ** 14))   # far from fp16's 65504
+    assert np.all(np.log2(unscale) == np.round(np.log2(unscale)))           # powers of two: exact unscale
+    b3, _ = gpu_blas.fp16_split3(a, True)
+    assert np.array_equal(b3[:, :k], a3[:, k:2 * k]) and np.array_equal(b3[:, k:], a3[:, [*range(k), *range(k)]])
+
+
+@pytest.mark.parametrize("inp, hidden, layers, bidir, batch, steps", [(20, 40, 1, False, 4, 6), (16, 24, 2, True, 3, 5)])
+def test_fp16_split_projections_keep_fp32_accuracy(blas_engine, rng, monkeypatch, inp, hidden, layers, bidir, batch,
+                                                   steps):
+    """Every fp32 input projection one fp16 GEMM on row-scaled halves (MIN_3XTF32_FLOPS=0, the default
+    FP32_GEMMS), the backward strict: within fp32's 1e-5; the input split once per layer for both
+    directions. Dropping the lo halves (one fp16 GEMM of the hi parts) fails the tolerance."""
+    from ecornn import gpu_blas
+    assert persistent.FP32_GEMMS == "fp16split"
+    monkeypatch.setattr(persistent, "MIN_3XTF32_FLOPS", 0)
+    monkeypatch.setattr(persistent, "FP32_BACKWARD_GEMMS", "strict")
+    monkeypatch.setattr(rules, "input_projection_pays", lambda plan: False)   # the GEMM before the kernel
+    splits, gemms = [], []
+    real_split, real_gemm = gpu_blas.fp16_split3, gpu_blas.matmul_fp16_split3
+    monkeypatch.setattr(gpu_blas, "fp16_split3", lambda a, lo_first: splits.append((a.shape, lo_first))
+                        or real_split(a, lo_first))
+    monkeypatch.setattr(gpu_blas, "matmul_fp16_split3", lambda *args, **kw: gemms.append(1) or real_gemm(*args, **kw))
+    config = LSTMConfig(inp, hidden, layers, bidir, "float32", batch, steps)
+    assert _train(blas_engine, rng, config) <= 1e-5
+    assert len(gemms) == layers * config.num_directions
+    inputs = [(steps * batch, inp)] + [(steps * batch, hidden * config.num_directions)] * (layers - 1)
+    assert [shape for shape, lo_first in splits if not lo_first] == inputs   # once per layer
+
+    def hi_only(a3, a_unscale, b3_t, b_unscale, out):   # the mutation: the lo halves dropped
+        k = a3.shape[1] // 3
+        out[...] = (a3[:, :k].astype(np.float32) @ b3_t[:, 2 * k:].astype(np.float32).T) * np.outer(a_unscale, b_unscale)
+        return out
+    monkeypatch.setattr(gpu_blas, "matmul_fp16_split3", hi_only)
+    assert _train(blas_engine, rng, config) > 1e-5
+
+
+def test_refresh_rewrites_the_fp16_weight_split(blas_engine, rng, monkeypatch):
+    monkeypatch.setattr(persistent, "MIN_3XTF32_FLOPS", 0)
+    monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", False)
+    config = LSTMConfig(20, 24, 2, True, "float32", 3, 5)
+    weights, x, h0, c0 = random_problem(rng, config)
+    prepared = blas_engine.prepare(config, weights)
+    blas_engine.forward(config, x, weights, h0, c0, training=True, prepared=prepared)
+    assert all(s.w_ih_split16 is not None for s in prepared.slots)
+    new, _, _, _ = random_problem(rng, config)
+    blas_engine.refresh(prepared, config, new)
+    fresh = blas_engine.prepare(config, new)
+    for old, made in zip(prepared.slots, fresh.slots):
+        for got, want in zip(old.w_ih_split16, made.input_weight_split16()):
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("shapes", [((4, 9), (4, 5), (7, 9), (7,)), ((4, 9), (3,), (7, 9), (7,)),
+                                    ((4, 9), (4,), (7, 6), (7,)), ((4, 9), (4,), (7, 9), (6,))])
+def test_the_fp16_split_gemm_rejects_mismatched_operands(shapes):
+    from ecornn import gpu_blas
+    a3, au, b3, bu = (np.zeros(s, np.float16 if len(s) == 2 else np.float32) for s in shapes)
+    with pytest.raises(ValueError, match="matmul_fp16_split3"):
+        gpu_blas.matmul_fp16_split3(a3, au, b3, bu, np.empty((4, 7), np.float32))

@@ -27,6 +27,27 @@ for stage in ${STAGES:-"explore tests cache"}; do
       timeout "${EXPLORE_TIMEOUT:-240}" python3 benchmarks/explore_exchange_delay.py "$OUT" --rounds "${ROUNDS:-3}" \
         --cells '[["float32", 1024, 8], ["float32", 1536, 4], ["float32", 512, 8], ["float32", 1024, 16]]' \
         --delays '[0, 200, 400]' --name explore_delays 2>&1 | tail -20 ;;
+    h100)   # the B=4 split's first-poll delay around 300 ns on the H100; where the whole call's time goes
+      timeout "${EXPLORE_TIMEOUT:-240}" python3 benchmarks/explore_exchange_delay.py "$OUT" --rounds "${ROUNDS:-3}" \
+        --cells '[["float32", 1024, 4], ["float32", 1536, 4]]' --only '["w8u"]' --delays '[150, 200, 250, 300, 350, 400, 500]' \
+        --name explore_delays_h100 2>&1 | tail -16
+      timeout 200 python3 benchmarks/profile_whole_call.py "$OUT" 2>&1 | tail -12 ;;
+    projection)   # the fp16-split projection against v25's one-pass 3xTF32: accuracy on the device, then A/B
+      python3 -c "
+import cupy as cp, numpy as np
+from ecornn import gpu_blas as g
+rng = np.random.default_rng(1)
+for m, k, n, spread in ((1024, 1024, 4096, 0), (256, 300, 1000, 20)):
+    a = rng.standard_normal((m, k)).astype(np.float32) * np.float32(10.0) ** rng.integers(-spread, spread + 1, (m, 1)).astype(np.float32)
+    w = (rng.standard_normal((n, k)) * 0.05).astype(np.float32)
+    out = cp.empty((m, n), cp.float32)
+    g.matmul_fp16_split3(*g.fp16_split3(cp.asarray(a), False), *g.fp16_split3(cp.asarray(w), True), out)
+    ref = a.astype(np.float64) @ w.astype(np.float64).T
+    rows = np.linalg.norm(out.get() - ref, axis=1) / np.linalg.norm(ref, axis=1)
+    print('fp16split gemm', m, k, n, 'spread 1e', spread, 'worst row rel err', rows.max())
+" 2>&1 | tail -3
+      timeout "${ALT_TIMEOUT:-200}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v28_projection \
+        --rounds "${ROUNDS:-3}" --name ab_projection_v28 2>&1 | tail -9 ;;
     tests)
       run_gpu_tests "$OUT/tests.log" ${TESTS:-"$REPO/tests/test_persistent_v13_gpu.py" "$REPO/tests/test_persistent_v14_gpu.py" \
         "$REPO/tests/test_persistent_v26_gpu.py"} ;;

@@ -80,8 +80,9 @@ VARIANTS = ("auto", "grid", "cluster", "mma")
 MAX_CLUSTER = 16         # 16 needs CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (set below)
 AUTO_MAX_CLUSTER = 8     # "auto" skips 16-block plans: H=512 B=4 measured slower than the grid (H200)
 _NON_PORTABLE_CLUSTER_ATTR = 14  # CUfunction_attribute value in cuda.h (CUDA 12/13)
-FP32_GEMMS = "onepass"    # fp32 input projections of >= MIN_3XTF32_FLOPS, fp32-accurate on TF32 tensor cores:
-                          # "onepass" (v25: one GEMM over a 3x longer reduction, gpu_blas.matmul_3xtf32_onepass),
+FP32_GEMMS = "fp16split"  # fp32 input projections of >= MIN_3XTF32_FLOPS, fp32-accurate on tensor cores:
+                          # "fp16split" (v28: fp16 halves of row-scaled operands, gpu_blas.matmul_fp16_split3),
+                          # "onepass" (v25: one TF32 GEMM over a 3x longer reduction, gpu_blas.matmul_3xtf32_onepass),
                           # "3xtf32" (v6: three GEMMs, gpu_blas.matmul_3xtf32) or "strict" (cuBLAS SGEMM, the
                           # ablation; what all smaller projections run)
 MIN_3XTF32_FLOPS = 1e9    # H100, whole forward: v6 (three GEMMs) 4e9: 2.1 GFLOP (H=512 B=4) gained nothing, 4.3
@@ -228,6 +229,7 @@ class PreparedLayer:
     bias: object   # [4H] b_ih + b_hh, gate-interleaved fp32
     w_ih_parts: tuple = None   # gpu_blas.tf32_parts(w_ih), made at the first 3xTF32 projection
     w_ih_16bit: object = None  # w_ih in the layer's 16-bit storage, made at the first 16-bit GEMM
+    w_ih_split16: tuple = None  # v28: gpu_blas.fp16_split3(w_ih, True), made at the first fp16-split projection
     w_ih_split3: dict = field(default_factory=dict)  # v25: {transposed: gpu_blas.tf32_split3 of w_ih.T / w_ih},
                                                      # made at the first one-pass projection / dX
 
@@ -244,6 +246,14 @@ class PreparedLayer:
             from ..gpu_blas import tf32_split3
             self.w_ih_split3[transposed] = tf32_split3(self.w_ih.T if transposed else self.w_ih, 0, False)
         return self.w_ih_split3[transposed]
+
+    def input_weight_split16(self) -> tuple:
+        """(w_ih's rows as fp16 (lo, hi, hi) parts [4H, 3K], their unscales [4H]): the right operand of
+        gpu_blas.matmul_fp16_split3."""
+        if self.w_ih_split16 is None:
+            from ..gpu_blas import fp16_split3
+            self.w_ih_split16 = fp16_split3(self.w_ih, True)
+        return self.w_ih_split16
 
     def input_weight_16bit(self, dtype: str):
         if self.w_ih_16bit is None:   # exact: the fp32 copy was made from 16-bit weights
@@ -314,6 +324,10 @@ def _refresh_eager(prepared: PersistentWeights, config, weights) -> None:
         if old.w_ih_parts is not None:
             from ..gpu_blas import tf32_parts
             for part, made in zip(old.w_ih_parts, tf32_parts(old.w_ih)):
+                cp.copyto(part, made)
+        if old.w_ih_split16 is not None:
+            from ..gpu_blas import fp16_split3
+            for part, made in zip(old.w_ih_split16, fp16_split3(old.w_ih, True)):
                 cp.copyto(part, made)
         for transposed, split in old.w_ih_split3.items():
             from ..gpu_blas import tf32_split3
@@ -832,6 +846,11 @@ def _fp32_projection(flat, prep, out, tf32: bool, split=None):
     (``split``: made for an earlier direction of the same input) or None."""
     flops = 2.0 * flat.shape[0] * prep.w_ih.shape[0] * prep.w_ih.shape[1]
     mode = "strict" if tf32 or flops < MIN_3XTF32_FLOPS or not is_gpu_array(prep.w_ih) else FP32_GEMMS
+    if mode == "fp16split":   # v28
+        from ..gpu_blas import fp16_split3, matmul_fp16_split3
+        split = fp16_split3(flat, False) if split is None else split
+        matmul_fp16_split3(*split, *prep.input_weight_split16(), out)
+        return split
     if mode == "onepass":
         from ..gpu_blas import matmul_3xtf32_onepass, tf32_split3
         split = tf32_split3(flat, 1, True) if split is None else split

@@ -21,8 +21,7 @@ SPLIT_TAGGED_MAX_LOADS_PER_LANE = 8  # ... this many polls per lane, its warps s
 SPLIT_POLL_DELAY_NS = 1200          # before their first poll (a ~2.5 us step), in blocks of at most
 SPLIT_TAGGED_MAX_M_TILES = 2        # this many 16-row tiles (8 units)
 SPLIT_WORDS_MAX_M_TILES = 3         # v28, split words (one tagged word per h value): blocks of up to 12 units,
-SPLIT_WORDS_POLL_DELAY_NS = 300     # the first poll after this at <= 4 polls per lane (H=1024) ...
-SPLIT_WORDS_LONG_POLL_DELAY_NS = 400   # ... and after this at 5-8 (H=1536)
+SPLIT_WORDS_POLL_DELAY_NS = 400     # the first poll after this (H=1024 and H=1536 at B=4, H100 and H200)
 # the input projection inside the kernel
 INPUT_PROJECTION_MIN_BATCH = 4  # the in-kernel projection (v12) measured faster at B=4, slower at B=1
 GRID_INPUT_PROJECTION_MAX_BATCH = 2  # the fp32 grid forward's (v15): faster at B=1, 2, slower at B=4, 8
@@ -106,11 +105,13 @@ def split_tagged_pays(pass_name: str, parts: int, batch: int, k_tiles: int, m_ti
     Bidirectional H=1024 B=4 (two directions in one grid: 16 units, 4 m-tiles, half the k-tiles in
     shared memory) 2 layers 10.22 vs 7.94 us/step (7_ab_v26_layers): a longer step, hence m_tiles.
     v28 (``words``: B rows of words, hi | lo), in blocks of at most SPLIT_WORDS_MAX_M_TILES m-tiles.
-    H200, kernel alone with v28's gates (results/persistent_v28, 3_, 4_, 3 alternated rounds): H=1024
-    B=4 (4 loads per lane) 1.78 us/step at 300 ns (0-200 ns: 1.95-1.97, 400-500: 1.82-1.83, 600-1200:
-    2.25-2.27) vs grid.sync 2.22-2.26, the v13 rows at 300 ns 2.29; H=1536 B=4 (6 loads, 12 units)
-    3.19 at 400 ns (0: 3.73, 200: 3.60) vs grid.sync 3.39-3.48. B=8 (not paired) ties at best
-    (H=1024 2.83 at 400 ns vs 2.85, H=512 2.26 vs 2.28) and B=16 loses (5.16-6.44 vs 4.18)."""
+    Kernel alone with v28's gates (results/persistent_v28, 3 alternated rounds). H200 (3_, 4_): H=1024
+    B=4 (4 loads per lane) 1.78 us/step at 300 ns, 1.82-1.83 at 400-500 (0-200 ns: 1.95-1.97,
+    600-1200: 2.25-2.27) vs grid.sync 2.22-2.26, the v13 rows at 300 ns 2.29; H=1536 B=4 (6 loads, 12
+    units) 3.19 at 400 ns (0: 3.73, 200: 3.60) vs grid.sync 3.39-3.48. H100 (9_): H=1024 B=4 1.84-1.85
+    at 350-500 ns (150-300: 1.98-2.17) vs grid.sync 2.27; H=1536 2.97-3.08 at 350-500 (300: 3.17) vs
+    3.32. B=8 (not paired) ties at best (H200: H=1024 2.83 at 400 ns vs 2.85, H=512 2.26 vs 2.28) and
+    B=16 loses (5.16-6.44 vs 4.18)."""
     rows = batch if words else parts * batch
     return (pass_name == "forward" and parts == 2 and batch == SPLIT_TAGGED_BATCH
             and m_tiles <= (SPLIT_WORDS_MAX_M_TILES if words else SPLIT_TAGGED_MAX_M_TILES)
@@ -168,17 +169,13 @@ def long_poll_delay_pays(plan) -> bool:
 
 def split_poll_delay_ns(plan) -> int:
     """The first-poll delay of a split forward that split_tagged_pays made tagged past v5's rule (by its
-    hi and lo rows, H >= 1024 at B=4): SPLIT_POLL_DELAY_NS with the rows (v26); with split words (v28)
-    SPLIT_WORDS_POLL_DELAY_NS up to TAGGED_MAX_LOADS_PER_LANE polls per lane, else
-    SPLIT_WORDS_LONG_POLL_DELAY_NS. 0 for every other plan."""
+    hi and lo rows, H >= 1024 at B=4): SPLIT_POLL_DELAY_NS with the rows (v26), SPLIT_WORDS_POLL_DELAY_NS
+    with split words (v28). 0 for every other plan."""
     if not (plan.kind == "mma" and plan.parts == 2 and plan.tagged and plan.paired
             and split_tagged_pays(plan.pass_name, plan.parts, plan.batch, plan.k_tiles, plan.m_tiles, plan.split_words)
             and not tagged_exchange_pays(plan.parts * plan.batch, plan.k_tiles)):
         return 0
-    if not plan.split_words:
-        return SPLIT_POLL_DELAY_NS
-    short = plan.batch * plan.k_tiles <= 8 * TAGGED_MAX_LOADS_PER_LANE
-    return SPLIT_WORDS_POLL_DELAY_NS if short else SPLIT_WORDS_LONG_POLL_DELAY_NS
+    return SPLIT_WORDS_POLL_DELAY_NS if plan.split_words else SPLIT_POLL_DELAY_NS
 
 
 def poll_delay_ns(plan) -> int:

@@ -1,0 +1,66 @@
+// v28: the operands of an fp32-accurate GEMM on the fp16 tensor cores (ecornn/gpu_blas.py,
+// matmul_fp16_split3), twice the rate of v25's one-pass 3xTF32. Each row of a row-major fp32
+// a [rows, k] is scaled by a power of two s_r (from the row's largest |value|) into [2^13, 2^14), then
+// split into hi = fp16(a s) and lo = fp16(a s - hi): about 22 significant bits relative to the row's
+// largest value. Written as three parts of out (fp16 bits) along the GEMM's reduction dimension:
+// (hi, lo, hi) for the left operand, (lo, hi, hi) for the right one (whose rows are the result's
+// columns), so [a_hi | a_lo | a_hi] . [b_lo ; b_hi ; b_hi] = a_hi b_lo + a_lo b_hi + a_hi b_hi, the
+// small terms first; row_unscale[r] = 1 / s_r. Scales on the device: a captured graph (the weights'
+// refresh, v10) stays right when the values change.
+#include <cuda_fp16.h>
+
+// The power-of-two exponent that brings m (> 0, finite) into [2^13, 2^14); 0 for 0 or non-finite m.
+__device__ __forceinline__ int scale_exponent(float m) {
+    if (!(m > 0.0f) || !isfinite(m)) return 0;
+    int e;
+    frexpf(m, &e);   // m = f 2^e, f in [0.5, 1)
+    return 14 - e;
+}
+
+// Largest |a[c]| of one row, over the block (blockDim.x a multiple of 32, at most 1024).
+__device__ float row_abs_max(const float* row, int k) {
+    __shared__ float warp_max[32];
+    float m = 0.0f;
+    for (int c = threadIdx.x; c < k; c += blockDim.x) m = fmaxf(m, fabsf(row[c]));
+    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = m;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        m = threadIdx.x < blockDim.x / 32 ? warp_max[threadIdx.x] : 0.0f;
+        for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+        if (threadIdx.x == 0) warp_max[0] = m;
+    }
+    __syncthreads();
+    m = warp_max[0];
+    __syncthreads();   // warp_max is reused by the next row
+    return m;
+}
+
+// One block per row (grid-stride).
+extern "C" __global__ void fp16_split3(const float* __restrict__ a, int rows, int k, int lo_first,
+                                       unsigned short* __restrict__ out, float* __restrict__ row_unscale) {
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float* src = a + static_cast<long long>(r) * k;
+        const int e = scale_exponent(row_abs_max(src, k));
+        if (threadIdx.x == 0) row_unscale[r] = ldexpf(1.0f, -e);
+        unsigned short* dst = out + static_cast<long long>(r) * 3 * k;
+        for (int c = threadIdx.x; c < k; c += blockDim.x) {
+            const float x = ldexpf(src[c], e);
+            const __half hi = __float2half_rn(x);
+            const __half lo = __float2half_rn(x - __half2float(hi));
+            const unsigned short h = __half_as_ushort(hi), l = __half_as_ushort(lo);
+            dst[c] = lo_first ? l : h;
+            dst[k + c] = lo_first ? h : l;
+            dst[2 * k + c] = h;
+        }
+    }
+}
+
+// out[r][c] *= row_unscale[r] * col_unscale[c] (the GEMM's result back to the operands' units).
+extern "C" __global__ void unscale_rows_cols(float* __restrict__ out, long long rows, int n,
+                                            const float* __restrict__ row_unscale,
+                                            const float* __restrict__ col_unscale) {
+    const long long total = rows * n;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x)
+        out[i] *= row_unscale[i / n] * col_unscale[i % n];
+}
