@@ -278,9 +278,9 @@ def split16_exponents(row_max):
 
 
 def fp16_split3(a, lo_first: bool):
-    """(out [rows, 3k] fp16, row_unscale [rows] fp32) of a 2-D fp32 ``a`` (kernels/fp16_split.cu):
-    parts (hi, lo, hi) or, ``lo_first``, (lo, hi, hi) of every row scaled by its power of two, which
-    row_unscale undoes. NumPy or CuPy (one kernel)."""
+    """(out [rows, 3k] fp16, row_exp [rows] int32) of a 2-D fp32 ``a`` (kernels/fp16_split.cu): parts
+    (hi, lo, hi) or, ``lo_first``, (lo, hi, hi) of every row scaled by its power of two, 2^-row_exp.
+    NumPy or CuPy (one kernel)."""
     from .arrays import module_of
     xp = module_of(a)
     if a.ndim != 2:
@@ -293,8 +293,8 @@ def fp16_split3(a, lo_first: bool):
         hi = x.astype(np.float16)
         lo = (x - hi.astype(np.float32)).astype(np.float16)
         out = np.concatenate((lo, hi, hi) if lo_first else (hi, lo, hi), axis=1)
-        return out, np.ldexp(np.float32(1.0), -e).astype(np.float32)
-    out, unscale = xp.empty((rows, 3 * k), xp.float16), xp.empty((rows,), xp.float32)
+        return out, (-e).astype(np.int32)
+    out, unscale = xp.empty((rows, 3 * k), xp.float16), xp.empty((rows,), xp.int32)
     _fp16_split_kernels(xp.cuda.Device().id)[0](
         (min(rows, 4096),), (256,), (a, np.int32(rows), np.int32(k), np.int32(lo_first), out, unscale))
     return out, unscale
@@ -307,26 +307,25 @@ def _fp16_split_kernels(device: int):   # cached: compile_module hashes the sour
     return module.get_function("fp16_split3"), module.get_function("unscale_rows_cols")
 
 
-def matmul_fp16_split3(a3, a_unscale, b3_t, b_unscale, out, *, stream=None):
-    """Row-major fp32 ``out = a @ b`` from (a3, a_unscale) = fp16_split3(a, False) and (b3_t, b_unscale)
-    = fp16_split3(b.T, True) (prepared weights): one fp16 GEMM, then every element times its row's
-    a_unscale and its column's b_unscale."""
+def matmul_fp16_split3(a3, a_exp, b3_t, b_exp, out, *, stream=None):
+    """Row-major fp32 ``out = a @ b`` from (a3, a_exp) = fp16_split3(a, False) and (b3_t, b_exp)
+    = fp16_split3(b.T, True) (prepared weights): one fp16 GEMM, then every element times 2 to its row's
+    a_exp plus its column's b_exp."""
     rows, k3 = a3.shape
-    if b3_t.shape[1] != k3 or out.shape != (rows, b3_t.shape[0]) or a_unscale.shape != (rows,) \
-            or b_unscale.shape != (b3_t.shape[0],):
-        raise ValueError(f"matmul_fp16_split3: a3 [m, 3k], a_unscale [m], b3_t [n, 3k], b_unscale [n], out [m, n] "
-                         f"expected, got {tuple(a3.shape)}, {tuple(a_unscale.shape)}, {tuple(b3_t.shape)}, "
-                         f"{tuple(b_unscale.shape)}, {tuple(out.shape)}")
+    if b3_t.shape[1] != k3 or out.shape != (rows, b3_t.shape[0]) or a_exp.shape != (rows,) \
+            or b_exp.shape != (b3_t.shape[0],):
+        raise ValueError(f"matmul_fp16_split3: a3 [m, 3k], a_exp [m], b3_t [n, 3k], b_exp [n], out [m, n] "
+                         f"expected, got {tuple(a3.shape)}, {tuple(a_exp.shape)}, {tuple(b3_t.shape)}, "
+                         f"{tuple(b_exp.shape)}, {tuple(out.shape)}")
     from .arrays import module_of
     xp = module_of(out)
     if xp is np:
-        out[...] = (a3.astype(np.float32) @ b3_t.astype(np.float32).T) * (a_unscale[:, None] * b_unscale[None, :])
+        out[...] = np.ldexp(a3.astype(np.float32) @ b3_t.astype(np.float32).T, a_exp[:, None] + b_exp[None, :])
         return out
     matmul(a3, b3_t.T, out, a_type="float16", stream=stream)
     n = out.shape[1]
     blocks = min(-(-rows * n // 256), 8 * 1024)
-    _fp16_split_kernels(xp.cuda.Device().id)[1]((blocks,), (256,), (out, np.int64(rows), np.int32(n), a_unscale,
-                                                                  b_unscale))
+    _fp16_split_kernels(xp.cuda.Device().id)[1]((blocks,), (256,), (out, np.int64(rows), np.int32(n), a_exp, b_exp))
     return out
 
 

@@ -5,8 +5,10 @@
 // largest value. Written as three parts of out (fp16 bits) along the GEMM's reduction dimension:
 // (hi, lo, hi) for the left operand, (lo, hi, hi) for the right one (whose rows are the result's
 // columns), so [a_hi | a_lo | a_hi] . [b_lo ; b_hi ; b_hi] = a_hi b_lo + a_lo b_hi + a_hi b_hi, the
-// small terms first; row_unscale[r] = 1 / s_r. Scales on the device: a captured graph (the weights'
-// refresh, v10) stays right when the values change.
+// small terms first; row_exp[r] = -log2(s_r), an integer: the result is unscaled by ldexpf with the
+// sum of its row's and column's exponents, exact and without a subnormal product of two scales (which
+// fast math flushes to 0). Scales on the device: a captured graph (the weights' refresh, v10) stays
+// right when the values change.
 #include <cuda_fp16.h>
 
 // The power-of-two exponent that brings m (> 0, finite) into [2^13, 2^14); 0 for 0 or non-finite m.
@@ -38,11 +40,11 @@ __device__ float row_abs_max(const float* row, int k) {
 
 // One block per row (grid-stride).
 extern "C" __global__ void fp16_split3(const float* __restrict__ a, int rows, int k, int lo_first,
-                                       unsigned short* __restrict__ out, float* __restrict__ row_unscale) {
+                                       unsigned short* __restrict__ out, int* __restrict__ row_exp) {
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         const float* src = a + static_cast<long long>(r) * k;
         const int e = scale_exponent(row_abs_max(src, k));
-        if (threadIdx.x == 0) row_unscale[r] = ldexpf(1.0f, -e);
+        if (threadIdx.x == 0) row_exp[r] = -e;
         unsigned short* dst = out + static_cast<long long>(r) * 3 * k;
         for (int c = threadIdx.x; c < k; c += blockDim.x) {
             const float x = ldexpf(src[c], e);
@@ -56,11 +58,10 @@ extern "C" __global__ void fp16_split3(const float* __restrict__ a, int rows, in
     }
 }
 
-// out[r][c] *= row_unscale[r] * col_unscale[c] (the GEMM's result back to the operands' units).
+// out[r][c] *= 2^(row_exp[r] + col_exp[c]) (the GEMM's result back to the operands' units).
 extern "C" __global__ void unscale_rows_cols(float* __restrict__ out, long long rows, int n,
-                                            const float* __restrict__ row_unscale,
-                                            const float* __restrict__ col_unscale) {
+                                            const int* __restrict__ row_exp, const int* __restrict__ col_exp) {
     const long long total = rows * n;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x)
-        out[i] *= row_unscale[i / n] * col_unscale[i % n];
+        out[i] = ldexpf(out[i], row_exp[i / n] + col_exp[i % n]);
 }

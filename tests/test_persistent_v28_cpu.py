@@ -168,17 +168,16 @@ def test_the_fp16_split_rebuilds_every_row_to_22_bits(rng):
     from ecornn import gpu_blas
     a = (rng.standard_normal((6, 300)) * np.float32(10.0) ** np.array([[-30], [-3], [0], [4], [30], [0]])).astype(np.float32)
     a[5] = 0.0
-    a3, unscale = gpu_blas.fp16_split3(a, False)
+    a3, exp = gpu_blas.fp16_split3(a, False)
     k = a.shape[1]
     hi, lo = a3[:, :k].astype(np.float64), a3[:, k:2 * k].astype(np.float64)
     assert np.array_equal(a3[:, 2 * k:], a3[:, :k]) and a3.dtype == np.float16
-    rebuilt = (hi + lo) * unscale[:, None]
+    rebuilt = np.ldexp(hi + lo, exp[:, None])
     row_max = np.abs(a).max(axis=1)
     assert np.all(np.abs(rebuilt - a)[:5] <= 2.0 ** -22 * row_max[:5, None])
-    assert np.all(rebuilt[5] == 0) and unscale[5] == 1.0
+    assert np.all(rebuilt[5] == 0) and exp[5] == 0 and exp.dtype == np.int32
     scaled_max = np.abs(hi).max(axis=1)[:5]
     assert np.all((scaled_max >= 2.0 ** 13) & (scaled_max <= 2.0 ** 14))   # far from fp16's 65504
-    assert np.all(np.log2(unscale) == np.round(np.log2(unscale)))           # powers of two: exact unscale
     b3, _ = gpu_blas.fp16_split3(a, True)
     assert np.array_equal(b3[:, :k], a3[:, k:2 * k]) and np.array_equal(b3[:, k:], a3[:, [*range(k), *range(k)]])
 
@@ -205,9 +204,10 @@ def test_fp16_split_projections_keep_fp32_accuracy(blas_engine, rng, monkeypatch
     inputs = [(steps * batch, inp)] + [(steps * batch, hidden * config.num_directions)] * (layers - 1)
     assert [shape for shape, lo_first in splits if not lo_first] == inputs   # once per layer
 
-    def hi_only(a3, a_unscale, b3_t, b_unscale, out):   # the mutation: the lo halves dropped
+    def hi_only(a3, a_exp, b3_t, b_exp, out):   # the mutation: the lo halves dropped
         k = a3.shape[1] // 3
-        out[...] = (a3[:, :k].astype(np.float32) @ b3_t[:, 2 * k:].astype(np.float32).T) * np.outer(a_unscale, b_unscale)
+        out[...] = np.ldexp(a3[:, :k].astype(np.float32) @ b3_t[:, 2 * k:].astype(np.float32).T,
+                            a_exp[:, None] + b_exp[None, :])
         return out
     monkeypatch.setattr(gpu_blas, "matmul_fp16_split3", hi_only)
     assert _train(blas_engine, rng, config) > 1e-5
@@ -233,6 +233,6 @@ def test_refresh_rewrites_the_fp16_weight_split(blas_engine, rng, monkeypatch):
                                     ((4, 9), (4,), (7, 6), (7,)), ((4, 9), (4,), (7, 9), (6,))])
 def test_the_fp16_split_gemm_rejects_mismatched_operands(shapes):
     from ecornn import gpu_blas
-    a3, au, b3, bu = (np.zeros(s, np.float16 if len(s) == 2 else np.float32) for s in shapes)
+    a3, au, b3, bu = (np.zeros(s, np.float16 if len(s) == 2 else np.int32) for s in shapes)
     with pytest.raises(ValueError, match="matmul_fp16_split3"):
         gpu_blas.matmul_fp16_split3(a3, au, b3, bu, np.empty((4, 7), np.float32))
