@@ -80,6 +80,10 @@
 // v27: the fp32 split below H=512 (rules.fp32_split_pays): H=384 B=16, H=256 B=32.
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=16 -DM_TILES=1 -DK_TILES=2 -DREG_K_TILES=2 -DTAGGED=0 -DSPLIT=1
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=32 -DNWARPS=16 -DM_TILES=1 -DK_TILES=1 -DREG_K_TILES=1 -DTAGGED=0 -DSPLIT=1
+// v28 (SPLIT_WORDS, the default in every split line above): H=1024 and H=1536 at B=4 tagged after 400 ns; the ablation.
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=3 -DK_TILES=12 -DREG_K_TILES=6 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DSPLIT=1 -DSPLIT_WORDS=0 -DPOLL_DELAY_NS=1200
 #include <cooperative_groups.h>
 
 #include "mma_common.cuh"
@@ -240,28 +244,27 @@ __device__ __forceinline__ size_t slot_offset(int d, int step, int ld) {
 // a waiting block can only see its slot's previous use (v6's argument), so one bit suffices.
 __device__ __forceinline__ unsigned int bit_of_tag(unsigned int tag) { return (((tag - 1u) >> 1) & 1u) ^ 1u; }
 
-// Whether the `valid` (1..4) leading split words of q carry the tag bit (bit 16: the lo half's lowest).
-__device__ __forceinline__ bool split_words_ready(const uint4& q, unsigned int bit, int valid) {
-    const unsigned int t = bit << 16;
-    unsigned int diff = q.x ^ t;
-    if (valid > 1) diff |= q.y ^ t;
-    if (valid > 2) diff |= q.z ^ t;
-    if (valid > 3) diff |= q.w ^ t;
-    return (diff & 0x10000u) == 0;
-}
-
 // Exchange words per row: k_len rounded up to 4, so every row starts 16-byte aligned.
 __device__ __forceinline__ int exchange_ld(int k_len) { return (k_len + 3) & ~3; }
 
-// Whether the `valid` (1..4) leading words of q carry the tag (words past k_len are padding: the
-// host's zeros, never written, never awaited).
-__device__ __forceinline__ bool tagged_ready(const uint4& q, unsigned int tag, int valid) {
-    const unsigned int t = tag << 16;
+// The bits in which the `valid` (1..4) leading words of q differ from t (words past k_len are
+// padding: the host's zeros, never written, never awaited).
+__device__ __forceinline__ unsigned int leading_diff(const uint4& q, unsigned int t, int valid) {
     unsigned int diff = q.x ^ t;
     if (valid > 1) diff |= q.y ^ t;
     if (valid > 2) diff |= q.z ^ t;
     if (valid > 3) diff |= q.w ^ t;
-    return (diff >> 16) == 0;
+    return diff;
+}
+
+// Whether the `valid` leading words of q carry the 16-bit tag (the high halves).
+__device__ __forceinline__ bool tagged_ready(const uint4& q, unsigned int tag, int valid) {
+    return (leading_diff(q, tag << 16, valid) >> 16) == 0;
+}
+
+// v28: whether the `valid` leading split words of q carry the tag bit (bit 16: the lo half's lowest).
+__device__ __forceinline__ bool split_words_ready(const uint4& q, unsigned int bit, int valid) {
+    return (leading_diff(q, bit << 16, valid) & 0x10000u) == 0;
 }
 
 // The warp's K-slice of the tagged exchange rows src[n * ld + k] (n < kVecRows, k < k_len): waits until
