@@ -248,7 +248,7 @@ class PreparedLayer:
         return self.w_ih_split3[transposed]
 
     def input_weight_split16(self) -> tuple:
-        """(w_ih's rows as fp16 (lo, hi, hi) parts [4H, 3K], their unscales [4H]): the right operand of
+        """(w_ih's rows as fp16 (lo, hi, hi) parts [4H, 3K], their exponents [4H]): the right operand of
         gpu_blas.matmul_fp16_split3."""
         if self.w_ih_split16 is None:
             from ..gpu_blas import fp16_split3
