@@ -1,8 +1,13 @@
 #!/bin/bash
-# v28's device visit: the fp32 split's exchange as one word per value (SPLIT_WORDS). Stages (STAGES):
-# explore (the kernel alone, explore_exchange_delay.py, words vs v13's rows, delays), tests (GPU test
-# files, $TESTS), alternate (whole forward, v28 vs v27, ab_alternate.py bench_persistent_v28), bench
-# (the quick bench), pair (fwd+bwd with cuDNN, bench_persistent_v28.py), cache (the NVRTC cache into $OUT). Everything under $OUT.
+# v28's device visit (fp32 forwards). Stages (STAGES), everything under $OUT:
+#   explore     the kernel alone (explore_exchange_delay.py): split words vs v13's rows at first-poll delays
+#   gates       FAST_FP32_GATES on vs off on the chosen fp32 plans ($GATE_CELLS)
+#   delays      with the fast gates: the split's delays, words and rows (H200 rule data)
+#   h100        the B=4 split's delays around 400 ns; profile_whole_call.py
+#   projection  the fp16-split GEMM against float64, then FP32_GEMMS fp16split vs onepass (ab_alternate)
+#   tests       GPU test files ($TESTS)
+#   alternate   whole forward v28 vs v27 (ab_alternate.py bench_persistent_v28)
+#   bench       the quick bench; pair: fwd+bwd with cuDNN (bench_persistent_v28.py); cache: the NVRTC cache
 set -u
 OUT=${OUT:-/tmp/v28_out}
 mkdir -p "$OUT"
