@@ -294,10 +294,10 @@ def fp16_split3(a, lo_first: bool):
         lo = (x - hi.astype(np.float32)).astype(np.float16)
         out = np.concatenate((lo, hi, hi) if lo_first else (hi, lo, hi), axis=1)
         return out, (-e).astype(np.int32)
-    out, unscale = xp.empty((rows, 3 * k), xp.float16), xp.empty((rows,), xp.int32)
+    out, row_exp = xp.empty((rows, 3 * k), xp.float16), xp.empty((rows,), xp.int32)
     _fp16_split_kernels(xp.cuda.Device().id)[0](
-        (min(rows, 4096),), (256,), (a, np.int32(rows), np.int32(k), np.int32(lo_first), out, unscale))
-    return out, unscale
+        (min(rows, 4096),), (256,), (a, np.int32(rows), np.int32(k), np.int32(lo_first), out, row_exp))
+    return out, row_exp
 
 
 @functools.lru_cache(maxsize=None)

@@ -183,8 +183,8 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
     TAGGED_EXCHANGE True/False forces the grid and tensor-core plans' exchange (tests, the ablation);
     IN_KERNEL_PROJECTION True/False puts the tensor-core or grid forward's projection in the kernel wherever it
     fits / takes it out, UNITS_FASTEST=False the v10 pointwise thread order, PAIRED_SPLIT=False the
-    split's 3 mma per tile at B <= 4, SPLIT_WORDS=False its hi and lo exchange rows, POLL_DELAY=False no first-poll delay, REGISTER_MODEL="v4" the
-    tensor-core plans of the v4 register model, TAGGED_WITH_WAIT=False v5's exchange rule alone (tests, the
+    split's 3 mma per tile at B <= 4, SPLIT_WORDS=False its hi and lo exchange rows, POLL_DELAY=False
+    no first-poll delay, REGISTER_MODEL="v4" the tensor-core plans of the v4 register model, TAGGED_WITH_WAIT=False v5's exchange rule alone (tests, the
     ablations)."""
     props = _props()
     by_rows = BACKWARD_BY_ROWS if by_rows is None else by_rows
@@ -930,9 +930,9 @@ def _graph_mode(variant) -> tuple:
     """What a captured graph depends on besides the configuration and dtypes."""
     return (variant, TAGGED_EXCHANGE, FP32_GEMMS, MIN_3XTF32_FLOPS, FP32_BACKWARD_GEMMS, MIN_3XTF32_BACKWARD_FLOPS,
             BACKWARD_BY_ROWS, SIXTEEN_BIT_GEMMS,
-            IN_KERNEL_PROJECTION, UNITS_FASTEST, FP32_TENSOR_CORES, PAIRED_SPLIT, SPLIT_WORDS, POLL_DELAY, DIRECT_16BIT_INPUT,
-            ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS, X_PREFETCH, FAST_FP32_GATES, TAGGED_WITH_WAIT,
-            CLUSTER_DEFAULT, AUTO_MAX_CLUSTER)
+            IN_KERNEL_PROJECTION, UNITS_FASTEST, FP32_TENSOR_CORES, PAIRED_SPLIT, SPLIT_WORDS, POLL_DELAY,
+            DIRECT_16BIT_INPUT, ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS, X_PREFETCH,
+            FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,

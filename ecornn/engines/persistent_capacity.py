@@ -852,7 +852,8 @@ def without_split_words(plan):
     if plan.kind != "mma" or plan.parts != 2 or not plan.split_words:
         return plan
     rows_tagged = (rules.tagged_exchange_pays(plan.parts * plan.batch, plan.k_tiles)
-                   or rules.split_tagged_pays(plan.pass_name, plan.parts, plan.batch, plan.k_tiles, plan.m_tiles, False))
+                   or rules.split_tagged_pays(plan.pass_name, plan.parts, plan.batch, plan.k_tiles, plan.m_tiles,
+                                              words=False))
     return replace(plan, split_words=False, tagged=plan.tagged and rows_tagged)
 
 
