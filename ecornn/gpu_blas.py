@@ -304,7 +304,41 @@ def fp16_split3(a, lo_first: bool):
 def _fp16_split_kernels(device: int):   # cached: compile_module hashes the source on every call
     from .gpu import compile_module
     module = compile_module("fp16_split.cu")
-    return module.get_function("fp16_split3"), module.get_function("unscale_rows_cols")
+    return (module.get_function("fp16_split3"), module.get_function("unscale_rows_cols"),
+            module.get_function("split_x_rows"))
+
+
+def split_x_rows(x, batch: int):
+    """v29: the fp32 layer input ``x`` [T, B, k] (or [T * B, k]) as the split kernel's in-kernel
+    projection reads it (kernels/fp16_split.cu, split_x_rows): a flat fp16 array of the rows [T][2B][k]
+    (each step's B hi rows, then its B lo rows, lo = (x 2^e - hi) 2^11) followed by the rows' factors
+    2^-e [T][B] as fp32 (2 fp16 slots each). NumPy or CuPy (one kernel)."""
+    from .arrays import module_of
+    xp = module_of(x)
+    k = x.shape[-1]
+    if x.ndim not in (2, 3) or x.size % (batch * k) or (x.ndim == 3 and x.shape[1] != batch):
+        raise ValueError(f"split_x_rows: x [T, B={batch}, k] or [T * B, k] expected, got shape {tuple(x.shape)}")
+    rows = xp.ascontiguousarray(x, dtype=xp.float32).reshape(-1, k)
+    steps = rows.shape[0] // batch
+    out = xp.empty(steps * 2 * batch * k + 2 * steps * batch, xp.float16)
+    if xp is np:
+        e = split16_exponents(np.abs(rows).max(axis=1, initial=0.0))
+        scaled = np.ldexp(rows, e[:, None]).astype(np.float32)
+        hi = scaled.astype(np.float16)
+        lo = ((scaled - hi.astype(np.float32)) * np.float32(2048.0)).astype(np.float16)
+        halves = np.concatenate((hi.reshape(steps, batch, k), lo.reshape(steps, batch, k)), axis=1)
+        out[:halves.size] = halves.reshape(-1)
+        out[halves.size:] = np.ldexp(np.float32(1.0), -e).astype(np.float32).view(np.float16)
+        return out
+    _fp16_split_kernels(xp.cuda.Device().id)[2](
+        (min(rows.shape[0], 4096),), (256,), (rows, np.int32(steps), np.int32(batch), np.int32(k), out))
+    return out
+
+
+def split_x_factors(split, steps: int, batch: int, k: int):
+    """The [T, B] fp32 row factors at the end of split_x_rows' output (a view)."""
+    from .arrays import module_of
+    return split[steps * 2 * batch * k:].view(module_of(split).float32).reshape(steps, batch)
 
 
 def matmul_fp16_split3(a3, a_exp, b3_t, b_exp, out, *, stream=None):

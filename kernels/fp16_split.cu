@@ -65,3 +65,26 @@ extern "C" __global__ void unscale_rows_cols(float* __restrict__ out, long long 
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x)
         out[i] = ldexpf(out[i], row_exp[i / n] + col_exp[i % n]);
 }
+
+// v29: the layer input of the fp32 split kernel's in-kernel projection (persistent_mma.cu, SPLIT with
+// IN_K_TILES). Row r = t B + b of a [T B, k] is scaled by its power of two 2^e into [2^13, 2^14) and
+// split as the kernel splits h: hi = fp16(a 2^e), lo = fp16((a 2^e - hi) 2^11). out (fp16 bits):
+// [T][2B][k], step t's B hi rows then its B lo rows (the kernel's staged vector rows), followed by
+// the rows' factors 2^-e as fp32 [T][B] (what the kernel multiplies the row's product by).
+extern "C" __global__ void split_x_rows(const float* __restrict__ a, int steps, int batch, int k,
+                                        unsigned short* __restrict__ out) {
+    float* factors = reinterpret_cast<float*>(out + static_cast<long long>(steps) * 2 * batch * k);
+    for (int r = blockIdx.x; r < steps * batch; r += gridDim.x) {
+        const float* src = a + static_cast<long long>(r) * k;
+        const int e = scale_exponent(row_abs_max(src, k)), t = r / batch, b = r % batch;
+        if (threadIdx.x == 0) factors[r] = ldexpf(1.0f, -e);
+        unsigned short* hi_row = out + (static_cast<long long>(t) * 2 * batch + b) * k;
+        unsigned short* lo_row = hi_row + static_cast<long long>(batch) * k;
+        for (int c = threadIdx.x; c < k; c += blockDim.x) {
+            const float x = ldexpf(src[c], e);
+            const __half hi = __float2half_rn(x);
+            hi_row[c] = __half_as_ushort(hi);
+            lo_row[c] = __half_as_ushort(__float2half_rn((x - __half2float(hi)) * 2048.0f));
+        }
+    }
+}

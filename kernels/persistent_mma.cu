@@ -84,6 +84,9 @@
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=3 -DK_TILES=12 -DREG_K_TILES=6 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DSPLIT=1 -DSPLIT_WORDS=0 -DPOLL_DELAY_NS=1200
+// v29: the split computing x W_ih^T itself (IN_K_TILES with SPLIT) at H=1024 B=4, tagged and under the split barrier.
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DIN_K_TILES=8
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=0 -DSPLIT=1 -DIN_K_TILES=8
 #include <cooperative_groups.h>
 
 #include "mma_common.cuh"
@@ -152,8 +155,7 @@ constexpr float kLoScale = 2048.0f;                   // lo = (x - hi) * 2^11
 // (the dropped lo.lo term is 2^-22).
 constexpr bool kSplitWords = kSplit && SPLIT_WORDS != 0;
 constexpr int kXchRows = kSplitWords && kTagged ? BATCH : kVecRows;   // rows of the exchange buffer
-static_assert(!kSplit || (PASS == 0 && BF16 == 0 && IN_K_TILES == 0),
-              "SPLIT: fp16 halves, forward, input projection before the kernel");
+static_assert(!kSplit || (PASS == 0 && BF16 == 0), "SPLIT: fp16 halves, forward only");
 constexpr int kTileU4 = kWarps * kKTiles * kATiles * 32;   // one block's packed tile (uint4)
 
 static_assert(REG_K_TILES >= 0 && REG_K_TILES <= K_TILES, "REG_K_TILES must be in [0, K_TILES]");
@@ -169,7 +171,12 @@ static_assert(IN_K_TILES == 0 || PASS == 0, "the input projection runs in the fo
 constexpr bool kInput = IN_K_TILES > 0;
 constexpr int kInKTiles = IN_K_TILES;
 constexpr int kInWarpK = 16 * IN_K_TILES;
-constexpr int kInTileU4 = kWarps * kInKTiles * kMTiles * 32;   // one block's packed W_ih tile (uint4)
+constexpr int kInTileU4 = kWarps * kInKTiles * kATiles * 32;   // one block's packed W_ih tile (uint4)
+// v29, SPLIT with IN_K_TILES: W_ih as split tiles too (hi and lo fragments, its own power-of-two scale),
+// and x_t as the 2B rows [x_hi | x_lo] of a per-row scaled split (the host's split_x_rows: x is
+// unbounded, so each row (t, b) has its own power of two, in a [T][B] float array after the halves).
+// The input product of column b is combined (hi.hi + (lo.hi + hi.lo) / 2^11) and brought to W_hh's
+// units (x_t's row factor times W_ih's unscale over W_hh's) before it starts the recurrent product.
 
 #if PASS == 0
 // Partials [warp][unit][b][gate]: the pointwise thread reads one float4 per warp. The 4 floats of
@@ -191,7 +198,7 @@ constexpr int kVecWordsPerWarp = kVecRows * kVecStride;
 constexpr int kStageChunk = 8;                    // float4 loads per lane in flight while staging
 // Per-warp staged input x_t (IN_K_TILES > 0), the same format: row stride kInWarpK/2 + 4 words.
 constexpr int kXStride = kInWarpK / 2 + 4;
-constexpr int kXWordsPerWarp = kInput ? kBatch * kXStride : 0;
+constexpr int kXWordsPerWarp = kInput ? kVecRows * kXStride : 0;
 
 // Independent accumulator sets over k (k-tile kt feeds set kt % kAccSplit, summed at the end in a
 // fixed order): each mma.sync waits ~30 clocks for its accumulator, so a warp with fewer than 4
@@ -479,17 +486,17 @@ __device__ __forceinline__ void warp_product(Acc& acc, const RegTiles& a_reg, co
     sum_sets<kAccSplit>(acc, part);
 }
 
-// v12: acc = this warp's slice of W_ih . x_t (x rows [B][in_size] 16-bit, in_size a multiple of 8;
+// v12: acc = this warp's slice of W_ih . x_t (x rows [B][in_size] 16-bit, v29 split [2B][in_size]; in_size a multiple of 8;
 // every k-tile from shared memory in_s), staged into the warp's xs region first.
 __device__ __forceinline__ void input_product(Acc& acc, const uint4* in_s, unsigned int* xs,
                                               const unsigned short* x_rows, int in_size) {
     if constexpr (kInput) {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
         unsigned int* x_w = xs + warp * kXWordsPerWarp;
-        stage_rows<kInWarpK, kXStride, kBatch>(x_w, x_rows, in_size, in_size);
+        stage_rows<kInWarpK, kXStride, kVecRows>(x_w, x_rows, in_size, in_size);
         float part[kInAccSplit][kATiles][kNTiles][4];
         start_sets<kInAccSplit>(part, acc, false);
-        smem_tile_products<kInKTiles, kInAccSplit, kXStride, 0>(part, in_s + warp * kInKTiles * kMTiles * 32 + lane,
+        smem_tile_products<kInKTiles, kInAccSplit, kXStride, 0>(part, in_s + warp * kInKTiles * kATiles * 32 + lane,
                                                                 x_w);
         sum_sets<kInAccSplit>(acc, part);
     }
@@ -550,6 +557,45 @@ __device__ __forceinline__ void store_partials(float* red_s, const Acc& acc) {
                     const int row = mt * 16 + g + 8 * (i / 2), col = nt * 8 + 2 * c + (i % 2);
                     red_s[partial_index(warp, row, col)] =
                         kSplit ? acc[mt][nt][i] + acc[kMTiles + mt][nt][i] * (1.0f / kLoScale) : acc[mt][nt][i];
+                }
+    }
+}
+
+// v29: the split's input product (this lane's C fragments) in W_hh's units, the start of the recurrent
+// product: per column b < B, (hi.hi + (lo.hi + hi.lo) / 2^11) times x_t's row factor of b times
+// `ratio` (W_ih's unscale over W_hh's; all powers of two, so exact); 0 in the padding columns and
+// the paired hi.lo columns, the lo accumulators zeroed (the recurrent product's corrections go there).
+__device__ __forceinline__ void input_in_recurrent_units(Acc& acc, const float* __restrict__ row_factors,
+                                                         float ratio) {
+    if constexpr (kSplit && kInput) {
+        const int c = threadIdx.x % 4;
+        float factor[kNTiles][2];
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+            for (int odd = 0; odd < 2; ++odd) {
+                const int col = nt * 8 + 2 * c + odd;
+                factor[nt][odd] = col < kBatch ? __ldg(row_factors + col) * ratio : 0.0f;
+            }
+        float combined[kMTiles][kNTiles][4];
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const float hi_lo = kPaired ? paired_column(acc[mt][0], i) : 0.0f;
+                    combined[mt][nt][i] =
+                        (acc[mt][nt][i] + (acc[kMTiles + mt][nt][i] + hi_lo) * (1.0f / kLoScale)) * factor[nt][i % 2];
+                }
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    acc[mt][nt][i] = combined[mt][nt][i];
+                    acc[kMTiles + mt][nt][i] = 0.0f;
                 }
     }
 }
@@ -726,7 +772,10 @@ __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
 // to nearest even: what a cast of the fp32 outputs would give) instead of fp32, so an inference
 // forward whose caller wants 16-bit outputs needs no cast kernel after this one (6-22 us at T=256);
 // states16: v23, h0 and c0 are read as the layer's 16-bit values (no conversion kernels before it).
-// SPLIT ignores h0: the host adds W_hh h0 to the first step's xw in fp32 (h0 is unbounded, fp16 is not).
+// SPLIT ignores h0: the host adds W_hh h0 to the first step's xw in fp32 (h0 is unbounded, fp16 is not);
+// v29, SPLIT with IN_K_TILES (no xw): h0 is that fp32 product W_hh h0 [D][B][4H] (gate-interleaved),
+// added at step 0, x the split rows [T][2B][in_size] fp16 then their factors [T][B] fp32 (see kInTileU4),
+// w_unscale [D][2].
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ xin,
                     const float* __restrict__ h0, const float* __restrict__ c0, float* y, float* hT,
@@ -747,13 +796,17 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     const bool x_by_reference = kInput && x_at != nullptr && x_at[3] != 0;
     const unsigned short* x16 = reinterpret_cast<const unsigned short*>(
         x_by_reference ? reinterpret_cast<const float*>(x_at[0]) : xin);
-    if constexpr (kInput && X_PREFETCH) prefetch_to_l2(x16, (size_t)T * kBatch * in_size * sizeof(unsigned short));
+    if constexpr (kInput && X_PREFETCH) prefetch_to_l2(x16, (size_t)T * kVecRows * in_size * sizeof(unsigned short));
+    // v29 split: x_t's row factors [T][B] after the halves [T][2B][in_size]
+    const float* x_factors = reinterpret_cast<const float*>(x16 + (size_t)T * kVecRows * in_size);
     float c = p.active ? load_state(c0, p.state_at, states16) : 0.0f;   // cell state stays in this thread's register
     const size_t G = 4 * (size_t)H;
     // The unit's 4 gate biases, added here rather than to all of xw by a kernel of its own.
     const float4 b4 = p.active ? __ldg(reinterpret_cast<const float4*>(bias + p.d * G + 4 * (size_t)p.j))
                                : make_float4(0.f, 0.f, 0.f, 0.f);
-    const float unscale = kSplit ? w_unscale[p.d] : 1.0f;
+    // split: [D] W_hh unscale factors, or (v29, with the projection) [D][2] of W_hh and W_ih
+    const float unscale = kSplit ? w_unscale[kInput ? 2 * p.d : p.d] : 1.0f;
+    const float input_ratio = kSplit && kInput ? w_unscale[2 * p.d + 1] / unscale : 1.0f;
     // h0 is "step -1": slot 1 (tagged: tag 1; h_t of step t gets tag t + 2)
     if (p.active) publish_h(xch, p.d, -1, H, p.b, p.j, kSplit ? 0.0f : load_state(h0, p.state_at, states16), 1u);
     cg::grid_group grid = cg::this_grid();
@@ -761,8 +814,11 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     if constexpr (kSplitBarrier) grid_arrive(barrier);   // every block's h0 is published ...
     else __syncthreads();
     Acc acc;   // kInput: this warp's slice of the next step's input product
-    if constexpr (kInput)   // (the W_ih tiles are in shared memory after the block barrier above)
-        input_product(acc, s.in_a, s.xs, x16 + (size_t)(p.reverse ? T - 1 : 0) * kBatch * in_size, in_size);
+    if constexpr (kInput) {   // (the W_ih tiles are in shared memory after the block barrier above)
+        const int t0 = p.reverse ? T - 1 : 0;
+        input_product(acc, s.in_a, s.xs, x16 + (size_t)t0 * kVecRows * in_size, in_size);
+        input_in_recurrent_units(acc, x_factors + (size_t)t0 * kBatch, input_ratio);
+    }
     if constexpr (kSplitBarrier) grid_wait(barrier, 1u);   // ... round 1
     else if constexpr (!kTagged) grid.sync();
     for (int step = 0; step < T; ++step) {
@@ -773,6 +829,10 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         if (!kInput && p.active) {
             const float4 x4 = __ldg(reinterpret_cast<const float4*>(xin + row * G + 4 * (size_t)p.j));
             xz = make_float4(x4.x + b4.x, x4.y + b4.y, x4.z + b4.z, x4.w + b4.w);
+        }
+        if (kSplit && kInput && step == 0 && p.active) {   // v29: h0 is W_hh h0 here (see the arguments)
+            const float4 r = __ldg(reinterpret_cast<const float4*>(h0 + ((size_t)p.d * kBatch + p.b) * G + 4 * (size_t)p.j));
+            xz = make_float4(xz.x + r.x, xz.y + r.y, xz.z + r.z, xz.w + r.w);
         }
         if constexpr (kTagged) {   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1
             tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.d, step - 1, H), H, (step + 1) & 0xffffu,
@@ -801,7 +861,8 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         if constexpr (kSplitBarrier) grid_arrive(barrier);   // h_t published (also orders the reads of red)
         if (kInput && step + 1 < T) {   // the next step's input product while the other blocks finish
             const int t_next = p.reverse ? t - 1 : t + 1;
-            input_product(acc, s.in_a, s.xs, x16 + (size_t)t_next * kBatch * in_size, in_size);
+            input_product(acc, s.in_a, s.xs, x16 + (size_t)t_next * kVecRows * in_size, in_size);
+            input_in_recurrent_units(acc, x_factors + (size_t)t_next * kBatch, input_ratio);
         }
         if constexpr (kSplitBarrier) grid_wait(barrier, step + 2u);
         else if constexpr (!kTagged) grid.sync();   // also orders this step's reads of red before the next stores

@@ -58,13 +58,19 @@ def emulate_forward(plan, args, dir0, bias=None, input_projection=None, unscale=
     """``input_projection``: a function of the kernel's x argument that returns xw (the mma kernel's
     in-kernel projection, v12: args[1] is then the 16-bit layer input). ``unscale`` [D]: the fp32
     split's factors (v13): the product is scaled by them, and the kernel starts from h = 0 (the
-    engine put W_hh h0 into xw)."""
+    engine put W_hh h0 into xw); [D, 2] (v29, the split's in-kernel projection): W_hh's then W_ih's,
+    and args[2] is W_hh h0 [D, B, 4H], added at the first step."""
     tiles, xw, h0, c0, y, hT, cT, gates, cells, steps, hidden = args[:11]
     steps, hidden = int(steps), int(hidden)
     if input_projection is not None:
         xw = input_projection(xw)
     if bias is not None:   # the mma kernel adds the biases itself (xw comes without them)
         xw = xw + bias[:, None, None, :]
+    initial_term = unscale is not None and np.ndim(unscale) == 2
+    if initial_term:
+        xw = xw.copy()
+        for d in range(xw.shape[0]):
+            xw[d, steps - 1 if d == 1 else 0] += h0[d]
     for d in range(dir0, dir0 + plan.directions_per_launch):
         c = c0[d].T.copy()                                   # [H, B]
         for step in range(steps):
@@ -72,10 +78,10 @@ def emulate_forward(plan, args, dir0, bias=None, input_projection=None, unscale=
             tp = t + 1 if d == 1 else t - 1
             h_prev = h0[d] if step == 0 else y[tp, :, d * hidden:(d + 1) * hidden]
             if step == 0 and unscale is not None:
-                h_prev = np.zeros_like(h_prev)
+                h_prev = np.zeros((h_prev.shape[0], hidden), np.float32)   # (v29: h0 holds W_hh h0)
             sums = _block_sums(plan, tiles[d], _vector(_exchanged(plan, h_prev, step), plan.tile_shape().padded_cols))
             if unscale is not None:
-                sums = sums * unscale[d]
+                sums = sums * (unscale[d, 0] if initial_term else unscale[d])
             z = _own_rows(plan, sums, 4 * hidden).T.reshape(-1, hidden, 4) + xw[d, t].reshape(-1, hidden, 4)
             gi, gf, gg, go = _sig(z[..., 0]), _sig(z[..., 1]), np.tanh(z[..., 2]), _sig(z[..., 3])
             c = gf * c.T + gi * gg
@@ -150,6 +156,7 @@ def grid_input_projection(plan, x, input_tiles):
 
 
 input_projection_emulator = None   # (plan, x16, input_tiles) -> xw: set by the mma emulation tests
+split_input_emulator = None   # v29: (plan, x split, input_tiles, input size, unscale) -> xw: likewise
 
 
 def _emulated_launch(plan, args, directions=1, bias=None, input_tiles=None, input_size=0, unscale=None, x_at=None,
@@ -166,7 +173,9 @@ def _emulated_launch(plan, args, directions=1, bias=None, input_tiles=None, inpu
             emulate_backward_rows(plan, args, launch)
         elif plan.pass_name == "forward":
             project = None
-            if input_tiles is not None:
+            if input_tiles is not None and plan.kind == "mma" and plan.parts == 2:   # v29: a flat split buffer
+                project = lambda x: split_input_emulator(plan, x, input_tiles, input_size, unscale)  # noqa: E731
+            elif input_tiles is not None:
                 assert input_size == args[1].shape[-1]
                 emulator = grid_input_projection if plan.kind == "grid" else input_projection_emulator
                 project = lambda x: emulator(plan, x, input_tiles)  # noqa: E731

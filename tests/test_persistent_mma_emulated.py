@@ -66,6 +66,7 @@ def cpu_engine(monkeypatch):
     monkeypatch.setattr(persistent, "_final", lambda plan: plan)   # as planned: nothing is compiled
     monkeypatch.setattr(grid_emulation, "_block_sums", _block_sums)
     monkeypatch.setattr(grid_emulation, "input_projection_emulator", emu.input_projection)
+    monkeypatch.setattr(grid_emulation, "split_input_emulator", emu.split_input_projection)
     return persistent
 
 

@@ -47,6 +47,8 @@ v16: tagged forwards at B <= 2 sleep before their warps' first poll (rules.poll_
 v17: a 16-bit x reaches the 16-bit GEMM or kernel as it is (DIRECT_16BIT_INPUT), and output, hT and cT
 are views of one buffer (ONE_OUTPUT_BUFFER); persistent_graph replays on the caller's stream.
 v18: tagged tensor-core forwards at B = 4, H >= 2048 wait longer (rules.long_poll_delay_pays).
+v29: the fp32 split forward computes x W_ih^T itself where rules.split_projection_pays (tagged, B >= 4):
+W_ih as split tiles, x as gpu_blas.split_x_rows (row-scaled hi and lo rows), W_hh h0 added at step 0.
 """
 from __future__ import annotations
 
@@ -394,7 +396,7 @@ def _tiles(prepared: PersistentWeights, layer: int, directions: int, plan, matri
     key = _tile_key(layer, plan, matrix)
     if key not in prepared.tiles:
         if _is_split(plan):
-            tiles, unscale = _split_pack(prepared, layer, directions, plan)
+            tiles, unscale = _split_pack(prepared, layer, directions, plan, matrix)
             prepared.tiles[key], prepared.tiles[("unscale", key)] = tiles, unscale
         else:
             mats = [getattr(prepared.slots[slot(layer, d, directions)], matrix) for d in range(directions)]
@@ -428,26 +430,32 @@ def split_halves(w, xp):
     return hi, lo, (1 / scale).reshape(1).astype(xp.float32)
 
 
-def _split_pack(prepared: PersistentWeights, layer: int, directions: int, plan):
-    """([D, blocks, ...] split tiles, [D] unscale factors) of ``layer``'s W_hh for ``plan``."""
+def _split_pack(prepared: PersistentWeights, layer: int, directions: int, plan, matrix: str = "w_hh"):
+    """([D, blocks, ...] split tiles, [D] unscale factors) of ``layer``'s W_hh (or, v29, the W_ih of
+    the split's in-kernel projection) for ``plan``."""
     cp = _cp()
+    shape = plan.input_tile_shape() if matrix == "w_ih" else plan.tile_shape()
     tiles, unscales = [], []
     for d in range(directions):
-        hi, lo, unscale = split_halves(prepared.slots[slot(layer, d, directions)].w_hh, cp)
-        tiles.append(pack_split_fragments(hi, lo, plan.tile_shape()))
+        hi, lo, unscale = split_halves(getattr(prepared.slots[slot(layer, d, directions)], matrix), cp)
+        tiles.append(pack_split_fragments(hi, lo, shape))
         unscales.append(unscale)
     return cp.stack(tiles), cp.concatenate(unscales)
 
 
 def _split_tiles_into(prepared: PersistentWeights, key, layer: int, directions: int, plan) -> None:
-    tiles, unscale = _split_pack(prepared, layer, directions, plan)
+    tiles, unscale = _split_pack(prepared, layer, directions, plan, _tile_matrix(key))
     _cp().copyto(prepared.tiles[key], tiles)
     _cp().copyto(prepared.tiles[("unscale", key)], unscale)
 
 
 def _split_unscale(prepared: PersistentWeights, layer: int, plan):
-    """The [D] unscale factors of ``layer``'s split tiles (made with them by _tiles)."""
-    return prepared.tiles[("unscale", _tile_key(layer, plan, "w_hh"))]
+    """The unscale factors of ``layer``'s split tiles (made with them by _tiles): [D] of W_hh, or with
+    the in-kernel projection (v29) [D, 2] of W_hh and W_ih."""
+    hh = prepared.tiles[("unscale", _tile_key(layer, plan, "w_hh"))]
+    if not plan.in_kernel_projection:
+        return hh
+    return _cp().stack((hh, prepared.tiles[("unscale", _tile_key(layer, plan, "w_ih"))]), axis=1)
 
 
 def _tile_key(layer: int, plan, matrix: str) -> tuple:
@@ -1014,7 +1022,11 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
         layer_in_16bit = _storage16(layer_in, x16_dtype) if x16_dtype else None
         if reads_f32:
             layer_in = _f32(layer_in)
-        if projection_in_kernel:   # v12 / v15: the kernel reads x (16-bit / fp32) and W_ih tiles itself
+        split = _is_split(built)
+        if projection_in_kernel and split:   # v29: x as the split kernel's scaled hi and lo rows
+            from ..gpu_blas import split_x_rows
+            xin = split_x_rows(layer_in, batch)
+        elif projection_in_kernel:   # v12 / v15: the kernel reads x (16-bit / fp32) and W_ih tiles itself
             xin = layer_in_16bit if fwd.kind == "mma" else layer_in
         else:
             xin = cp.ascontiguousarray(_input_projections(layer_in, prep.slots[s0:s0 + dirs], _tf32_for(config),
@@ -1029,13 +1041,18 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
                 np.int32(steps), np.int32(hidden), np.int32(fwd.units))
         if fwd is cluster:
             _launch_cluster(fwd, args + (np.int32(dirs * hidden),))
+        elif projection_in_kernel and split:   # v29: W_hh h0 (fp32) in h0's place, added at step 0
+            input_tiles = _tiles(prep, layer, dirs, built, "w_ih")
+            args = args[:2] + (_initial_recurrence(h0[states], prep.slots[s0:s0 + dirs]),) + args[3:]
+            _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs,
+                    _biases(prep, layer, dirs), input_tiles, config.layer_input_size(layer),
+                    unscale=_split_unscale(prep, layer, built))
         elif projection_in_kernel:   # v21: a capture may hand the kernel the caller's x by reference
             x_at = persistent_graph.input_reference(xin) if fwd.kind == "mma" else None
             _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs,
                     _biases(prep, layer, dirs), _tiles(prep, layer, dirs, built, "w_ih"),
                     config.layer_input_size(layer), x_at=x_at, out16=out16, states16=states16)
         else:
-            split = _is_split(built)
             if split:   # the kernel starts from h = 0: W_hh h0 joins the first step's xw, in fp32
                 _add_initial_recurrence(xin, h0[states], prep.slots[s0:s0 + dirs])
             _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs,
@@ -1076,6 +1093,8 @@ def _input_reads(config, fwd, built) -> tuple:
     """(projection in the kernel, 16-bit dtype of the layer input's copy or None, whether x is read
     as fp32) of a forward of plan ``fwd`` (``built``: as compiled, after any spill back-off)."""
     projection_in_kernel = built.kind in ("mma", "grid") and built.in_kernel_projection
+    if projection_in_kernel and _is_split(built):   # v29: the split kernel reads split_x_rows of fp32 x
+        return True, None, True
     gemm_dtype = _gemm_dtype(config)
     x16_dtype = config.dtype if projection_in_kernel and fwd.kind == "mma" else gemm_dtype
     reads_f32 = (not DIRECT_16BIT_INPUT or gemm_dtype is None   # fp32 GEMM operands (projection, dW_ih)
@@ -1095,6 +1114,14 @@ def kernel_reads_x(config, x, variant: str = "auto") -> bool:
         return False
     projection_in_kernel, _, reads_f32 = _input_reads(config, fwd, _final(fwd))
     return projection_in_kernel and not reads_f32
+
+
+def _initial_recurrence(h0, preps):
+    """h0[d] W_hh^T [D, B, 4H] (gate-interleaved, strict fp32): the v29 split kernel's first step adds it."""
+    out = _cp().empty((len(preps), h0.shape[1], preps[0].w_hh.shape[0]), np.float32)
+    for d, prep in enumerate(preps):
+        _matmul(h0[d], prep.w_hh.T, out[d])
+    return out
 
 
 def _add_initial_recurrence(xw, h0, preps) -> None:

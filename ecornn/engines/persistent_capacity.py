@@ -369,8 +369,16 @@ def plan_config(props: dict, config, training: bool, backward_by_rows="auto", fp
         except NotSupported:
             return plans
         if fp32_tensor_cores is True or rules.fp32_split_pays(split):
-            plans = {**plans, "forward": with_poll_delay(split)}
+            plans = {**plans, "forward": split_forward(props, split, config)}
     return plans
+
+
+def split_forward(props: dict, split, config):
+    """The fp32 split forward ``split`` with its input projection in the kernel where
+    rules.split_projection_pays and it fits (v29), and its first-poll delay."""
+    if rules.split_projection_pays(split):
+        split = with_input_projection(props, split, layer_input_sizes(config))
+    return with_poll_delay(split)
 
 
 def plan_grid_config(props: dict, config, training: bool, backward_by_rows="auto") -> dict:
@@ -729,8 +737,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
             return self
         return replace(self, input_k_tiles=0,
                        smem_bytes=self.smem_bytes - mma_input_smem_bytes(self.batch, self.warps, self.m_tiles,
-                                                                         self.input_k_tiles),
-                       regs_per_thread=self.regs_per_thread - 4 * self.m_tiles * self.n_tiles)
+                                                                         self.input_k_tiles, self.parts),
+                       regs_per_thread=self.regs_per_thread - mma_input_registers(self))
 
     def exchange_shape(self, directions: int) -> tuple:
         """uint32 words of the exchange buffer [D][2][B][row] (zeroed before each launch) through which
@@ -788,9 +796,16 @@ def mma_smem_bytes(pass_name: str, batch: int, warps: int, m_tiles: int, k_tiles
     return tiles + 4 * partials + 4 * vectors
 
 
-def mma_input_smem_bytes(batch: int, warps: int, m_tiles: int, input_k_tiles: int) -> int:
-    """Shared memory the in-kernel input projection (v12) adds: the W_ih tiles and staged x_t."""
-    return warps * input_k_tiles * m_tiles * 32 * 16 + 4 * warps * batch * (8 * input_k_tiles + 4)
+def mma_input_smem_bytes(batch: int, warps: int, m_tiles: int, input_k_tiles: int, parts: int = 1) -> int:
+    """Shared memory the in-kernel input projection (v12) adds: the W_ih tiles and staged x_t (``parts``
+    = 2, v29: the fp32 split's hi and lo tiles and x rows)."""
+    return parts * (warps * input_k_tiles * m_tiles * 32 * 16 + 4 * warps * batch * (8 * input_k_tiles + 4))
+
+
+def mma_input_registers(plan) -> int:
+    """Registers the in-kernel projection adds: the input product's accumulators, carried from one
+    step's wait to the next step's product (the split's hi and lo sets, v29)."""
+    return 4 * plan.parts * plan.m_tiles * plan.n_tiles
 
 
 def with_input_projection(props: dict, plan, input_sizes):
@@ -799,14 +814,15 @@ def with_input_projection(props: dict, plan, input_sizes):
     multiple of 8: x rows are loaded 16 bytes at a time) fits: the W_ih tiles of the widest input
     in shared memory next to everything else, and the carried input accumulators in registers.
     Otherwise ``plan`` unchanged (a GEMM before the kernel). One plan serves every layer, so the
-    narrower inputs run zero-padded k-tiles."""
+    narrower inputs run zero-padded k-tiles. v29: the fp32 split too (W_ih's hi and lo tiles, x_t's
+    hi and lo rows)."""
     if plan.kind == "grid":
         return grid_with_input_projection(props, plan, input_sizes)
-    if plan.pass_name != "forward" or plan.parts != 1 or any(k % 8 for k in input_sizes):
+    if plan.pass_name != "forward" or any(k % 8 for k in input_sizes):
         return plan
     in_k = -(-max(input_sizes) // (16 * plan.warps))
-    smem = plan.smem_bytes + mma_input_smem_bytes(plan.batch, plan.warps, plan.m_tiles, in_k)
-    regs = plan.regs_per_thread + 4 * plan.m_tiles * plan.n_tiles
+    smem = plan.smem_bytes + mma_input_smem_bytes(plan.batch, plan.warps, plan.m_tiles, in_k, plan.parts)
+    regs = plan.regs_per_thread + mma_input_registers(plan)
     if smem > props["smem_per_block_optin"] - SMEM_RESERVED_PER_BLOCK or regs > register_cap(props, plan.threads):
         return plan
     return replace(plan, input_k_tiles=in_k, smem_bytes=smem, regs_per_thread=regs)
@@ -1000,7 +1016,7 @@ def plan_mma_config(props: dict, config, training: bool, reg_model: str = "v19")
     args = (config.hidden_size, config.batch, config.num_directions, config.dtype, reg_model)
     forward = plan_mma(props, "forward", *args)
     if config.dtype == MMA_SPLIT_DTYPE:
-        return {**plan_grid_config(props, config, training), "forward": with_poll_delay(forward)}
+        return {**plan_grid_config(props, config, training), "forward": split_forward(props, forward, config)}
     if rules.tagged_projection_pays(forward):
         forward = with_tagged_projection(props, forward, layer_input_sizes(config))
     elif rules.input_projection_pays(forward):

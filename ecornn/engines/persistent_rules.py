@@ -138,6 +138,14 @@ def input_projection_pays(plan) -> bool:
     return plan.batch >= INPUT_PROJECTION_MIN_BATCH
 
 
+def split_projection_pays(plan) -> bool:
+    """Whether the fp32 split forward computes x W_ih^T itself (v29: W_ih's hi and lo tiles in shared
+    memory, x_t as row-scaled hi and lo rows) instead of the fp16-split GEMM before it: the tagged
+    plans at B >= INPUT_PROJECTION_MIN_BATCH, where the block's wait for the other blocks' h hides the
+    next step's input product (as v12's for 16-bit)."""
+    return plan.kind == "mma" and plan.parts == 2 and input_projection_pays(plan)
+
+
 def poll_delay_pays(plan) -> bool:
     """Whether a forward's warps sleep POLL_DELAY_NS before their first poll of the tagged exchange
     (v16). Polling re-reads the step's few L2 lines until every word carries the tag; from the block's
