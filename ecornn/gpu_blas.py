@@ -308,37 +308,42 @@ def _fp16_split_kernels(device: int):   # cached: compile_module hashes the sour
             module.get_function("split_x_rows"))
 
 
-def split_x_rows(x, batch: int):
+def split_x_rows(x, batch: int, tail_floats: int = 0):
     """v29: the fp32 layer input ``x`` [T, B, k] (or [T * B, k]) as the split kernel's in-kernel
-    projection reads it (kernels/fp16_split.cu, split_x_rows): a flat fp16 array of the rows [T][2B][k]
-    (each step's B hi rows, then its B lo rows, lo = (x 2^e - hi) 2^11) followed by the rows' factors
-    2^-e [T][B] as fp32 (2 fp16 slots each). NumPy or CuPy (one kernel)."""
+    projection reads it (kernels/fp16_split.cu, split_x_rows): one flat fp16 array of the hi rows
+    [T * B, k], the lo rows [T * B, k] (lo = (x 2^e - hi) 2^11), the rows' factors 2^-e [T * B] as fp32
+    (padded to 4, 16-byte aligned), then ``tail_floats`` fp32 left for the caller (split_x_parts).
+    NumPy or CuPy (one kernel)."""
     from .arrays import module_of
     xp = module_of(x)
     k = x.shape[-1]
     if x.ndim not in (2, 3) or x.size % (batch * k) or (x.ndim == 3 and x.shape[1] != batch):
         raise ValueError(f"split_x_rows: x [T, B={batch}, k] or [T * B, k] expected, got shape {tuple(x.shape)}")
     rows = xp.ascontiguousarray(x, dtype=xp.float32).reshape(-1, k)
-    steps = rows.shape[0] // batch
-    out = xp.empty(steps * 2 * batch * k + 2 * steps * batch, xp.float16)
+    n = rows.shape[0]
+    out = xp.empty(2 * n * k + 2 * (-(-n // 4) * 4 + tail_floats), xp.float16)
     if xp is np:
         e = split16_exponents(np.abs(rows).max(axis=1, initial=0.0))
         scaled = np.ldexp(rows, e[:, None]).astype(np.float32)
         hi = scaled.astype(np.float16)
         lo = ((scaled - hi.astype(np.float32)) * np.float32(2048.0)).astype(np.float16)
-        halves = np.concatenate((hi.reshape(steps, batch, k), lo.reshape(steps, batch, k)), axis=1)
-        out[:halves.size] = halves.reshape(-1)
-        out[halves.size:] = np.ldexp(np.float32(1.0), -e).astype(np.float32).view(np.float16)
+        out[:2 * n * k] = np.concatenate((hi.reshape(-1), lo.reshape(-1)))
+        out[2 * n * k:2 * n * (k + 1)] = np.ldexp(np.float32(1.0), -e).astype(np.float32).view(np.float16)
         return out
-    _fp16_split_kernels(xp.cuda.Device().id)[2](
-        (min(rows.shape[0], 4096),), (256,), (rows, np.int32(steps), np.int32(batch), np.int32(k), out))
+    _fp16_split_kernels(xp.cuda.Device().id)[2]((min(n, 4096),), (256,), (rows, np.int32(n), np.int32(k), out))
     return out
 
 
-def split_x_factors(split, steps: int, batch: int, k: int):
-    """The [T, B] fp32 row factors at the end of split_x_rows' output (a view)."""
+def split_x_parts(split, rows: int, k: int) -> tuple:
+    """Views of split_x_rows' output for ``rows`` rows of ``k`` values: (hi [rows, k], lo [rows, k] fp16,
+    factors [rows] fp32, the tail fp32)."""
     from .arrays import module_of
-    return split[steps * 2 * batch * k:].view(module_of(split).float32).reshape(steps, batch)
+    xp = module_of(split)
+    values = rows * k
+    floats = split[2 * values:].view(xp.float32)
+    padded = -(-rows // 4) * 4
+    return (split[:values].reshape(rows, k), split[values:2 * values].reshape(rows, k), floats[:rows],
+            floats[padded:])
 
 
 def matmul_fp16_split3(a3, a_exp, b3_t, b_exp, out, *, stream=None):

@@ -69,17 +69,18 @@ extern "C" __global__ void unscale_rows_cols(float* __restrict__ out, long long 
 // v29: the layer input of the fp32 split kernel's in-kernel projection (persistent_mma.cu, SPLIT with
 // IN_K_TILES). Row r = t B + b of a [T B, k] is scaled by its power of two 2^e into [2^13, 2^14) and
 // split as the kernel splits h: hi = fp16(a 2^e), lo = fp16((a 2^e - hi) 2^11). out (fp16 bits):
-// [T][2B][k], step t's B hi rows then its B lo rows (the kernel's staged vector rows), followed by
-// the rows' factors 2^-e as fp32 [T][B] (what the kernel multiplies the row's product by).
-extern "C" __global__ void split_x_rows(const float* __restrict__ a, int steps, int batch, int k,
+// the hi rows [T B][k], the lo rows [T B][k], then the rows' factors 2^-e as fp32 [T B] (what the
+// kernel multiplies the row's products by).
+extern "C" __global__ void split_x_rows(const float* __restrict__ a, int rows, int k,
                                         unsigned short* __restrict__ out) {
-    float* factors = reinterpret_cast<float*>(out + static_cast<long long>(steps) * 2 * batch * k);
-    for (int r = blockIdx.x; r < steps * batch; r += gridDim.x) {
+    const long long values = static_cast<long long>(rows) * k;
+    float* factors = reinterpret_cast<float*>(out + 2 * values);
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         const float* src = a + static_cast<long long>(r) * k;
-        const int e = scale_exponent(row_abs_max(src, k)), t = r / batch, b = r % batch;
+        const int e = scale_exponent(row_abs_max(src, k));
         if (threadIdx.x == 0) factors[r] = ldexpf(1.0f, -e);
-        unsigned short* hi_row = out + (static_cast<long long>(t) * 2 * batch + b) * k;
-        unsigned short* lo_row = hi_row + static_cast<long long>(batch) * k;
+        unsigned short* hi_row = out + static_cast<long long>(r) * k;
+        unsigned short* lo_row = hi_row + values;
         for (int c = threadIdx.x; c < k; c += blockDim.x) {
             const float x = ldexpf(src[c], e);
             const __half hi = __float2half_rn(x);

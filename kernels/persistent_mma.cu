@@ -171,12 +171,16 @@ static_assert(IN_K_TILES == 0 || PASS == 0, "the input projection runs in the fo
 constexpr bool kInput = IN_K_TILES > 0;
 constexpr int kInKTiles = IN_K_TILES;
 constexpr int kInWarpK = 16 * IN_K_TILES;
-constexpr int kInTileU4 = kWarps * kInKTiles * kATiles * 32;   // one block's packed W_ih tile (uint4)
-// v29, SPLIT with IN_K_TILES: W_ih as split tiles too (hi and lo fragments, its own power-of-two scale),
-// and x_t as the 2B rows [x_hi | x_lo] of a per-row scaled split (the host's split_x_rows: x is
-// unbounded, so each row (t, b) has its own power of two, in a [T][B] float array after the halves).
-// The input product of column b is combined (hi.hi + (lo.hi + hi.lo) / 2^11) and brought to W_hh's
-// units (x_t's row factor times W_ih's unscale over W_hh's) before it starts the recurrent product.
+constexpr int kInTileU4 = kWarps * kInKTiles * kMTiles * 32;   // one block's packed W_ih tile (uint4)
+// v29, SPLIT with IN_K_TILES: the block keeps only W_ih's hi fragments (its own power-of-two scale; the
+// hi and lo tiles together, 2x v12's bytes, cost 0.5 us of shared-memory bandwidth per step, more than
+// the wait hides), and x_t arrives as the 2B rows [x_hi | x_lo] of a per-row scaled split (x is
+// unbounded: each row (t, b) has its own power of two). In the kernel: W_hi . [x_hi | x_lo], combined
+// per column b as hi.hi + hi.lo / 2^11 and brought to W_hh's units (x_t's row factor times W_ih's
+// unscale over W_hh's) before it starts the recurrent product. The third term, x_hi . W_lo^T, is one
+// fp16 GEMM before the kernel (in the scaled units); the pointwise thread scales and adds it like xw.
+// The split input (xin; persistent.py, _split_input): x_hi [T][B][in_size] and x_lo [T][B][in_size]
+// fp16, the row factors 2^-e [T][B] fp32 (padded to 4), then the x_hi . W_lo^T product [D][T][B][4H] fp32.
 
 #if PASS == 0
 // Partials [warp][unit][b][gate]: the pointwise thread reads one float4 per warp. The 4 floats of
@@ -199,6 +203,26 @@ constexpr int kStageChunk = 8;                    // float4 loads per lane in fl
 // Per-warp staged input x_t (IN_K_TILES > 0), the same format: row stride kInWarpK/2 + 4 words.
 constexpr int kXStride = kInWarpK / 2 + 4;
 constexpr int kXWordsPerWarp = kInput ? kVecRows * kXStride : 0;
+
+#if PASS == 0
+// v29: the parts of the split input (see kInTileU4).
+struct SplitInput {
+    const unsigned short* hi;
+    const unsigned short* lo;
+    const float* factors;
+    const float* lo_product;
+};
+
+__device__ __forceinline__ SplitInput split_input(const float* xin, int T, int in_size) {
+    SplitInput in;
+    const size_t values = (size_t)T * kBatch * in_size;
+    in.hi = reinterpret_cast<const unsigned short*>(xin);
+    in.lo = in.hi + values;
+    in.factors = reinterpret_cast<const float*>(in.lo + values);
+    in.lo_product = in.factors + (((size_t)T * kBatch + 3) & ~(size_t)3);
+    return in;
+}
+#endif
 
 // Independent accumulator sets over k (k-tile kt feeds set kt % kAccSplit, summed at the end in a
 // fixed order): each mma.sync waits ~30 clocks for its accumulator, so a warp with fewer than 4
@@ -367,7 +391,8 @@ __device__ __forceinline__ void stage_packed(unsigned int* vec_s, const unsigned
 // mma of k-tile kt of the warp's slice (b0, b1 per the fragment map: n = g, k = 2c (+8); zero
 // for the batch padding n >= BATCH); vec_w: the warp's staged rows, Stride words apart. SPLIT:
 // a_lo is the tile's lo fragment, and the two correction products go to acc[kMTiles + mt].
-template <int Stride = kVecStride>
+// WithLo false (v29, the split's input tiles): no lo fragments, a_lo unused.
+template <int Stride = kVecStride, bool WithLo = true>
 __device__ __forceinline__ void mma_ktile(Acc& acc, const unsigned int (&a)[4], const unsigned int (&a_lo)[4],
                                           const unsigned int* vec_w, int kt, int mt) {
     const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
@@ -376,7 +401,7 @@ __device__ __forceinline__ void mma_ktile(Acc& acc, const unsigned int (&a)[4], 
         const bool live = g < kVecRows;
         const unsigned int b0 = live ? p[0] : 0u, b1 = live ? p[4] : 0u;
         mma_16816<kBf16>(acc[mt][0], a, b0, b1);
-        mma_16816<kBf16>(acc[kMTiles + mt][0], a_lo, b0, b1);
+        if constexpr (WithLo) mma_16816<kBf16>(acc[kMTiles + mt][0], a_lo, b0, b1);
     } else {
 #pragma unroll
         for (int nt = 0; nt < kNTiles; ++nt) {
@@ -387,7 +412,7 @@ __device__ __forceinline__ void mma_ktile(Acc& acc, const unsigned int (&a)[4], 
             mma_16816<kBf16>(acc[mt][nt], a, b0, b1);
             if constexpr (kSplit) {
                 const unsigned int* q = p + kBatch * Stride;   // the vector's lo rows
-                mma_16816<kBf16>(acc[kMTiles + mt][nt], a_lo, b0, b1);
+                if constexpr (WithLo) mma_16816<kBf16>(acc[kMTiles + mt][nt], a_lo, b0, b1);
                 mma_16816<kBf16>(acc[kMTiles + mt][nt], a, live ? q[0] : 0u, live ? q[4] : 0u);
             }
         }
@@ -395,12 +420,14 @@ __device__ __forceinline__ void mma_ktile(Acc& acc, const unsigned int (&a)[4], 
 }
 
 // acc += m-tile mt of the shared-memory k-tile at ws (this lane's uint4; SPLIT: its lo fragment
-// kMTiles tiles further) times k-tile kt of the staged vector.
-template <int Stride>
+// kMTiles tiles further, unless !WithLo) times k-tile kt of the staged vector.
+template <int Stride, bool WithLo = true>
 __device__ __forceinline__ void smem_tile_mma(Acc& acc, const uint4* ws, const unsigned int* vec_w, int kt, int mt) {
     const uint4 q = ws[mt * 32];
     const unsigned int a[4] = {q.x, q.y, q.z, q.w};
-    if constexpr (kSplit) {
+    if constexpr (kSplit && !WithLo) {
+        mma_ktile<Stride, false>(acc, a, a, vec_w, kt, mt);
+    } else if constexpr (kSplit) {
         const uint4 r = ws[(kMTiles + mt) * 32];
         const unsigned int a_lo[4] = {r.x, r.y, r.z, r.w};
         mma_ktile<Stride>(acc, a, a_lo, vec_w, kt, mt);
@@ -410,17 +437,20 @@ __device__ __forceinline__ void smem_tile_mma(Acc& acc, const uint4* ws, const u
 }
 
 // part[s] += the products of KT shared-memory k-tiles ws (this lane's uint4 of the warp's first
-// tile; k-tile index KT0 + ks in the staged vector) over Split accumulator sets. Not fully unrolled:
+// tile; k-tile index KT0 + ks in the staged vector; WithLo: kATiles fragments per k-tile, else
+// kMTiles) over Split accumulator sets. Not fully unrolled:
 // everything here comes from shared memory, and full unrolling lets ptxas hoist every tile load
 // (4 registers each) ahead of the mma chain and spill the register tiles.
-template <int KT, int Split, int Stride, int KT0>
+template <int KT, int Split, int Stride, int KT0, bool WithLo = true>
 __device__ __forceinline__ void smem_tile_products(float (&part)[Split][kATiles][kNTiles][4], const uint4* ws,
                                                    const unsigned int* vec_w) {
+    constexpr int tiles = WithLo ? kATiles : kMTiles;   // fragments per k-tile
     if constexpr (Split == 1) {
 #pragma unroll 2
         for (int ks = 0; ks < KT; ++ks)
 #pragma unroll
-            for (int mt = 0; mt < kMTiles; ++mt) smem_tile_mma<Stride>(part[0], ws + ks * kATiles * 32, vec_w, KT0 + ks, mt);
+            for (int mt = 0; mt < kMTiles; ++mt)
+                smem_tile_mma<Stride, WithLo>(part[0], ws + ks * tiles * 32, vec_w, KT0 + ks, mt);
     } else {   // groups of Split tiles; k-tile kt into set kt % Split (compile-time index), as the
                // register k-tiles: the sums do not depend on REG_K_TILES (v19: a spill back-off
                // changes no bit)
@@ -431,8 +461,8 @@ __device__ __forceinline__ void smem_tile_products(float (&part)[Split][kATiles]
                 if (KT % Split == 0 || k0 + s < KT) {
 #pragma unroll
                     for (int mt = 0; mt < kMTiles; ++mt)
-                        smem_tile_mma<Stride>(part[(KT0 + s) % Split], ws + (k0 + s) * kATiles * 32, vec_w,
-                                              KT0 + k0 + s, mt);
+                        smem_tile_mma<Stride, WithLo>(part[(KT0 + s) % Split], ws + (k0 + s) * tiles * 32, vec_w,
+                                                      KT0 + k0 + s, mt);
                 }
             }
     }
@@ -486,18 +516,21 @@ __device__ __forceinline__ void warp_product(Acc& acc, const RegTiles& a_reg, co
     sum_sets<kAccSplit>(acc, part);
 }
 
-// v12: acc = this warp's slice of W_ih . x_t (x rows [B][in_size] 16-bit, v29 split [2B][in_size]; in_size a multiple of 8;
-// every k-tile from shared memory in_s), staged into the warp's xs region first.
+// v12: acc = this warp's slice of W_ih . x_t (x rows [B][in_size] 16-bit, in_size a multiple of 8;
+// every k-tile from shared memory in_s), staged into the warp's xs region first. v29 (SPLIT): the
+// hi tiles times x_t's hi rows x_rows and lo rows lo_rows (staged after them).
 __device__ __forceinline__ void input_product(Acc& acc, const uint4* in_s, unsigned int* xs,
-                                              const unsigned short* x_rows, int in_size) {
+                                              const unsigned short* x_rows, const unsigned short* lo_rows,
+                                              int in_size) {
     if constexpr (kInput) {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
         unsigned int* x_w = xs + warp * kXWordsPerWarp;
-        stage_rows<kInWarpK, kXStride, kVecRows>(x_w, x_rows, in_size, in_size);
+        stage_rows<kInWarpK, kXStride, kBatch>(x_w, x_rows, in_size, in_size);
+        if constexpr (kSplit) stage_rows<kInWarpK, kXStride, kBatch>(x_w + kBatch * kXStride, lo_rows, in_size, in_size);
         float part[kInAccSplit][kATiles][kNTiles][4];
         start_sets<kInAccSplit>(part, acc, false);
-        smem_tile_products<kInKTiles, kInAccSplit, kXStride, 0>(part, in_s + warp * kInKTiles * kATiles * 32 + lane,
-                                                                x_w);
+        smem_tile_products<kInKTiles, kInAccSplit, kXStride, 0, false>(
+            part, in_s + warp * kInKTiles * kMTiles * 32 + lane, x_w);
         sum_sets<kInAccSplit>(acc, part);
     }
 }
@@ -562,9 +595,9 @@ __device__ __forceinline__ void store_partials(float* red_s, const Acc& acc) {
 }
 
 // v29: the split's input product (this lane's C fragments) in W_hh's units, the start of the recurrent
-// product: per column b < B, (hi.hi + (lo.hi + hi.lo) / 2^11) times x_t's row factor of b times
-// `ratio` (W_ih's unscale over W_hh's; all powers of two, so exact); 0 in the padding columns and
-// the paired hi.lo columns, the lo accumulators zeroed (the recurrent product's corrections go there).
+// product: per column b < B, (hi.hi + hi.lo / 2^11) times x_t's row factor of b times `ratio` (W_ih's
+// unscale over W_hh's; all powers of two, so exact); 0 in the padding columns and the paired hi.lo
+// columns, the lo accumulators zeroed (the recurrent product's corrections go there).
 __device__ __forceinline__ void input_in_recurrent_units(Acc& acc, const float* __restrict__ row_factors,
                                                          float ratio) {
     if constexpr (kSplit && kInput) {
@@ -774,8 +807,7 @@ __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
 // states16: v23, h0 and c0 are read as the layer's 16-bit values (no conversion kernels before it).
 // SPLIT ignores h0: the host adds W_hh h0 to the first step's xw in fp32 (h0 is unbounded, fp16 is not);
 // v29, SPLIT with IN_K_TILES (no xw): h0 is that fp32 product W_hh h0 [D][B][4H] (gate-interleaved),
-// added at step 0, x the split rows [T][2B][in_size] fp16 then their factors [T][B] fp32 (see kInTileU4),
-// w_unscale [D][2].
+// added at step 0; xin the split input (see kInTileU4); in_tiles W_ih's hi fragments; w_unscale [D][2].
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ xin,
                     const float* __restrict__ h0, const float* __restrict__ c0, float* y, float* hT,
@@ -797,8 +829,8 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     const unsigned short* x16 = reinterpret_cast<const unsigned short*>(
         x_by_reference ? reinterpret_cast<const float*>(x_at[0]) : xin);
     if constexpr (kInput && X_PREFETCH) prefetch_to_l2(x16, (size_t)T * kVecRows * in_size * sizeof(unsigned short));
-    // v29 split: x_t's row factors [T][B] after the halves [T][2B][in_size]
-    const float* x_factors = reinterpret_cast<const float*>(x16 + (size_t)T * kVecRows * in_size);
+    const SplitInput sx = split_input(xin, T, in_size);   // v29 (SPLIT with IN_K_TILES only)
+    const size_t x_step = (size_t)kBatch * in_size;        // x_t's row offset
     float c = p.active ? load_state(c0, p.state_at, states16) : 0.0f;   // cell state stays in this thread's register
     const size_t G = 4 * (size_t)H;
     // The unit's 4 gate biases, added here rather than to all of xw by a kernel of its own.
@@ -807,6 +839,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     // split: [D] W_hh unscale factors, or (v29, with the projection) [D][2] of W_hh and W_ih
     const float unscale = kSplit ? w_unscale[kInput ? 2 * p.d : p.d] : 1.0f;
     const float input_ratio = kSplit && kInput ? w_unscale[2 * p.d + 1] / unscale : 1.0f;
+    const float lo_product_unscale = kSplit && kInput ? w_unscale[2 * p.d + 1] * (1.0f / kLoScale) : 1.0f;
     // h0 is "step -1": slot 1 (tagged: tag 1; h_t of step t gets tag t + 2)
     if (p.active) publish_h(xch, p.d, -1, H, p.b, p.j, kSplit ? 0.0f : load_state(h0, p.state_at, states16), 1u);
     cg::grid_group grid = cg::this_grid();
@@ -816,8 +849,8 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     Acc acc;   // kInput: this warp's slice of the next step's input product
     if constexpr (kInput) {   // (the W_ih tiles are in shared memory after the block barrier above)
         const int t0 = p.reverse ? T - 1 : 0;
-        input_product(acc, s.in_a, s.xs, x16 + (size_t)t0 * kVecRows * in_size, in_size);
-        input_in_recurrent_units(acc, x_factors + (size_t)t0 * kBatch, input_ratio);
+        input_product(acc, s.in_a, s.xs, x16 + t0 * x_step, sx.lo + t0 * x_step, in_size);
+        input_in_recurrent_units(acc, sx.factors + (size_t)t0 * kBatch, input_ratio);
     }
     if constexpr (kSplitBarrier) grid_wait(barrier, 1u);   // ... round 1
     else if constexpr (!kTagged) grid.sync();
@@ -830,9 +863,14 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
             const float4 x4 = __ldg(reinterpret_cast<const float4*>(xin + row * G + 4 * (size_t)p.j));
             xz = make_float4(x4.x + b4.x, x4.y + b4.y, x4.z + b4.z, x4.w + b4.w);
         }
-        if (kSplit && kInput && step == 0 && p.active) {   // v29: h0 is W_hh h0 here (see the arguments)
-            const float4 r = __ldg(reinterpret_cast<const float4*>(h0 + ((size_t)p.d * kBatch + p.b) * G + 4 * (size_t)p.j));
-            xz = make_float4(xz.x + r.x, xz.y + r.y, xz.z + r.z, xz.w + r.w);
+        if (kSplit && kInput && p.active) {   // v29: x_hi . W_lo^T, scaled; W_hh h0 (in h0) at step 0
+            const float f = sx.factors[(size_t)t * kBatch + p.b] * lo_product_unscale;
+            const float4 x4 = __ldg(reinterpret_cast<const float4*>(sx.lo_product + row * G + 4 * (size_t)p.j));
+            xz = make_float4(fmaf(x4.x, f, b4.x), fmaf(x4.y, f, b4.y), fmaf(x4.z, f, b4.z), fmaf(x4.w, f, b4.w));
+            if (step == 0) {
+                const float4 r = __ldg(reinterpret_cast<const float4*>(h0 + ((size_t)p.d * kBatch + p.b) * G + 4 * (size_t)p.j));
+                xz = make_float4(xz.x + r.x, xz.y + r.y, xz.z + r.z, xz.w + r.w);
+            }
         }
         if constexpr (kTagged) {   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1
             tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.d, step - 1, H), H, (step + 1) & 0xffffu,
@@ -861,8 +899,8 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         if constexpr (kSplitBarrier) grid_arrive(barrier);   // h_t published (also orders the reads of red)
         if (kInput && step + 1 < T) {   // the next step's input product while the other blocks finish
             const int t_next = p.reverse ? t - 1 : t + 1;
-            input_product(acc, s.in_a, s.xs, x16 + (size_t)t_next * kVecRows * in_size, in_size);
-            input_in_recurrent_units(acc, x_factors + (size_t)t_next * kBatch, input_ratio);
+            input_product(acc, s.in_a, s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
+            input_in_recurrent_units(acc, sx.factors + (size_t)t_next * kBatch, input_ratio);
         }
         if constexpr (kSplitBarrier) grid_wait(barrier, step + 2u);
         else if constexpr (!kTagged) grid.sync();   // also orders this step's reads of red before the next stores

@@ -209,26 +209,29 @@ def input_projection(plan, x16, input_tiles):
     return out.astype(np.float32)
 
 
-def split_input_projection(plan, x_split, input_tiles, input_size, unscale):
-    """[D, T, B, 4H] x W_ih^T as the v29 split kernel's in-kernel projection makes it, without the
-    biases: x_split is gpu_blas.split_x_rows' buffer (step t's B hi rows, B lo rows, then the [T, B]
-    row factors), its rows rebuilt as hi + lo / 2^11 (which split_vector splits back into the same
-    halves) through the packed split W_ih tiles, times each row's factor and W_ih's unscale
-    (unscale[:, 1])."""
-    batch = plan.batch
-    steps = x_split.size // (2 * batch * (input_size + 1))
-    halves = np.asarray(x_split[: steps * 2 * batch * input_size], np.float64).reshape(steps, 2 * batch, input_size)
-    factors = np.asarray(x_split[steps * 2 * batch * input_size:]).view(np.float32).reshape(steps, batch)
-    x_scaled = halves[:, :batch] + halves[:, batch:] / 2048.0
+def split_input_projection(plan, x_split, input_tiles, input_size, unscale, steps):
+    """[D, T, B, 4H] x W_ih^T as the v29 split kernel makes it, without the biases: x_split is the
+    engine's split input (gpu_blas.split_x_rows' hi rows, lo rows and row factors, then x_hi W_lo^T
+    [D, T B, 4H] from the GEMM); the kernel's part is W_hi . [x_hi | x_lo] through the packed hi tiles,
+    combined as hi.hi + hi.lo / 2^11; both parts times each row's factor and W_ih's unscale
+    (unscale[:, 1]), the GEMM's part over 2^11."""
+    from ecornn import gpu_blas
+    batch, gates = plan.batch, 4 * plan.hidden
+    directions = input_tiles.shape[0]
+    rows = steps * batch
+    hi, lo, factors, tail = gpu_blas.split_x_parts(np.asarray(x_split), rows, input_size)
+    halves = replace(plan, dtype="float16")
     shape = plan.input_tile_shape()
-    as_tiles = replace(plan, k_tiles=plan.input_k_tiles)
-    rows = 4 * plan.hidden
-    out = np.zeros((input_tiles.shape[0], steps, batch, rows))
-    for d in range(input_tiles.shape[0]):
+    as_tiles = replace(halves, k_tiles=plan.input_k_tiles)
+    lo_product = tail.reshape(directions, steps, batch, gates).astype(np.float64)
+    out = np.zeros((directions, steps, batch, gates))
+    for d in range(directions):
         for t in range(steps):
-            vec = np.zeros((shape.padded_cols, batch))
-            vec[:input_size] = x_scaled[t].T
-            sums = split_block_sums(as_tiles, input_tiles[d], vec)
-            out[d, t] = sums[:, : plan.rows_per_unit * plan.units].reshape(-1, batch)[:rows].T
-        out[d] *= factors[..., None] * unscale[d, 1]
+            def product(part):
+                vec = np.zeros((shape.padded_cols, batch))
+                vec[:input_size] = np.asarray(part[t * batch:(t + 1) * batch], np.float64).T
+                sums = block_sums(as_tiles, input_tiles[d], vec)
+                return sums[:, : plan.rows_per_unit * plan.units].reshape(-1, batch)[:gates].T
+            out[d, t] = product(hi) + (product(lo) + lo_product[d, t]) / 2048.0
+        out[d] *= factors.reshape(steps, batch)[..., None] * unscale[d, 1]
     return out.astype(np.float32)

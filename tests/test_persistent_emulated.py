@@ -156,7 +156,7 @@ def grid_input_projection(plan, x, input_tiles):
 
 
 input_projection_emulator = None   # (plan, x16, input_tiles) -> xw: set by the mma emulation tests
-split_input_emulator = None   # v29: (plan, x split, input_tiles, input size, unscale) -> xw: likewise
+split_input_emulator = None   # v29: (plan, x split, input_tiles, input size, unscale, steps) -> xw: likewise
 
 
 def _emulated_launch(plan, args, directions=1, bias=None, input_tiles=None, input_size=0, unscale=None, x_at=None,
@@ -174,7 +174,8 @@ def _emulated_launch(plan, args, directions=1, bias=None, input_tiles=None, inpu
         elif plan.pass_name == "forward":
             project = None
             if input_tiles is not None and plan.kind == "mma" and plan.parts == 2:   # v29: a flat split buffer
-                project = lambda x: split_input_emulator(plan, x, input_tiles, input_size, unscale)  # noqa: E731
+                project = lambda x: split_input_emulator(plan, x, input_tiles, input_size, unscale,  # noqa: E731
+                                                         int(args[9]))
             elif input_tiles is not None:
                 assert input_size == args[1].shape[-1]
                 emulator = grid_input_projection if plan.kind == "grid" else input_projection_emulator

@@ -1,6 +1,7 @@
-"""`persistent` v29 on the GPU: the fp32 split forward computes x W_ih^T itself (W_ih as split tiles
-in shared memory, x as gpu_blas.split_x_rows' row-scaled hi and lo rows, W_hh h0 added at the first
-step) where rules.split_projection_pays (H=1024 B=4). Forward, final states and every gradient
+"""`persistent` v29 on the GPU: the fp32 split forward computes most of x W_ih^T itself (W_ih's hi
+fragments in shared memory times x as gpu_blas.split_x_rows' row-scaled hi and lo rows; the third
+term x_hi W_lo^T one fp16 GEMM before the kernel; W_hh h0 added at the first step) where
+rules.split_projection_pays (H=1024 B=4). Forward, final states and every gradient
 against float64, also with rows of x and h0 far outside fp16's range; bitwise the same under
 grid.sync and run to run; graph replays and refreshes; the plan as built keeps the projection (no
 spill back-off); the ablation (IN_KERNEL_PROJECTION=False: v28's GEMM) agrees with float64 too."""
@@ -33,6 +34,7 @@ def test_the_split_x_rows_kernel_is_the_numpy_split(rng):
     x[2, 1] = 0.0
     got = cp.asnumpy(gpu_blas.split_x_rows(cp.asarray(x), 4))
     want = gpu_blas.split_x_rows(x, 4)
+    assert got.shape == want.shape == (2 * 28 * 1000 + 2 * 28,)
     assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
 
 
@@ -105,6 +107,7 @@ def test_the_projection_ablation_runs_v28s_gemm(rng, monkeypatch):
     from ecornn import gpu_blas
     calls, real = [], gpu_blas.matmul_fp16_split3
     monkeypatch.setattr(gpu_blas, "matmul_fp16_split3", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(persistent, "MIN_3XTF32_FLOPS", 0)   # v28's fp16-split GEMM at this small T too
     config = LSTMConfig(1024, 1024, 1, False, "float32", 4, 20)
     seed = int(rng.integers(1 << 30))
     in_kernel = _compare(np.random.default_rng(seed), config, FP32_TOL)

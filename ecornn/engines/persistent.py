@@ -342,7 +342,7 @@ def _refresh_eager(prepared: PersistentWeights, config, weights) -> None:
             for d in range(packed.shape[0]):
                 cp.copyto(packed[d], prepared.slots[s0 + d].bias)
             continue
-        if key[0] == "unscale":                  # rewritten with its split tiles
+        if key[0] in ("unscale", "input_lo"):    # rewritten with their split tiles
             continue
         layer, directions, plan = prepared.tile_plans[key]
         if _is_split(plan):                      # values, not a layout: split the refreshed fp32 copies again
@@ -396,8 +396,10 @@ def _tiles(prepared: PersistentWeights, layer: int, directions: int, plan, matri
     key = _tile_key(layer, plan, matrix)
     if key not in prepared.tiles:
         if _is_split(plan):
-            tiles, unscale = _split_pack(prepared, layer, directions, plan, matrix)
+            tiles, unscale, low = _split_pack(prepared, layer, directions, plan, matrix)
             prepared.tiles[key], prepared.tiles[("unscale", key)] = tiles, unscale
+            if low is not None:
+                prepared.tiles[("input_lo", key)] = low
         else:
             mats = [getattr(prepared.slots[slot(layer, d, directions)], matrix) for d in range(directions)]
             prepared.tiles[key] = _cp().stack([_pack(plan, m, matrix=matrix) for m in mats])
@@ -431,22 +433,28 @@ def split_halves(w, xp):
 
 
 def _split_pack(prepared: PersistentWeights, layer: int, directions: int, plan, matrix: str = "w_hh"):
-    """([D, blocks, ...] split tiles, [D] unscale factors) of ``layer``'s W_hh (or, v29, the W_ih of
-    the split's in-kernel projection) for ``plan``."""
+    """([D, blocks, ...] split tiles, [D] unscale factors, None) of ``layer``'s W_hh for ``plan``; v29,
+    the W_ih of the split's in-kernel projection: (its hi fragments, [D] unscale factors, its lo halves
+    [D, 4H, K] as fp16: the right operand of the x_hi W_lo^T GEMM)."""
     cp = _cp()
-    shape = plan.input_tile_shape() if matrix == "w_ih" else plan.tile_shape()
-    tiles, unscales = [], []
+    tiles, unscales, lows = [], [], []
     for d in range(directions):
         hi, lo, unscale = split_halves(getattr(prepared.slots[slot(layer, d, directions)], matrix), cp)
-        tiles.append(pack_split_fragments(hi, lo, shape))
+        if matrix == "w_ih":
+            tiles.append(pack_mma_fragments(hi, plan.input_tile_shape(), False))
+            lows.append(lo.astype(cp.float16))
+        else:
+            tiles.append(pack_split_fragments(hi, lo, plan.tile_shape()))
         unscales.append(unscale)
-    return cp.stack(tiles), cp.concatenate(unscales)
+    return cp.stack(tiles), cp.concatenate(unscales), cp.stack(lows) if lows else None
 
 
 def _split_tiles_into(prepared: PersistentWeights, key, layer: int, directions: int, plan) -> None:
-    tiles, unscale = _split_pack(prepared, layer, directions, plan, _tile_matrix(key))
+    tiles, unscale, low = _split_pack(prepared, layer, directions, plan, _tile_matrix(key))
     _cp().copyto(prepared.tiles[key], tiles)
     _cp().copyto(prepared.tiles[("unscale", key)], unscale)
+    if low is not None:
+        _cp().copyto(prepared.tiles[("input_lo", key)], low)
 
 
 def _split_unscale(prepared: PersistentWeights, layer: int, plan):
@@ -1023,9 +1031,8 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
         if reads_f32:
             layer_in = _f32(layer_in)
         split = _is_split(built)
-        if projection_in_kernel and split:   # v29: x as the split kernel's scaled hi and lo rows
-            from ..gpu_blas import split_x_rows
-            xin = split_x_rows(layer_in, batch)
+        if projection_in_kernel and split:   # v29: x as the split kernel's scaled rows, x_hi W_lo^T after them
+            xin = _split_input(layer_in, prep, layer, dirs, built)
         elif projection_in_kernel:   # v12 / v15: the kernel reads x (16-bit / fp32) and W_ih tiles itself
             xin = layer_in_16bit if fwd.kind == "mma" else layer_in
         else:
@@ -1114,6 +1121,22 @@ def kernel_reads_x(config, x, variant: str = "auto") -> bool:
         return False
     projection_in_kernel, _, reads_f32 = _input_reads(config, fwd, _final(fwd))
     return projection_in_kernel and not reads_f32
+
+
+def _split_input(layer_in, prep: PersistentWeights, layer: int, directions: int, plan):
+    """The v29 split kernel's layer input (kernels/persistent_mma.cu, SplitInput): gpu_blas.split_x_rows
+    of the fp32 layer input with room for x_hi W_lo^T [D, T B, 4H], filled by one fp16 GEMM per
+    direction (fp32 accumulation: exact products, the scaled units the kernel undoes)."""
+    from .. import gpu_blas
+    _tiles(prep, layer, directions, plan, "w_ih")   # (makes the lo halves with the tiles)
+    rows, k, gates = layer_in.shape[0] * layer_in.shape[1], layer_in.shape[2], 4 * prep.hidden
+    split = gpu_blas.split_x_rows(layer_in, layer_in.shape[1], directions * rows * gates)
+    x_hi, _, _, tail = gpu_blas.split_x_parts(split, rows, k)
+    low = prep.tiles[("input_lo", _tile_key(layer, plan, "w_ih"))]
+    products = tail.reshape(directions, rows, gates)
+    for d in range(directions):
+        gpu_blas.matmul(x_hi, low[d].T, products[d], a_type="float16")
+    return split
 
 
 def _initial_recurrence(h0, preps):

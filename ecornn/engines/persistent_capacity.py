@@ -798,8 +798,8 @@ def mma_smem_bytes(pass_name: str, batch: int, warps: int, m_tiles: int, k_tiles
 
 def mma_input_smem_bytes(batch: int, warps: int, m_tiles: int, input_k_tiles: int, parts: int = 1) -> int:
     """Shared memory the in-kernel input projection (v12) adds: the W_ih tiles and staged x_t (``parts``
-    = 2, v29: the fp32 split's hi and lo tiles and x rows)."""
-    return parts * (warps * input_k_tiles * m_tiles * 32 * 16 + 4 * warps * batch * (8 * input_k_tiles + 4))
+    = 2, v29: the fp32 split's x_t as hi and lo rows; its W_ih tiles are the hi fragments only)."""
+    return warps * input_k_tiles * m_tiles * 32 * 16 + parts * 4 * warps * batch * (8 * input_k_tiles + 4)
 
 
 def mma_input_registers(plan) -> int:
@@ -814,8 +814,8 @@ def with_input_projection(props: dict, plan, input_sizes):
     multiple of 8: x rows are loaded 16 bytes at a time) fits: the W_ih tiles of the widest input
     in shared memory next to everything else, and the carried input accumulators in registers.
     Otherwise ``plan`` unchanged (a GEMM before the kernel). One plan serves every layer, so the
-    narrower inputs run zero-padded k-tiles. v29: the fp32 split too (W_ih's hi and lo tiles, x_t's
-    hi and lo rows)."""
+    narrower inputs run zero-padded k-tiles. v29: the fp32 split too (W_ih's hi tiles, x_t's hi and lo
+    rows; x_hi W_lo^T stays a GEMM)."""
     if plan.kind == "grid":
         return grid_with_input_projection(props, plan, input_sizes)
     if plan.pass_name != "forward" or any(k % 8 for k in input_sizes):
