@@ -114,10 +114,9 @@ def kernel_launcher(config, prepared, x, h0, c0, plan):
             persistent._null(), persistent._null(), np.int32(STEPS), np.int32(hidden), np.int32(plan.units),
             np.int32(plan.blocks_per_dir), np.int32(hidden))
     bias = persistent._biases(prepared, 0, 1) if in_kernel_bias else None
-    if in_kernel and mma and built.parts == 2:   # v29: x split once here; the kernel gets W_hh h0 for h0
-        from ecornn.gpu_blas import split_x_rows
+    if in_kernel and mma and built.parts == 2:   # v29: x split (and x_hi W_lo^T) once here; W_hh h0 for h0
         tiles = persistent._tiles(prepared, 0, 1, built, "w_ih")
-        args = args[:1] + (split_x_rows(persistent._f32(x), batch),
+        args = args[:1] + (persistent._split_input(persistent._f32(x), prepared, 0, 1, built),
                            persistent._initial_recurrence(persistent._f32(h0), prepared.slots[0:1])) + args[3:]
         unscale = persistent._split_unscale(prepared, 0, built)
         return lambda: persistent._launch(plan, args, 1, bias, tiles, config.input_size, unscale=unscale)

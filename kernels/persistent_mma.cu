@@ -115,6 +115,9 @@ namespace cg = cooperative_groups;
 #ifndef SPLIT_WORDS     // v28: the split's h as one word (hi | lo with the step-parity bit); 0: v13's two rows
 #define SPLIT_WORDS 1
 #endif
+#ifndef X_ASYNC         // v29: x_{t+1}'s rows copied to shared memory by cp.async at step t's start; 0: staged
+#define X_ASYNC 1       // by the input product (v12-v28), an L2 round trip inside the block's wait
+#endif
 #ifndef SPLIT_BARRIER   // grid.sync plans: the split barrier (default with the in-kernel projection) or grid.sync()
 #define SPLIT_BARRIER (IN_K_TILES > 0)
 #endif
@@ -516,17 +519,54 @@ __device__ __forceinline__ void warp_product(Acc& acc, const RegTiles& a_reg, co
     sum_sets<kAccSplit>(acc, part);
 }
 
-// v12: acc = this warp's slice of W_ih . x_t (x rows [B][in_size] 16-bit, in_size a multiple of 8;
-// every k-tile from shared memory in_s), staged into the warp's xs region first. v29 (SPLIT): the
-// hi tiles times x_t's hi rows x_rows and lo rows lo_rows (staged after them).
-__device__ __forceinline__ void input_product(Acc& acc, const uint4* in_s, unsigned int* xs,
-                                              const unsigned short* x_rows, const unsigned short* lo_rows,
-                                              int in_size) {
+// v29: the warp's K-slice of the 16-bit rows src (as stage_rows) into `mine` by cp.async, 16 bytes
+// per copy, zero-filled past k_len; complete after wait_async_rows.
+template <int WarpK, int Stride, int Rows>
+__device__ __forceinline__ void copy_rows_async(unsigned int* mine, const unsigned short* src, int ld, int k_len) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    constexpr int octs = WarpK / 8, count = Rows * octs;
+    for (int i = lane; i < count; i += 32) {
+        const int n = i / octs, kq = 8 * (i % octs), k = warp * WarpK + kq;
+        const bool live = k < k_len;
+        const unsigned short* from = src + (size_t)n * ld + (live ? k : 0);
+        const unsigned int to = static_cast<unsigned int>(__cvta_generic_to_shared(mine + n * Stride + kq / 2));
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(from), "r"(live ? 16 : 0)
+                     : "memory");
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+__device__ __forceinline__ void wait_async_rows() {
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncwarp();
+}
+
+// v12: x_t's rows (x rows [B][in_size] 16-bit, in_size a multiple of 8; v29 SPLIT: its hi rows x_rows,
+// then its lo rows lo_rows) into the warp's xs region; X_ASYNC: copies that input_product waits for.
+__device__ __forceinline__ void stage_input(unsigned int* xs, const unsigned short* x_rows,
+                                            const unsigned short* lo_rows, int in_size) {
+    if constexpr (kInput) {
+        unsigned int* x_w = xs + (threadIdx.x / 32) * kXWordsPerWarp;
+        if constexpr (X_ASYNC) {
+            __syncwarp();   // every lane's reads of the rows before are done
+            copy_rows_async<kInWarpK, kXStride, kBatch>(x_w, x_rows, in_size, in_size);
+            if constexpr (kSplit) copy_rows_async<kInWarpK, kXStride, kBatch>(x_w + kBatch * kXStride, lo_rows,
+                                                                                in_size, in_size);
+        } else {
+            stage_rows<kInWarpK, kXStride, kBatch>(x_w, x_rows, in_size, in_size);
+            if constexpr (kSplit) stage_rows<kInWarpK, kXStride, kBatch>(x_w + kBatch * kXStride, lo_rows, in_size,
+                                                                           in_size);
+        }
+    }
+}
+
+// v12: acc = this warp's slice of W_ih . x_t, every k-tile from shared memory in_s, x_t staged by
+// stage_input. v29 (SPLIT): the hi tiles times x_t's hi and lo rows.
+__device__ __forceinline__ void input_product(Acc& acc, const uint4* in_s, const unsigned int* xs) {
     if constexpr (kInput) {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-        unsigned int* x_w = xs + warp * kXWordsPerWarp;
-        stage_rows<kInWarpK, kXStride, kBatch>(x_w, x_rows, in_size, in_size);
-        if constexpr (kSplit) stage_rows<kInWarpK, kXStride, kBatch>(x_w + kBatch * kXStride, lo_rows, in_size, in_size);
+        const unsigned int* x_w = xs + warp * kXWordsPerWarp;
+        if constexpr (X_ASYNC) wait_async_rows();
         float part[kInAccSplit][kATiles][kNTiles][4];
         start_sets<kInAccSplit>(part, acc, false);
         smem_tile_products<kInKTiles, kInAccSplit, kXStride, 0, false>(
@@ -849,14 +889,18 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     Acc acc;   // kInput: this warp's slice of the next step's input product
     if constexpr (kInput) {   // (the W_ih tiles are in shared memory after the block barrier above)
         const int t0 = p.reverse ? T - 1 : 0;
-        input_product(acc, s.in_a, s.xs, x16 + t0 * x_step, sx.lo + t0 * x_step, in_size);
+        stage_input(s.xs, x16 + t0 * x_step, sx.lo + t0 * x_step, in_size);
+        input_product(acc, s.in_a, s.xs);
         input_in_recurrent_units(acc, sx.factors + (size_t)t0 * kBatch, input_ratio);
     }
     if constexpr (kSplitBarrier) grid_wait(barrier, 1u);   // ... round 1
     else if constexpr (!kTagged) grid.sync();
     for (int step = 0; step < T; ++step) {
         const int t = p.reverse ? T - 1 - step : step;
+        const int t_next = p.reverse ? t - 1 : t + 1;
         const size_t row = ((size_t)p.d * T + t) * kBatch + p.b;
+        if (X_ASYNC && kInput && step + 1 < T)   // v29: x_{t+1} on its way while this step runs
+            stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
         // Issued now, used after the product: the load's latency hides behind it.
         float4 xz = b4;
         if (!kInput && p.active) {
@@ -898,8 +942,8 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         }
         if constexpr (kSplitBarrier) grid_arrive(barrier);   // h_t published (also orders the reads of red)
         if (kInput && step + 1 < T) {   // the next step's input product while the other blocks finish
-            const int t_next = p.reverse ? t - 1 : t + 1;
-            input_product(acc, s.in_a, s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
+            if (!X_ASYNC) stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
+            input_product(acc, s.in_a, s.xs);
             input_in_recurrent_units(acc, sx.factors + (size_t)t_next * kBatch, input_ratio);
         }
         if constexpr (kSplitBarrier) grid_wait(barrier, step + 2u);

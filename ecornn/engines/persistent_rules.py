@@ -22,6 +22,7 @@ SPLIT_POLL_DELAY_NS = 1200          # before their first poll (a ~2.5 us step), 
 SPLIT_TAGGED_MAX_M_TILES = 2        # this many 16-row tiles (8 units)
 SPLIT_WORDS_MAX_M_TILES = 3         # v28, split words (one tagged word per h value): blocks of up to 12 units,
 SPLIT_WORDS_POLL_DELAY_NS = 400     # the first poll after this (H=1024 and H=1536 at B=4, H100 and H200)
+SPLIT_PROJECTION_POLL_DELAY_NS = 0  # v29: with the split's input projection in the kernel, which fills the wait
 # the input projection inside the kernel
 INPUT_PROJECTION_MIN_BATCH = 4  # the in-kernel projection (v12) measured faster at B=4, slower at B=1
 GRID_INPUT_PROJECTION_MAX_BATCH = 2  # the fp32 grid forward's (v15): faster at B=1, 2, slower at B=4, 8
@@ -183,6 +184,8 @@ def split_poll_delay_ns(plan) -> int:
             and split_tagged_pays(plan.pass_name, plan.parts, plan.batch, plan.k_tiles, plan.m_tiles, plan.split_words)
             and not tagged_exchange_pays(plan.parts * plan.batch, plan.k_tiles)):
         return 0
+    if plan.in_kernel_projection:   # v29: the next step's input product fills the wait instead
+        return SPLIT_PROJECTION_POLL_DELAY_NS
     return SPLIT_WORDS_POLL_DELAY_NS if plan.split_words else SPLIT_POLL_DELAY_NS
 
 
