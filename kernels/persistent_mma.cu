@@ -635,21 +635,27 @@ __device__ __forceinline__ void store_partials(float* red_s, const Acc& acc) {
 }
 
 // v29: the split's input product (this lane's C fragments) in W_hh's units, the start of the recurrent
-// product: per column b < B, (hi.hi + hi.lo / 2^11) times x_t's row factor of b times `ratio` (W_ih's
-// unscale over W_hh's; all powers of two, so exact); 0 in the padding columns and the paired hi.lo
+// product: per column b < B, (hi.hi + hi.lo / 2^11) times `factor` (x_t's row factor of b times W_ih's
+// unscale over W_hh's: load_column_factors; all powers of two, so exact); 0 in the padding columns and the paired hi.lo
 // columns, the lo accumulators zeroed (the recurrent product's corrections go there).
-__device__ __forceinline__ void input_in_recurrent_units(Acc& acc, const float* __restrict__ row_factors,
-                                                         float ratio) {
+using ColumnFactors = float[kNTiles][2];   // per C-fragment column of this lane: 2c, 2c + 1 of each N tile
+
+// v29: the row factors of step t's columns for this lane, times `ratio` (0 in the padding). Loaded at
+// the step's start: a global load in the block's wait would cost its round trip there.
+__device__ __forceinline__ void load_column_factors(ColumnFactors& factor, const float* __restrict__ row_factors,
+                                                    float ratio) {
+    const int c = threadIdx.x % 4;
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+        for (int odd = 0; odd < 2; ++odd) {
+            const int col = nt * 8 + 2 * c + odd;
+            factor[nt][odd] = kSplit && kInput && col < kBatch ? __ldg(row_factors + col) * ratio : 0.0f;
+        }
+}
+
+__device__ __forceinline__ void input_in_recurrent_units(Acc& acc, const ColumnFactors& factor) {
     if constexpr (kSplit && kInput) {
-        const int c = threadIdx.x % 4;
-        float factor[kNTiles][2];
-#pragma unroll
-        for (int nt = 0; nt < kNTiles; ++nt)
-#pragma unroll
-            for (int odd = 0; odd < 2; ++odd) {
-                const int col = nt * 8 + 2 * c + odd;
-                factor[nt][odd] = col < kBatch ? __ldg(row_factors + col) * ratio : 0.0f;
-            }
         float combined[kMTiles][kNTiles][4];
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt)
@@ -891,7 +897,9 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         const int t0 = p.reverse ? T - 1 : 0;
         stage_input(s.xs, x16 + t0 * x_step, sx.lo + t0 * x_step, in_size);
         input_product(acc, s.in_a, s.xs);
-        input_in_recurrent_units(acc, sx.factors + (size_t)t0 * kBatch, input_ratio);
+        ColumnFactors first;
+        load_column_factors(first, sx.factors + (size_t)t0 * kBatch, input_ratio);
+        input_in_recurrent_units(acc, first);
     }
     if constexpr (kSplitBarrier) grid_wait(barrier, 1u);   // ... round 1
     else if constexpr (!kTagged) grid.sync();
@@ -899,8 +907,11 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         const int t = p.reverse ? T - 1 - step : step;
         const int t_next = p.reverse ? t - 1 : t + 1;
         const size_t row = ((size_t)p.d * T + t) * kBatch + p.b;
-        if (X_ASYNC && kInput && step + 1 < T)   // v29: x_{t+1} on its way while this step runs
-            stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
+        ColumnFactors next_factors;   // v29 split: x_{t+1}'s, for the input product in the wait
+        if (kInput && step + 1 < T) {
+            load_column_factors(next_factors, sx.factors + (size_t)t_next * kBatch, input_ratio);
+            if (X_ASYNC) stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);   // on its way
+        }
         // Issued now, used after the product: the load's latency hides behind it.
         float4 xz = b4;
         if (!kInput && p.active) {
@@ -944,7 +955,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         if (kInput && step + 1 < T) {   // the next step's input product while the other blocks finish
             if (!X_ASYNC) stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
             input_product(acc, s.in_a, s.xs);
-            input_in_recurrent_units(acc, sx.factors + (size_t)t_next * kBatch, input_ratio);
+            input_in_recurrent_units(acc, next_factors);
         }
         if constexpr (kSplitBarrier) grid_wait(barrier, step + 2u);
         else if constexpr (!kTagged) grid.sync();   // also orders this step's reads of red before the next stores
