@@ -115,9 +115,6 @@ namespace cg = cooperative_groups;
 #ifndef SPLIT_WORDS     // v28: the split's h as one word (hi | lo with the step-parity bit); 0: v13's two rows
 #define SPLIT_WORDS 1
 #endif
-#ifndef X_ASYNC         // v29: x_{t+1}'s rows copied to shared memory by cp.async at step t's start; 0: staged
-#define X_ASYNC 1       // by the input product (v12-v28), an L2 round trip inside the block's wait
-#endif
 #ifndef SPLIT_BARRIER   // grid.sync plans: the split barrier (default with the in-kernel projection) or grid.sync()
 #define SPLIT_BARRIER (IN_K_TILES > 0)
 #endif
@@ -519,44 +516,15 @@ __device__ __forceinline__ void warp_product(Acc& acc, const RegTiles& a_reg, co
     sum_sets<kAccSplit>(acc, part);
 }
 
-// v29: the warp's K-slice of the 16-bit rows src (as stage_rows) into `mine` by cp.async, 16 bytes
-// per copy, zero-filled past k_len; complete after wait_async_rows.
-template <int WarpK, int Stride, int Rows>
-__device__ __forceinline__ void copy_rows_async(unsigned int* mine, const unsigned short* src, int ld, int k_len) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    constexpr int octs = WarpK / 8, count = Rows * octs;
-    for (int i = lane; i < count; i += 32) {
-        const int n = i / octs, kq = 8 * (i % octs), k = warp * WarpK + kq;
-        const bool live = k < k_len;
-        const unsigned short* from = src + (size_t)n * ld + (live ? k : 0);
-        const unsigned int to = static_cast<unsigned int>(__cvta_generic_to_shared(mine + n * Stride + kq / 2));
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(from), "r"(live ? 16 : 0)
-                     : "memory");
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-__device__ __forceinline__ void wait_async_rows() {
-    asm volatile("cp.async.wait_all;" ::: "memory");
-    __syncwarp();
-}
-
 // v12: x_t's rows (x rows [B][in_size] 16-bit, in_size a multiple of 8; v29 SPLIT: its hi rows x_rows,
-// then its lo rows lo_rows) into the warp's xs region; X_ASYNC: copies that input_product waits for.
+// then its lo rows lo_rows) into the warp's xs region.
 __device__ __forceinline__ void stage_input(unsigned int* xs, const unsigned short* x_rows,
                                             const unsigned short* lo_rows, int in_size) {
     if constexpr (kInput) {
         unsigned int* x_w = xs + (threadIdx.x / 32) * kXWordsPerWarp;
-        if constexpr (X_ASYNC) {
-            __syncwarp();   // every lane's reads of the rows before are done
-            copy_rows_async<kInWarpK, kXStride, kBatch>(x_w, x_rows, in_size, in_size);
-            if constexpr (kSplit) copy_rows_async<kInWarpK, kXStride, kBatch>(x_w + kBatch * kXStride, lo_rows,
-                                                                                in_size, in_size);
-        } else {
-            stage_rows<kInWarpK, kXStride, kBatch>(x_w, x_rows, in_size, in_size);
-            if constexpr (kSplit) stage_rows<kInWarpK, kXStride, kBatch>(x_w + kBatch * kXStride, lo_rows, in_size,
-                                                                           in_size);
-        }
+        stage_rows<kInWarpK, kXStride, kBatch>(x_w, x_rows, in_size, in_size);
+        if constexpr (kSplit)
+            stage_rows<kInWarpK, kXStride, kBatch>(x_w + kBatch * kXStride, lo_rows, in_size, in_size);
     }
 }
 
@@ -566,7 +534,6 @@ __device__ __forceinline__ void input_product(Acc& acc, const uint4* in_s, const
     if constexpr (kInput) {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
         const unsigned int* x_w = xs + warp * kXWordsPerWarp;
-        if constexpr (X_ASYNC) wait_async_rows();
         float part[kInAccSplit][kATiles][kNTiles][4];
         start_sets<kInAccSplit>(part, acc, false);
         smem_tile_products<kInKTiles, kInAccSplit, kXStride, 0, false>(
@@ -908,10 +875,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         const int t_next = p.reverse ? t - 1 : t + 1;
         const size_t row = ((size_t)p.d * T + t) * kBatch + p.b;
         ColumnFactors next_factors;   // v29 split: x_{t+1}'s, for the input product in the wait
-        if (kInput && step + 1 < T) {
-            load_column_factors(next_factors, sx.factors + (size_t)t_next * kBatch, input_ratio);
-            if (X_ASYNC) stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);   // on its way
-        }
+        if (kInput && step + 1 < T) load_column_factors(next_factors, sx.factors + (size_t)t_next * kBatch, input_ratio);
         // Issued now, used after the product: the load's latency hides behind it.
         float4 xz = b4;
         if (!kInput && p.active) {
@@ -953,7 +917,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         }
         if constexpr (kSplitBarrier) grid_arrive(barrier);   // h_t published (also orders the reads of red)
         if (kInput && step + 1 < T) {   // the next step's input product while the other blocks finish
-            if (!X_ASYNC) stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
+            stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
             input_product(acc, s.in_a, s.xs);
             input_in_recurrent_units(acc, next_factors);
         }

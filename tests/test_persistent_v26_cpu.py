@@ -28,8 +28,7 @@ def _forward(config, training=False):
     ("float16", 2048, 2048, 8, False, False, 0),    # 16 polls per lane
     ("float16", 1024, 1024, 16, False, False, 0),   # B=16 measured slower tagged, with or without it
     ("bfloat16", 1024, 1024, 4, True, True, 0),     # v12 as before (4 polls per lane)
-    ("float32", 1024, 1024, 4, True, True, 400),    # the paired split: v28's 4 rows of words x 8 k-tiles (v29:
-                                                    # its projection in the kernel)
+    ("float32", 1024, 1024, 4, True, False, 400),   # the paired split: v28's 4 rows of words x 8 k-tiles
     ("float32", 1536, 1536, 4, True, False, 400),   # v28: 6 polls per lane (v26's rows: 12, grid.sync)
     ("float32", 1024, 1024, 8, False, False, 0),    # not paired
 ])

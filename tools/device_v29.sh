@@ -3,8 +3,8 @@
 #   tests       GPU test files ($TESTS; default the v29 file)
 #   explore     the kernel alone (explore_exchange_delay.py): fp32 H=1024 B=4 with and without the
 #               projection, tagged at first-poll delays ($DELAYS) and under the split grid barrier
-#   alternate   whole forward v29 vs v28 (ab_alternate.py bench_persistent_v29)
-#   async       X_ASYNC on vs off where x is projected in the kernel (bench_persistent_v29_async)
+#   alternate   whole forward, the split's projection in the kernel vs v28's GEMM (ab_alternate.py
+#               bench_persistent_v29)
 #   pair        fwd+bwd with cuDNN (bench_persistent_v29.py); bench: the quick bench; cache: the NVRTC cache
 set -u
 OUT=${OUT:-/tmp/v29_out}
@@ -20,8 +20,6 @@ for stage in ${STAGES:-"tests cache"}; do
         --delays "${DELAYS:-[0, 100, 200, 400]}" --name "${EXPLORE_NAME:-explore_split_projection}" 2>&1 | tail -14 ;;
     alternate) timeout "${ALT_TIMEOUT:-200}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v29 \
       --rounds "${ROUNDS:-3}" --name ab_alternate_v29 2>&1 | tail -12 ;;
-    async) timeout "${ALT_TIMEOUT:-200}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v29_async \
-      --rounds "${ROUNDS:-3}" --name ab_x_async 2>&1 | tail -8 ;;
     pair) timeout "${PAIR_TIMEOUT:-200}" python3 benchmarks/bench_persistent_v29.py "$OUT" 2>&1 | tail -8 ;;
     bench) timeout "${BENCH_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     cache) save_cupy_cache "$OUT" ;;

@@ -126,8 +126,6 @@ X_PREFETCH = True           # v24: kernels that project x themselves prefetch al
                             # False: compiled without (X_PREFETCH=0, the ablation)
 FAST_FP32_GATES = True      # v28: the fp32 kernels' gates on MUFU.EX2 / MUFU.RCP (~2^-21); False: expf / tanhf,
                             # compiled with FAST_FP32_GATES=0 (the ablation)
-X_ASYNC = True              # v29: tensor-core kernels that project x themselves copy x_{t+1} to shared memory by
-                            # cp.async at step t's start; False: staged by the product (X_ASYNC=0, the ablation)
 REGISTER_MODEL = "v19"    # tensor-core plans: register k-tiles by the v19 refit; "v4": the old model (ablation)
 TAGGED_WITH_WAIT = True  # v26: the tagged exchange past 4 polls per lane where the warps wait otherwise: 16-bit
                          # forwards at B <= 8 with the in-kernel projection, the paired split at B=4 with a
@@ -529,8 +527,7 @@ def _fewer_register_tiles(plan, props: dict):
 
 def _flag_defines() -> dict:
     """Compile-time constants that engine flags (ablations) set on every persistent kernel."""
-    return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0}),
-            **({} if X_ASYNC else {"X_ASYNC": 0})}
+    return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0})}
 
 
 def _compile_without_spills(plan, function: str, cooperative: bool):
@@ -555,7 +552,7 @@ def _remembered(build):
 
     @functools.wraps(build)
     def cached(plan, device_id: int):
-        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, X_ASYNC)
+        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -951,7 +948,7 @@ def _graph_mode(variant) -> tuple:
             BACKWARD_BY_ROWS, SIXTEEN_BIT_GEMMS,
             IN_KERNEL_PROJECTION, UNITS_FASTEST, FP32_TENSOR_CORES, PAIRED_SPLIT, SPLIT_WORDS, POLL_DELAY,
             DIRECT_16BIT_INPUT, ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS, X_PREFETCH,
-            FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER, X_ASYNC)
+            FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,

@@ -22,7 +22,7 @@ SPLIT_POLL_DELAY_NS = 1200          # before their first poll (a ~2.5 us step), 
 SPLIT_TAGGED_MAX_M_TILES = 2        # this many 16-row tiles (8 units)
 SPLIT_WORDS_MAX_M_TILES = 3         # v28, split words (one tagged word per h value): blocks of up to 12 units,
 SPLIT_WORDS_POLL_DELAY_NS = 400     # the first poll after this (H=1024 and H=1536 at B=4, H100 and H200)
-SPLIT_PROJECTION_POLL_DELAY_NS = 0  # v29: with the split's input projection in the kernel, which fills the wait
+SPLIT_PROJECTION_POLL_DELAY_NS = 100  # v29: the split with its input projection in the kernel (forced), best of 0-400
 # the input projection inside the kernel
 INPUT_PROJECTION_MIN_BATCH = 4  # the in-kernel projection (v12) measured faster at B=4, slower at B=1
 GRID_INPUT_PROJECTION_MAX_BATCH = 2  # the fp32 grid forward's (v15): faster at B=1, 2, slower at B=4, 8
@@ -140,11 +140,17 @@ def input_projection_pays(plan) -> bool:
 
 
 def split_projection_pays(plan) -> bool:
-    """Whether the fp32 split forward computes x W_ih^T itself (v29: W_ih's hi and lo tiles in shared
-    memory, x_t as row-scaled hi and lo rows) instead of the fp16-split GEMM before it: the tagged
-    plans at B >= INPUT_PROJECTION_MIN_BATCH, where the block's wait for the other blocks' h hides the
-    next step's input product (as v12's for 16-bit)."""
-    return plan.kind == "mma" and plan.parts == 2 and input_projection_pays(plan)
+    """Whether the fp32 split forward computes x W_ih^T itself (v29) instead of the fp16-split GEMM
+    before it: never measured faster. H100, fp32 H=1024 B=4 (tagged, 8 units per block;
+    results/persistent_v29), whole forward in the kernel vs the GEMM, alternated:
+    - W_ih's hi and lo tiles in shared memory, x_t's hi and lo rows: 2.83 vs 2.10 us/step (kernel
+      alone 2.81 vs 1.82; 2.53 at no first-poll delay);
+    - the hi tiles only (x_hi W_lo^T as a K=H GEMM before the kernel): 2.63-2.78 vs 2.11-2.14 (kernel
+      2.57 at its best delay, 100 ns, vs 1.84 without the projection).
+    The block's input product costs ~0.75 us per step where the wait hides ~0.4: every block stages
+    all of x_t's 2B rows from L2 (2 MB per step over the grid, v12's fp16 B=8 load) and streams 64-128
+    KB of W_ih fragments from shared memory, while the GEMM it replaces costs ~0.25 us per step."""
+    return False
 
 
 def poll_delay_pays(plan) -> bool:
