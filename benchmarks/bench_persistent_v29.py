@@ -1,7 +1,8 @@
-"""v29 benchmark: the fp32 split forward with its input projection in the kernel (W_ih split tiles in
-shared memory, x as split_x_rows' row-scaled halves; rules.split_projection_pays) against v28's
-(IN_KERNEL_PROJECTION off: the fp16-split GEMM before the kernel). Rows where the rule does not take
-the projection run the same plan in both modes (the noise floor). benchmarks/ab_alternate.py
+"""v29 benchmark: the fp32 split forward with its input projection in the kernel (W_ih's hi fragments in
+shared memory times x as split_x_rows' row-scaled hi and lo rows, x_hi W_lo^T one fp16 GEMM before
+the kernel; forced with IN_KERNEL_PROJECTION=True) against v28's (the fp16-split GEMM before the
+kernel: "auto", rules.split_projection_pays never takes the projection). H=1024 B=8 is the control:
+its 16-warp build spills with the projection and backs off to v28's plan. benchmarks/ab_alternate.py
 alternates the two modes (whole forward by graph replay and the kernel alone); run as a script, the
 pair bench (once per mode) adds fwd+bwd and cuDNN for TRAIN_ROWS.
 
@@ -14,10 +15,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ab_modes  # noqa: E402
 
-ROWS = [("float32", h, b) for h, b in ((1024, 4), (1024, 8), (512, 4), (1536, 4))]
-MODES = {"v29": {}, "v28": {"IN_KERNEL_PROJECTION": False}}
+ROWS = [("float32", 1024, 4), ("float32", 1024, 8)]
+MODES = {"in kernel": {"IN_KERNEL_PROJECTION": True}, "v28": {}}
 TRAIN_ROWS = [("float32", 1024, 4)]
-row, markdown, main = ab_modes.pair_bench(TRAIN_ROWS, MODES, ("v29", "v28"), "persistent_v29_bench", "--v28-first",
+row, markdown, main = ab_modes.pair_bench(TRAIN_ROWS, MODES, ("in kernel", "v28"), "persistent_v29_bench", "--v28-first",
                                           "time the v28 mode first (order bias check)")
 
 if __name__ == "__main__":
