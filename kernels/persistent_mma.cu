@@ -115,9 +115,6 @@ namespace cg = cooperative_groups;
 #ifndef SPLIT_WORDS     // v28: the split's h as one word (hi | lo with the step-parity bit); 0: v13's two rows
 #define SPLIT_WORDS 1
 #endif
-#ifndef V29_PROBE   // TEMPORARY (v29 exploration): bits skip parts of the split's in-kernel projection
-#define V29_PROBE 0
-#endif
 #ifndef SPLIT_BARRIER   // grid.sync plans: the split barrier (default with the in-kernel projection) or grid.sync()
 #define SPLIT_BARRIER (IN_K_TILES > 0)
 #endif
@@ -539,7 +536,6 @@ __device__ __forceinline__ void input_product(Acc& acc, const uint4* in_s, const
         const unsigned int* x_w = xs + warp * kXWordsPerWarp;
         float part[kInAccSplit][kATiles][kNTiles][4];
         start_sets<kInAccSplit>(part, acc, false);
-        if (!(V29_PROBE & 2))
         smem_tile_products<kInKTiles, kInAccSplit, kXStride, 0, false>(
             part, in_s + warp * kInKTiles * kMTiles * 32 + lane, x_w);
         sum_sets<kInAccSplit>(acc, part);
@@ -886,7 +882,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
             const float4 x4 = __ldg(reinterpret_cast<const float4*>(xin + row * G + 4 * (size_t)p.j));
             xz = make_float4(x4.x + b4.x, x4.y + b4.y, x4.z + b4.z, x4.w + b4.w);
         }
-        if (kSplit && kInput && p.active && !(V29_PROBE & 8)) {   // v29: x_hi . W_lo^T, scaled; W_hh h0 (in h0) at step 0
+        if (kSplit && kInput && p.active) {   // v29: x_hi . W_lo^T, scaled; W_hh h0 (in h0) at step 0
             const float f = sx.factors[(size_t)t * kBatch + p.b] * lo_product_unscale;
             const float4 x4 = __ldg(reinterpret_cast<const float4*>(sx.lo_product + row * G + 4 * (size_t)p.j));
             xz = make_float4(fmaf(x4.x, f, b4.x), fmaf(x4.y, f, b4.y), fmaf(x4.z, f, b4.z), fmaf(x4.w, f, b4.w));
@@ -920,10 +916,10 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
             }
         }
         if constexpr (kSplitBarrier) grid_arrive(barrier);   // h_t published (also orders the reads of red)
-        if (kInput && step + 1 < T && !(V29_PROBE & 16)) {   // the next step's input product while the other blocks finish
-            if (!(V29_PROBE & 1)) stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
+        if (kInput && step + 1 < T) {   // the next step's input product while the other blocks finish
+            stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
             input_product(acc, s.in_a, s.xs);
-            if (!(V29_PROBE & 4)) input_in_recurrent_units(acc, next_factors);
+            input_in_recurrent_units(acc, next_factors);
         }
         if constexpr (kSplitBarrier) grid_wait(barrier, step + 2u);
         else if constexpr (!kTagged) grid.sync();   // also orders this step's reads of red before the next stores
