@@ -47,8 +47,9 @@ v16: tagged forwards at B <= 2 sleep before their warps' first poll (rules.poll_
 v17: a 16-bit x reaches the 16-bit GEMM or kernel as it is (DIRECT_16BIT_INPUT), and output, hT and cT
 are views of one buffer (ONE_OUTPUT_BUFFER); persistent_graph replays on the caller's stream.
 v18: tagged tensor-core forwards at B = 4, H >= 2048 wait longer (rules.long_poll_delay_pays).
-v29: the fp32 split forward computes x W_ih^T itself where rules.split_projection_pays (tagged, B >= 4):
-W_ih as split tiles, x as gpu_blas.split_x_rows (row-scaled hi and lo rows), W_hh h0 added at step 0.
+v29: the fp32 split forward can compute x W_ih^T itself (IN_KERNEL_PROJECTION=True; rules.split_projection_pays
+never takes it: slower than v28's GEMM): W_ih's hi tiles times x as gpu_blas.split_x_rows (row-scaled hi and lo
+rows), x_hi W_lo^T one fp16 GEMM before the kernel (_split_input), W_hh h0 added at step 0.
 """
 from __future__ import annotations
 
