@@ -623,7 +623,8 @@ __device__ __forceinline__ void load_column_factors(ColumnFactors& factor, const
 
 __device__ __forceinline__ void input_in_recurrent_units(Acc& acc, const ColumnFactors& factor) {
     if constexpr (kSplit && kInput) {
-        float combined[kMTiles][kNTiles][4];
+        // In place: element i's partner (paired_column: element i of another lane, or i | 1 of this
+        // one) is read before element i is written, and elements < i are never read again.
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
@@ -631,16 +632,8 @@ __device__ __forceinline__ void input_in_recurrent_units(Acc& acc, const ColumnF
 #pragma unroll
                 for (int i = 0; i < 4; ++i) {
                     const float hi_lo = kPaired ? paired_column(acc[mt][0], i) : 0.0f;
-                    combined[mt][nt][i] =
+                    acc[mt][nt][i] =
                         (acc[mt][nt][i] + (acc[kMTiles + mt][nt][i] + hi_lo) * (1.0f / kLoScale)) * factor[nt][i % 2];
-                }
-#pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < kNTiles; ++nt)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    acc[mt][nt][i] = combined[mt][nt][i];
                     acc[kMTiles + mt][nt][i] = 0.0f;
                 }
     }

@@ -139,11 +139,16 @@ def test_refresh_resplits_the_new_weights(cpu_engine, rng, monkeypatch):
     new, _, _, _ = random_problem(rng, config)
     new = [LayerWeights(w.w_ih, w.w_hh * np.float32(1e6), w.b_ih, w.b_hh) for w in new]   # a new scale too
     cpu_engine.refresh(prepared, config, new)
-    fresh = cpu_engine.prepare(config, new)
+    assert_tiles_as_fresh(prepared, cpu_engine.prepare(config, new))
+
+
+def assert_tiles_as_fresh(prepared, fresh):
+    """Every array ``prepared`` caches (tiles, their unscale factors and v29's lo halves, biases) is
+    bitwise what ``fresh`` (prepared from the same weights) makes for the same plans."""
     for key, packed in prepared.tiles.items():
-        if key[0] == "unscale":
+        if key[0] in ("unscale", "input_lo"):   # made with their tiles
             layer, directions, plan = prepared.tile_plans[key[1]]
-            persistent._tiles(fresh, layer, directions, plan)
+            persistent._tiles(fresh, layer, directions, plan, persistent._tile_matrix(key[1]))
             want = fresh.tiles[key]
         elif key[0] == "bias":
             want = persistent._biases(fresh, key[1], packed.shape[0])

@@ -16,7 +16,7 @@ from ecornn.engines import persistent, persistent_capacity as cap, persistent_ru
 from ecornn.kernels import source
 from tests.helpers import random_problem
 from tests.test_persistent_mma_emulated import cpu_engine  # noqa: F401 (fixture)
-from tests.test_persistent_split_emulated import FP32_TOL, _reference, _worst
+from tests.test_persistent_split_emulated import FP32_TOL, _reference, _worst, assert_tiles_as_fresh
 
 H100 = cap.h100_properties()
 
@@ -151,14 +151,4 @@ def test_refresh_rewrites_the_input_tiles_lo_halves_and_unscale(forced, rng):
     new, _, _, _ = random_problem(rng, config)
     new = [LayerWeights(w.w_ih * np.float32(1e6), *w[1:]) for w in new]   # W_ih needs a new scale
     forced.refresh(prepared, config, new)
-    fresh = forced.prepare(config, new)
-    for key, packed in prepared.tiles.items():
-        if key[0] in ("unscale", "input_lo"):
-            layer, directions, plan = prepared.tile_plans[key[1]]
-            persistent._tiles(fresh, layer, directions, plan, persistent._tile_matrix(key[1]))
-            want = fresh.tiles[key]
-        elif key[0] == "bias":
-            want = persistent._biases(fresh, key[1], packed.shape[0])
-        else:
-            want = persistent._tiles(fresh, *prepared.tile_plans[key], persistent._tile_matrix(key))
-        np.testing.assert_array_equal(packed, want)
+    assert_tiles_as_fresh(prepared, forced.prepare(config, new))

@@ -133,36 +133,17 @@ def test_split_projection_graph_replays_match_float64(rng):
 def test_split_projection_training_graphs_replay_bitwise_and_refresh_resplits_w_ih(rng):
     """Prepared weights: the training set's replays are bitwise the eager path; after refreshes to new
     weights (eager, then from a refresh graph) the replays match float64 of the new weights (the
-    W_ih split tiles and their unscale rewritten in place)."""
+    W_ih hi tiles, lo halves and unscale rewritten in place; the second with a new W_ih scale)."""
     import cupy as cp
-    from ecornn.engines import persistent_train_graph
-    from ecornn.engines import reference as reference_engine
-    from tests.test_persistent_v5_gpu import _float64, _gpu_inputs
-    from tests.test_persistent_v17_gpu import _assert_equal_bits, _prepared
+    from tests.test_persistent_v5_gpu import _gpu_inputs
+    from tests.test_persistent_v17_gpu import _prepared
     from tests.test_persistent_v20_gpu import fwd_bwd
+    from tests.test_persistent_v25_gpu import assert_replays_then_refreshes
     config = LSTMConfig(1024, 1024, 1, False, "float32", 4, 24)
     _assert_split_projection(config)
     _, gpu_weights, prepared = _prepared(rng, config)
     calls = [(*_gpu_inputs(rng, config), *_gpu_inputs(rng, config.replace(input_size=1024))) for _ in range(3)]
     got = [fwd_bwd(config, gpu_weights, prepared, *c) for c in calls]
     cp.cuda.Device().synchronize()
-    assert prepared.training_sets and any(key[1] == "input" for key in prepared.tiles if key[0] != "unscale")
-    with pytest.MonkeyPatch.context() as eager:
-        eager.setattr(persistent_train_graph, "ENABLED", False)
-        for c, g in zip(calls, got):
-            _assert_equal_bits(g, fwd_bwd(config, gpu_weights, prepared, *c))
-    for gain in (1.0, 1e4, 1.0):   # new values in place (one with a new W_ih scale)
-        new_host, new_gpu, _ = _prepared(rng, config)
-        new_host = [LayerWeights(w.w_ih * gain, *w[1:]) for w in new_host]
-        for w, n in zip(gpu_weights, new_gpu):
-            cp.copyto(w.w_ih, n.w_ih * gain)
-            for a, b in zip(w[1:], n[1:]):
-                cp.copyto(a, b)
-        persistent.refresh(prepared, config, gpu_weights)
-        x, h0, c0 = calls[0][:3]
-        out = fwd_bwd(config, gpu_weights, prepared, *calls[0])
-        want = reference_engine.forward(config.replace(dtype="float64"), _float64(x), new_host, _float64(h0),
-                                        _float64(c0))
-        for g, w in zip(out[:3], want[:3]):
-            assert rel_err(_float64(g), w) <= (1e-3 if gain > 1 else FP32_TOL)
-    assert prepared.refresh_graphs
+    assert prepared.training_sets and any(key[0] == "input_lo" for key in prepared.tiles)
+    assert_replays_then_refreshes(rng, config, gpu_weights, prepared, calls, got, w_ih_gains=(1.0, 1e4, 1.0))
