@@ -172,9 +172,9 @@ constexpr bool kInput = IN_K_TILES > 0;
 constexpr int kInKTiles = IN_K_TILES;
 constexpr int kInWarpK = 16 * IN_K_TILES;
 constexpr int kInTileU4 = kWarps * kInKTiles * kMTiles * 32;   // one block's packed W_ih tile (uint4)
-// v29, SPLIT with IN_K_TILES: the block keeps only W_ih's hi fragments (its own power-of-two scale; the
-// hi and lo tiles together, 2x v12's bytes, cost 0.5 us of shared-memory bandwidth per step, more than
-// the wait hides), and x_t arrives as the 2B rows [x_hi | x_lo] of a per-row scaled split (x is
+// v29, SPLIT with IN_K_TILES (only when forced: slower than the GEMM, persistent_rules.split_projection_pays):
+// the block keeps only W_ih's hi fragments (its own power-of-two scale; hi and lo tiles, 2x v12's
+// bytes, measured slower still), and x_t arrives as the 2B rows [x_hi | x_lo] of a per-row scaled split (x is
 // unbounded: each row (t, b) has its own power of two). In the kernel: W_hi . [x_hi | x_lo], combined
 // per column b as hi.hi + hi.lo / 2^11 and brought to W_hh's units (x_t's row factor times W_ih's
 // unscale over W_hh's) before it starts the recurrent product. The third term, x_hi . W_lo^T, is one
