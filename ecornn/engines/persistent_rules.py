@@ -147,9 +147,10 @@ def split_projection_pays(plan) -> bool:
       alone 2.81 vs 1.82; 2.53 at no first-poll delay);
     - the hi tiles only (x_hi W_lo^T as a K=H GEMM before the kernel): 2.63-2.78 vs 2.11-2.14 (kernel
       2.57 at its best delay, 100 ns, vs 1.84 without the projection).
-    The block's input product costs ~0.75 us per step where the wait hides ~0.4: every block stages
-    all of x_t's 2B rows from L2 (2 MB per step over the grid, v12's fp16 B=8 load) and streams 64-128
-    KB of W_ih fragments from shared memory, while the GEMM it replaces costs ~0.25 us per step."""
+    Where the time goes (6_, parts compiled out, kernel alone 2.87 vs v28's 1.80): staging x_t's 2B rows
+    from L2 (every block all of them: 2 MB per step over the grid, v12's fp16 B=8 load) ~0.75 us, the
+    input mma ~0.35, the combine ~0.2; without the staging still 2.11. The GEMM it replaces costs
+    ~0.25 us per step."""
     return False
 
 
