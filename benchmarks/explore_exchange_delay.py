@@ -33,9 +33,9 @@ LIBM_GATES = [False]   # --libm-gates: also the chosen fp32 plan with v1-v27's e
 
 def plan_variants(props, config, delays, unit_scales=(1,), rows_delays=()):
     """(name, plan) pairs: per warps choice and units per block (the fewest that fit times each of
-    ``unit_scales``: 2 halves the blocks), grid.sync, tagged at each delay, and (16-bit) the in-kernel
-    projection under either exchange. fp32 split: tagged with v28's split words at ``delays``, with
-    v13's hi and lo rows ("rows tagged") at ``rows_delays``."""
+    ``unit_scales``: 2 halves the blocks), grid.sync, tagged at each delay, and the in-kernel
+    projection under either exchange (16-bit; v29: the fp32 split too, "proj"). fp32 split: tagged
+    with v28's split words at ``delays``, with v13's hi and lo rows ("rows tagged") at ``rows_delays``."""
     from ecornn.engines import persistent, persistent_capacity as cap
     chosen = persistent.plans_for(config, False)["forward"]
     yield "chosen", chosen
