@@ -277,6 +277,15 @@ def split16_exponents(row_max):
     return np.where(ok, SPLIT16_TOP - np.frexp(np.where(ok, m, 1.0))[1], 0).astype(np.int32)
 
 
+def _row_scaled_halves(rows, lo_scale: float) -> tuple:
+    """NumPy's (hi, lo, e) of the fp32 rows [n, k] as kernels/fp16_split.cu splits them: each row times
+    2^e (split16_exponents), hi = fp16(that), lo = fp16((that - hi) * lo_scale)."""
+    e = split16_exponents(np.abs(rows).max(axis=1, initial=0.0))
+    scaled = np.ldexp(rows, e[:, None]).astype(np.float32)
+    hi = scaled.astype(np.float16)
+    return hi, ((scaled - hi.astype(np.float32)) * np.float32(lo_scale)).astype(np.float16), e
+
+
 def fp16_split3(a, lo_first: bool):
     """(out [rows, 3k] fp16, row_exp [rows] int32) of a 2-D fp32 ``a`` (kernels/fp16_split.cu): parts
     (hi, lo, hi) or, ``lo_first``, (lo, hi, hi) of every row scaled by its power of two, 2^-row_exp.
@@ -288,10 +297,7 @@ def fp16_split3(a, lo_first: bool):
     a = xp.ascontiguousarray(a, dtype=xp.float32)
     rows, k = a.shape
     if xp is np:
-        e = split16_exponents(np.abs(a).max(axis=1, initial=0.0))
-        x = np.ldexp(a, e[:, None]).astype(np.float32)
-        hi = x.astype(np.float16)
-        lo = (x - hi.astype(np.float32)).astype(np.float16)
+        hi, lo, e = _row_scaled_halves(a, 1.0)
         out = np.concatenate((lo, hi, hi) if lo_first else (hi, lo, hi), axis=1)
         return out, (-e).astype(np.int32)
     out, row_exp = xp.empty((rows, 3 * k), xp.float16), xp.empty((rows,), xp.int32)
@@ -323,10 +329,7 @@ def split_x_rows(x, batch: int, tail_floats: int = 0):
     n = rows.shape[0]
     out = xp.empty(2 * n * k + 2 * (-(-n // 4) * 4 + tail_floats), xp.float16)
     if xp is np:
-        e = split16_exponents(np.abs(rows).max(axis=1, initial=0.0))
-        scaled = np.ldexp(rows, e[:, None]).astype(np.float32)
-        hi = scaled.astype(np.float16)
-        lo = ((scaled - hi.astype(np.float32)) * np.float32(2048.0)).astype(np.float16)
+        hi, lo, e = _row_scaled_halves(rows, 2048.0)   # lo as the split kernel's h: times 2^11
         out[:2 * n * k] = np.concatenate((hi.reshape(-1), lo.reshape(-1)))
         out[2 * n * k:2 * n * (k + 1)] = np.ldexp(np.float32(1.0), -e).astype(np.float32).view(np.float16)
         return out
