@@ -7,7 +7,7 @@ split words (--rows-delays), the chosen fp32 plan with expf / tanhf gates (--lib
 median kernel µs/step (T=256, CUDA events).
 
     python benchmarks/explore_exchange_delay.py OUT_DIR [--rounds N] [--repeats N] [--cells JSON] [--delays JSON]
-        [--only JSON] [--name NAME] [--unit-scales JSON] [--rows-delays JSON] [--libm-gates]
+        [--only JSON] [--name NAME] [--unit-scales JSON] [--rows-delays JSON] [--libm-gates] [--groups JSON]
 Writes OUT_DIR/NAME.json (default explore_exchange_delay) after every round.
 """
 from __future__ import annotations
@@ -31,26 +31,40 @@ WARPS = (8, 16)
 LIBM_GATES = [False]   # --libm-gates: also the chosen fp32 plan with v1-v27's expf / tanhf gates (v28's ablation)
 
 
+GROUPS = [1]   # --groups: also the v30 grouped forwards (the batch as 2 groups on blocks of their own)
+
+
 def plan_variants(props, config, delays, unit_scales=(1,), rows_delays=()):
     """(name, plan) pairs: per warps choice and units per block (the fewest that fit times each of
     ``unit_scales``: 2 halves the blocks), grid.sync, tagged at each delay, and the in-kernel
     projection under either exchange (16-bit; v29: the fp32 split too, "proj"). fp32 split: tagged
-    with v28's split words at ``delays``, with v13's hi and lo rows ("rows tagged") at ``rows_delays``."""
+    with v28's split words at ``delays``, with v13's hi and lo rows ("rows tagged") at ``rows_delays``.
+    v30 (--groups 2): the same for the batch as 2 groups of B/2 on half the SMs each ("g2 ...")."""
     from ecornn.engines import persistent, persistent_capacity as cap
     chosen = persistent.plans_for(config, False)["forward"]
     yield "chosen", chosen
     if LIBM_GATES and config.dtype == "float32":
         yield "chosen libm gates", chosen   # built with persistent.FAST_FP32_GATES off (launchers)
-    smallest = -(-config.hidden_size // props["sm_count"])
-    rows = cap.mma_parts(config.dtype) * config.batch   # rows of the exchanged vector
+    for groups in GROUPS:
+        if groups == 1 or (config.dtype != "float32" and config.batch % groups == 0
+                           and config.batch // groups >= cap.BATCH_GROUP_MIN):
+            yield from _tiled_variants(props, config, delays, unit_scales, rows_delays, groups)
+
+
+def _tiled_variants(props, config, delays, unit_scales, rows_delays, groups):
+    from ecornn.engines import persistent_capacity as cap
+    batch = config.batch // groups
+    smallest = -(-config.hidden_size // (props["sm_count"] // groups))
+    rows = cap.mma_parts(config.dtype) * batch   # rows of the exchanged vector
     for warps, scale in [(w, k) for w in (WARPS if rows <= 8 else WARPS[-1:])   # 8 warps at 16 rows: 16 polls
                          for k in unit_scales]:
         base = next((p for units in range(smallest * scale, smallest * scale + 8)
                      for p in [cap._mma_candidate(props, "forward", config.dtype, config.hidden_size,
-                                                  config.batch, 1, warps, units)] if p is not None), None)
+                                                  batch, 1, warps, units)] if p is not None), None)
         if base is None:
             continue
-        tag = f"w{warps}u{base.units}"
+        base = replace(base, batch_groups=groups)
+        tag = f"{'' if groups == 1 else f'g{groups} '}w{warps}u{base.units}"
         yield f"{tag} grid.sync", replace(base, tagged=False, poll_delay_ns=0)
         for delay in delays:
             yield f"{tag} tagged {delay}ns", replace(base, tagged=True, poll_delay_ns=delay)
@@ -113,10 +127,12 @@ def main():
     parser.add_argument("--libm-gates", action="store_true",
                         help="also the chosen fp32 plan with expf / tanhf gates (FAST_FP32_GATES off)")
     parser.add_argument("--unit-scales", type=json.loads, default=[1], help="JSON list, e.g. [1, 2]")
+    parser.add_argument("--groups", type=json.loads, default=[1], help="JSON list of batch groups, e.g. [1, 2]")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     LIBM_GATES[0] = args.libm_gates
+    GROUPS[:] = args.groups
     meta = bench_meta()
     cells = {tuple(c): launchers(tuple(c), args.delays, args.only, args.unit_scales, args.rows_delays)
              for c in args.cells}

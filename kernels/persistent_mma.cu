@@ -115,6 +115,9 @@ namespace cg = cooperative_groups;
 #ifndef SPLIT_WORDS     // v28: the split's h as one word (hi | lo with the step-parity bit); 0: v13's two rows
 #define SPLIT_WORDS 1
 #endif
+#ifndef GROUPS          // v30: the batch as GROUPS groups of BATCH columns, each on blocks of its own
+#define GROUPS 1
+#endif
 #ifndef SPLIT_BARRIER   // grid.sync plans: the split barrier (default with the in-kernel projection) or grid.sync()
 #define SPLIT_BARRIER (IN_K_TILES > 0)
 #endif
@@ -122,6 +125,15 @@ namespace cg = cooperative_groups;
 constexpr bool kBf16 = BF16 != 0;
 constexpr bool kTagged = TAGGED != 0;
 constexpr int kBatch = BATCH;
+// v30, GROUPS > 1 (16-bit forwards): the layer's batch is GROUPS x BATCH columns. Group g runs on blocks
+// of its own (a grid of GROUPS x the blocks of one group, like two directions) with its own exchange
+// region, as if it were a layer of batch BATCH: the groups never wait for each other. Each group's
+// blocks own twice the units of the ungrouped plan (half the blocks), so the step's exchange and staging
+// are a batch-8 one instead of a batch-16 one (v26: 8 polls per lane at B = 8 pay tagged with the
+// in-kernel projection; at B = 16 nothing does). x, xw, y, the states and the saved gates keep the
+// layer's [.][GROUPS * BATCH][.] rows.
+constexpr int kGroups = GROUPS;
+constexpr int kBatchAll = GROUPS * BATCH;
 constexpr int kNTiles = (BATCH + 7) / 8;
 constexpr int kNPad = 8 * kNTiles;                 // batch padded to the mma's N
 constexpr int kWarps = NWARPS;
@@ -156,6 +168,7 @@ constexpr float kLoScale = 2048.0f;                   // lo = (x - hi) * 2^11
 constexpr bool kSplitWords = kSplit && SPLIT_WORDS != 0;
 constexpr int kXchRows = kSplitWords && kTagged ? BATCH : kVecRows;   // rows of the exchange buffer
 static_assert(!kSplit || (PASS == 0 && BF16 == 0), "SPLIT: fp16 halves, forward only");
+static_assert(kGroups == 1 || (PASS == 0 && !kSplit), "GROUPS: 16-bit forwards only");
 constexpr int kTileU4 = kWarps * kKTiles * kATiles * 32;   // one block's packed tile (uint4)
 
 static_assert(REG_K_TILES >= 0 && REG_K_TILES <= K_TILES, "REG_K_TILES must be in [0, K_TILES]");
@@ -694,15 +707,21 @@ __device__ __forceinline__ void grid_wait(const unsigned int* counter, unsigned 
 // B = 8, 16 (H100). Otherwise, and with UNITS_FASTEST=0 (the ablation): thread u * B + b.
 struct Slot {
     int u, b, j, d;
+    int g, x;          // v30: batch group, exchange region (d * GROUPS + g); b is the column within the group
     bool active, reverse;
     size_t state_at;   // [D][B][H] index of this (unit, batch)
     size_t tile;       // packed tile of this block
 };
 
+// The layer's batch column of this slot (v30: its group's columns come after the groups before it).
+__device__ __forceinline__ int batch_column(const Slot& s) { return s.g * kBatch + s.b; }
+
 __device__ __forceinline__ Slot slot_of(int H, int units, int blocks_per_dir, int dir0) {
     Slot s;
-    const int blk = blockIdx.x % blocks_per_dir;
-    s.d = dir0 + blockIdx.x / blocks_per_dir;
+    const int blk = blockIdx.x % blocks_per_dir, group_of_grid = blockIdx.x / blocks_per_dir;
+    s.g = group_of_grid % kGroups;   // v30: blocks_per_dir is per group; the groups of a direction adjoin
+    s.d = dir0 + group_of_grid / kGroups;
+    s.x = s.d * kGroups + s.g;
     s.reverse = s.d == 1;
     // Units fastest only under grid.sync (its fence waits for the block's stores; the tagged
     // exchange has no fence, and there it measured 0.05-0.1 us slower) and where a quarter warp's
@@ -713,7 +732,7 @@ __device__ __forceinline__ Slot slot_of(int H, int units, int blocks_per_dir, in
     s.b = units_fastest ? threadIdx.x / units : threadIdx.x % kBatch;
     s.j = blk * units + s.u;
     s.active = s.b < kBatch && s.u < units && s.j < H;
-    s.state_at = ((size_t)s.d * kBatch + s.b) * H + s.j;
+    s.state_at = ((size_t)s.d * kBatchAll + batch_column(s)) * H + s.j;
     s.tile = (size_t)s.d * blocks_per_dir + blk;
     return s;
 }
@@ -832,11 +851,13 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     // v21, a replayed graph: x_at = the replay ring's fetched {x, h0, c0, tag matched}; the kernel
     // reads the caller's x there instead of a copy (xin, NaN-filled, when the tag did not match).
     const bool x_by_reference = kInput && x_at != nullptr && x_at[3] != 0;
-    const unsigned short* x16 = reinterpret_cast<const unsigned short*>(
+    const unsigned short* x_layer = reinterpret_cast<const unsigned short*>(
         x_by_reference ? reinterpret_cast<const float*>(x_at[0]) : xin);
-    if constexpr (kInput && X_PREFETCH) prefetch_to_l2(x16, (size_t)T * kVecRows * in_size * sizeof(unsigned short));
+    if constexpr (kInput && X_PREFETCH)
+        prefetch_to_l2(x_layer, (size_t)T * kGroups * kVecRows * in_size * sizeof(unsigned short));
+    const unsigned short* x16 = x_layer + (size_t)p.g * kBatch * in_size;   // v30: the group's first row
     const SplitInput sx = split_input(xin, T, in_size);   // v29 (SPLIT with IN_K_TILES only)
-    const size_t x_step = (size_t)kBatch * in_size;        // x_t's row offset
+    const size_t x_step = (size_t)kBatchAll * in_size;     // x_t's row offset
     float c = p.active ? load_state(c0, p.state_at, states16) : 0.0f;   // cell state stays in this thread's register
     const size_t G = 4 * (size_t)H;
     // The unit's 4 gate biases, added here rather than to all of xw by a kernel of its own.
@@ -847,7 +868,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     const float input_ratio = kSplit && kInput ? w_unscale[2 * p.d + 1] / unscale : 1.0f;
     const float lo_product_unscale = kSplit && kInput ? w_unscale[2 * p.d + 1] * (1.0f / kLoScale) : 1.0f;
     // h0 is "step -1": slot 1 (tagged: tag 1; h_t of step t gets tag t + 2)
-    if (p.active) publish_h(xch, p.d, -1, H, p.b, p.j, kSplit ? 0.0f : load_state(h0, p.state_at, states16), 1u);
+    if (p.active) publish_h(xch, p.x, -1, H, p.b, p.j, kSplit ? 0.0f : load_state(h0, p.state_at, states16), 1u);
     cg::grid_group grid = cg::this_grid();
     constexpr bool kSplitBarrier = !kTagged && SPLIT_BARRIER != 0;
     if constexpr (kSplitBarrier) grid_arrive(barrier);   // every block's h0 is published ...
@@ -866,7 +887,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     for (int step = 0; step < T; ++step) {
         const int t = p.reverse ? T - 1 - step : step;
         const int t_next = p.reverse ? t - 1 : t + 1;
-        const size_t row = ((size_t)p.d * T + t) * kBatch + p.b;
+        const size_t row = ((size_t)p.d * T + t) * kBatchAll + batch_column(p);
         ColumnFactors next_factors;   // v29 split: x_{t+1}'s, for the input product in the wait
         if (kInput && step + 1 < T) load_column_factors(next_factors, sx.factors + (size_t)t_next * kBatch, input_ratio);
         // Issued now, used after the product: the load's latency hides behind it.
@@ -885,11 +906,11 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
             }
         }
         if constexpr (kTagged) {   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1
-            tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.d, step - 1, H), H, (step + 1) & 0xffffu,
+            tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.x, step - 1, H), H, (step + 1) & 0xffffu,
                            acc);
         } else {   // h_{step-1} (h0 at step 0), packed by the step before
             packed_product(s.red, s.vec, a_reg, s.a,
-                           reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.d, step - 1, H), H, acc);
+                           reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.x, step - 1, H), H, acc);
         }
         if (p.active) {
             const float4 z = unit_sums(s.red, p.u, p.b);
@@ -897,8 +918,8 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
             const float gg = gate_tanh(fmaf(z.z, unscale, xz.z)), go = gate_sigmoid(fmaf(z.w, unscale, xz.w));
             c = gf * c + gi * gg;
             const float h = go * gate_tanh(c);
-            store_output(y, ((size_t)t * kBatch + p.b) * ldy + (size_t)p.d * H + p.j, h, out16);
-            if (step + 1 < T) publish_h(xch, p.d, step, H, p.b, p.j, h, (step + 2) & 0xffffu);
+            store_output(y, ((size_t)t * kBatchAll + batch_column(p)) * ldy + (size_t)p.d * H + p.j, h, out16);
+            if (step + 1 < T) publish_h(xch, p.x, step, H, p.b, p.j, h, (step + 2) & 0xffffu);
             if (gates_out != nullptr) {
                 *reinterpret_cast<float4*>(gates_out + row * G + 4 * (size_t)p.j) = make_float4(gi, gf, gg, go);
                 cells_out[row * H + p.j] = c;

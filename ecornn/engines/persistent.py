@@ -131,6 +131,9 @@ REGISTER_MODEL = "v19"    # tensor-core plans: register k-tiles by the v19 refit
 TAGGED_WITH_WAIT = True  # v26: the tagged exchange past 4 polls per lane where the warps wait otherwise: 16-bit
                          # forwards at B <= 8 with the in-kernel projection, the paired split at B=4 with a
                          # long first-poll delay; False: v5's rule alone (the ablation)
+BATCH_GROUPS = "auto"     # v30: 16-bit forwards with the batch as groups on blocks of their own
+                          # (capacity.grouped_forward) where rules.batch_groups_pay; True: wherever it fits;
+                          # 1: never (the ablation)
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
                           # per the capacity model's rule; True / False force one (tests, ablation)
 last_kinds: dict = {}    # pass -> kernel kind ("grid", "cluster", "mma") of the latest call (tests, benchmarks)
@@ -171,12 +174,12 @@ def _check_dtype(config) -> None:
 
 @functools.lru_cache(maxsize=256)
 def _plans_for(props_items: tuple, config, training: bool, variant: str, by_rows, fp32_tensor_cores,
-               reg_model: str = "v19") -> dict:
+               reg_model: str = "v19", batch_groups="auto") -> dict:
     props = dict(props_items)
     if variant == "mma":
-        return capacity.plan_mma_config(props, config, training, reg_model)
+        return capacity.plan_mma_config(props, config, training, reg_model, batch_groups)
     if variant == "auto":
-        return capacity.plan_config(props, config, training, by_rows, fp32_tensor_cores, reg_model)
+        return capacity.plan_config(props, config, training, by_rows, fp32_tensor_cores, reg_model, batch_groups)
     return capacity.plan_grid_config(props, config, training, by_rows)
 
 
@@ -188,11 +191,11 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
     fits / takes it out, UNITS_FASTEST=False the v10 pointwise thread order, PAIRED_SPLIT=False the
     split's 3 mma per tile at B <= 4, SPLIT_WORDS=False its hi and lo exchange rows, POLL_DELAY=False
     no first-poll delay, REGISTER_MODEL="v4" the tensor-core plans of the v4 register model, TAGGED_WITH_WAIT=False v5's exchange rule alone (tests, the
-    ablations)."""
+    ablations); BATCH_GROUPS True/1 the grouped 16-bit forward (v30) wherever it fits / never."""
     props = _props()
     by_rows = BACKWARD_BY_ROWS if by_rows is None else by_rows
     plans = _plans_for(tuple(sorted(props.items())), config, training, variant, by_rows, FP32_TENSOR_CORES,
-                       REGISTER_MODEL)
+                       REGISTER_MODEL, BATCH_GROUPS)
     if not TAGGED_WITH_WAIT:
         plans = {k: capacity.without_tagged_wait(p) for k, p in plans.items()}
     if IN_KERNEL_PROJECTION != "auto" and plans["forward"].kind in ("mma", "grid"):
@@ -949,7 +952,7 @@ def _graph_mode(variant) -> tuple:
             BACKWARD_BY_ROWS, SIXTEEN_BIT_GEMMS,
             IN_KERNEL_PROJECTION, UNITS_FASTEST, FP32_TENSOR_CORES, PAIRED_SPLIT, SPLIT_WORDS, POLL_DELAY,
             DIRECT_16BIT_INPUT, ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS, X_PREFETCH,
-            FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER)
+            FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER, BATCH_GROUPS)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,

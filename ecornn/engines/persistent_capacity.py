@@ -344,7 +344,7 @@ def _why_not(props, pass_name, hidden, batch) -> str:
 
 
 def plan_config(props: dict, config, training: bool, backward_by_rows="auto", fp32_tensor_cores="auto",
-                reg_model: str = "v19") -> dict:
+                reg_model: str = "v19", batch_groups="auto") -> dict:
     """Plans the engine's "auto" variant runs for every pass a call needs ({'forward': plan[,
     'backward': plan]}): the tensor-core kernel for fp16/bf16 where it fits (MmaPlan), else the
     fp32 kernels (plan_grid_config); NotSupported when neither fits. fp32 forwards run split on the
@@ -352,7 +352,7 @@ def plan_config(props: dict, config, training: bool, backward_by_rows="auto", fp
     mma_error = None
     if config.dtype in MMA_DTYPES:
         try:
-            return plan_mma_config(props, config, training, reg_model)
+            return plan_mma_config(props, config, training, reg_model, batch_groups)
         except NotSupported as exc:
             mma_error = exc
     try:
@@ -603,6 +603,8 @@ def predicted_cluster_us_per_step(plan: ClusterPlan, clock_ghz: float = 1.75, ba
 # ---- v4: tensor cores for 16-bit weights (kernels/persistent_mma.cu) ------------------------------
 MMA_DTYPES = ("float16", "bfloat16")
 MMA_WARP_CHOICES = (16, 8, 4)
+BATCH_GROUPS = 2        # v30: groups of a grouped forward's batch (grouped_forward)
+BATCH_GROUP_MIN = 8     # ... each of at least this many columns (one mma N tile)
 # Registers besides the register tiles (4 * m_tiles per k-tile) and the accumulators
 # (4 * m_tiles * n_tiles * mma_acc_split), per (pass, warps), for plans that read some k-tiles from
 # shared memory. v4 fitted them to the largest spill-free REG_K_TILES of representative plans on sm_90
@@ -670,9 +672,15 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
     poll_delay_ns: int = 0      # v16: sleep before a warp's first poll of the tagged exchange (with_poll_delay)
     split_words: bool = True    # v28: the split's tagged exchange as one word per value (hi | lo, the lo's
                                 # lowest bit the tag); False: v13's hi and lo rows, SPLIT_WORDS=0 (the ablation)
+    batch_groups: int = 1       # v30 (16-bit forwards): the layer's batch is batch_groups x batch columns, each
+                                # group on blocks_per_dir blocks of its own (grouped_forward); batch is one group's
 
     kind = "mma"
     kernel_file = "persistent_mma.cu"
+
+    @property
+    def grid(self) -> int:
+        return self.blocks_per_dir * self.directions_per_launch * self.batch_groups
 
     @property
     def n_tiles(self) -> int:
@@ -721,7 +729,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                 **({} if self.units_fastest else {"UNITS_FASTEST": 0}),
                 **({"PAIRED_SPLIT": 0} if self.parts == 2 and not self.paired_split else {}),
                 **({"SPLIT_WORDS": 0} if self.parts == 2 and not self.split_words else {}),
-                **({"POLL_DELAY_NS": self.poll_delay_ns} if self.poll_delay_ns else {})}
+                **({"POLL_DELAY_NS": self.poll_delay_ns} if self.poll_delay_ns else {}),
+                **({"GROUPS": self.batch_groups} if self.batch_groups > 1 else {})}
 
     @property
     def in_kernel_projection(self) -> bool:
@@ -747,12 +756,15 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
         values, i.e. 4 words)."""
         k = self.hidden if self.pass_name == "forward" else 4 * self.hidden
         row = -(-k // 4) * 4 if self.tagged else -(-k // 8) * 4
-        # split: the lo rows after the hi rows, or (v28, tagged) in the words' high halves
-        return (directions, 2, self.tagged_rows if self.tagged else self.parts * self.batch, row)
+        # split: the lo rows after the hi rows, or (v28, tagged) in the words' high halves; v30: a region
+        # per (direction, batch group)
+        return (directions * self.batch_groups, 2, self.tagged_rows if self.tagged else self.parts * self.batch, row)
 
     def describe(self) -> str:
         projection = f", input projection in the kernel ({self.input_k_tiles} k-tiles)" if self.input_k_tiles else ""
         split = "" if self.parts == 1 else f" as fp16 hi/lo halves, {self.mma_per_tile} mma per tile"
+        if self.batch_groups > 1:
+            split += f", the batch as {self.batch_groups} groups of {self.batch} on blocks of their own"
         return (f"{self.pass_name} (tensor cores, {self.dtype}{split}): {self.grid} blocks x {self.threads} threads, "
                 f"{self.units} units/block, {self.reg_k_tiles}/{self.k_tiles} k-tiles in registers, "
                 f"{self.smem_bytes // 1024} KB smem, {self.launches} launch(es){projection}, "
@@ -1010,17 +1022,47 @@ def _mma_why_not(props, pass_name, dtype, hidden, batch) -> str:
             f"registers + shared memory, {props['smem_per_block_optin'] // 1024} KB shared memory per block)")
 
 
-def plan_mma_config(props: dict, config, training: bool, reg_model: str = "v19") -> dict:
+def _with_projection(props: dict, forward, config):
+    """A 16-bit forward with its input projection in the kernel where the rules say it pays and it fits."""
+    if rules.tagged_projection_pays(forward):
+        return with_tagged_projection(props, forward, layer_input_sizes(config))
+    if rules.input_projection_pays(forward):
+        return with_input_projection(props, forward, layer_input_sizes(config))
+    return forward
+
+
+def grouped_forward(props: dict, config, reg_model: str = "v19"):
+    """v30: the 16-bit forward of ``config`` with its batch as BATCH_GROUPS groups, each on blocks of its
+    own, planned as a layer of the group's batch on 1/BATCH_GROUPS of the SMs (the directions' way of
+    sharing a grid), with that batch's projection rules; None where the batch does not split or a group
+    does not fit."""
+    groups, batch = BATCH_GROUPS, config.batch
+    if config.dtype not in MMA_DTYPES or batch % groups or batch // groups < BATCH_GROUP_MIN:
+        return None
+    hidden, dirs, sub = config.hidden_size, config.num_directions, batch // groups
+    plan = None
+    if dirs == 2:
+        plan = _mma_plan_for_directions(props, "forward", config.dtype, hidden, sub, 2 * groups, reg_model)
+        plan = plan and replace(plan, directions_per_launch=2)
+    if plan is None:
+        plan = _mma_plan_for_directions(props, "forward", config.dtype, hidden, sub, groups, reg_model)
+        plan = plan and replace(plan, directions_per_launch=1, launches=dirs)
+    return plan and _with_projection(props, replace(plan, batch_groups=groups), config)
+
+
+def plan_mma_config(props: dict, config, training: bool, reg_model: str = "v19", batch_groups="auto") -> dict:
     """Tensor-core plans of every pass a call needs, or NotSupported. fp32: the split forward (v13)
-    and the fp32 kernels' backward."""
+    and the fp32 kernels' backward. ``batch_groups``: the v30 grouped forward where rules.batch_groups_pay
+    ("auto"), wherever it fits (True) or never (1)."""
     args = (config.hidden_size, config.batch, config.num_directions, config.dtype, reg_model)
     forward = plan_mma(props, "forward", *args)
     if config.dtype == MMA_SPLIT_DTYPE:
         return {**plan_grid_config(props, config, training), "forward": split_forward(props, forward, config)}
-    if rules.tagged_projection_pays(forward):
-        forward = with_tagged_projection(props, forward, layer_input_sizes(config))
-    elif rules.input_projection_pays(forward):
-        forward = with_input_projection(props, forward, layer_input_sizes(config))
+    forward = _with_projection(props, forward, config)
+    if batch_groups != 1:
+        grouped = grouped_forward(props, config, reg_model)
+        if grouped is not None and (batch_groups is True or rules.batch_groups_pay(grouped, forward)):
+            forward = grouped
     plans = {"forward": with_poll_delay(forward)}
     if training:
         plans["backward"] = plan_mma(props, "backward", *args)

@@ -229,3 +229,9 @@ def rows_backward_pays(hidden: int, batch: int) -> bool:
     vs 4.51; H=512 B=4 1.54 vs 1.48, H=256 B=1 1.52 vs 1.14. Elsewhere it runs only where the grid
     backward does not fit (H=1024 B=16)."""
     return hidden >= 1024 and batch >= 4
+
+
+def batch_groups_pay(grouped, ungrouped) -> bool:
+    """Whether a 16-bit forward runs its batch as groups on blocks of their own (v30,
+    capacity.grouped_forward) instead of the ungrouped plan. Not yet measured: never."""
+    return False

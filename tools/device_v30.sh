@@ -1,0 +1,27 @@
+#!/bin/bash
+# v30's device visit (the 16-bit forward's batch as groups on blocks of their own). Stages (STAGES),
+# everything under $OUT:
+#   tests       GPU test files ($TESTS; default the v30 file)
+#   explore     the kernel alone (explore_exchange_delay.py --groups): fp16/bf16 H=1024 B=16, the chosen
+#               plan against the grouped plans ($ONLY, $DELAYS)
+#   alternate   whole forward, grouped vs ungrouped (ab_alternate.py bench_persistent_v30)
+#   pair        fwd+bwd with cuDNN (bench_persistent_v30.py); bench: the quick bench; cache: the NVRTC cache
+set -u
+OUT=${OUT:-/tmp/v30_out}
+mkdir -p "$OUT"
+source benchmarks/device_setup.sh
+record_device "$OUT/device.txt"
+for stage in ${STAGES:-"tests cache"}; do
+  case $stage in
+    tests) run_gpu_tests "$OUT/tests.log" ${TESTS:-"$REPO/tests/test_persistent_v30_gpu.py"} ;;
+    explore)
+      timeout "${EXPLORE_TIMEOUT:-300}" python3 benchmarks/explore_exchange_delay.py "$OUT" --rounds "${ROUNDS:-3}" \
+        --cells "${CELLS:-[[\"float16\", 1024, 16]]}" --groups '[1, 2]' --only "${ONLY:-[\"chosen\", \"g2\"]}" \
+        --delays "${DELAYS:-[0]}" --name "${EXPLORE_NAME:-explore_groups}" 2>&1 | tail -14 ;;
+    alternate) timeout "${ALT_TIMEOUT:-200}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v30 \
+      --rounds "${ROUNDS:-3}" --name ab_alternate_v30 2>&1 | tail -12 ;;
+    pair) timeout "${PAIR_TIMEOUT:-200}" python3 benchmarks/bench_persistent_v30.py "$OUT" 2>&1 | tail -8 ;;
+    bench) timeout "${BENCH_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
+    cache) save_cupy_cache "$OUT" ;;
+  esac
+done
