@@ -4,7 +4,7 @@ warm-up round that is not kept. The A/B benches time each mode once per row, and
 a process measured slower in v23's visits (warm-up), which alternation spreads over both modes.
 
     python benchmarks/ab_alternate.py OUT_DIR MODULE [--rounds N] [--repeats N] [--name NAME]
-MODULE: a bench module with ROWS and MODES (two modes; e.g. bench_persistent_v23).
+MODULE: a bench module with ROWS and MODES (two modes; e.g. bench_persistent_v23), or ALTERNATE_MODES (any number).
 Writes OUT_DIR/NAME.{json,md} (NAME: ab_alternate) and prints the table.
 """
 from __future__ import annotations
@@ -31,12 +31,13 @@ def alternate(cell, modes: dict, rounds: int, repeats: int) -> dict:
 
 
 def markdown(rows, modes) -> str:
-    a, b = modes
-    lines = [f"| dtype | H | B | fwd µs/step {a} (median, rounds) | {b} | kernel {a} | {b} |", "|---|---|---|---|---|---|---|"]
+    head = " | ".join([f"fwd µs/step {modes[0]} (median, rounds)"] + list(modes[1:])
+                      + [f"kernel {modes[0]}"] + list(modes[1:]))
+    lines = [f"| dtype | H | B | {head} |", "|---|---|---|" + "---|" * (2 * len(modes))]
     for r in rows:
         cells = []
         for key in ("fwd", "kernel"):
-            for m in (a, b):
+            for m in modes:
                 v = r[m][key]
                 cells.append(f"{np.median(v):.3f} ({', '.join(f'{x:.2f}' for x in v)})")
         lines.append(f"| {r['dtype']} | {r['hidden']} | {r['batch']} | " + " | ".join(cells) + " |")
@@ -48,7 +49,7 @@ def main(argv=None):
         p.add_argument("module"), p.add_argument("--rounds", type=int, default=4),
         p.add_argument("--rows", type=int, default=None), p.add_argument("--name", default="ab_alternate")))
     module = importlib.import_module(args.module)
-    modes = module.MODES
+    modes = getattr(module, "ALTERNATE_MODES", module.MODES)   # v30: a module may alternate more than two
     rows = []
     for cell in module.ROWS[:args.rows]:
         rows.append({"dtype": cell[0], "hidden": cell[1], "batch": cell[2], **alternate(cell, modes, args.rounds, args.repeats)})

@@ -133,7 +133,7 @@ TAGGED_WITH_WAIT = True  # v26: the tagged exchange past 4 polls per lane where 
                          # long first-poll delay; False: v5's rule alone (the ablation)
 BATCH_GROUPS = "auto"     # v30: 16-bit forwards with the batch as groups on blocks of their own
                           # (capacity.grouped_forward) where rules.batch_groups_pay; True: wherever it fits;
-                          # 1: never (the ablation)
+                          # False: never (the ablation)
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
                           # per the capacity model's rule; True / False force one (tests, ablation)
 last_kinds: dict = {}    # pass -> kernel kind ("grid", "cluster", "mma") of the latest call (tests, benchmarks)
@@ -191,7 +191,7 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
     fits / takes it out, UNITS_FASTEST=False the v10 pointwise thread order, PAIRED_SPLIT=False the
     split's 3 mma per tile at B <= 4, SPLIT_WORDS=False its hi and lo exchange rows, POLL_DELAY=False
     no first-poll delay, REGISTER_MODEL="v4" the tensor-core plans of the v4 register model, TAGGED_WITH_WAIT=False v5's exchange rule alone (tests, the
-    ablations); BATCH_GROUPS True/1 the grouped 16-bit forward (v30) wherever it fits / never."""
+    ablations); BATCH_GROUPS True/False the grouped 16-bit forward (v30) wherever it fits / never."""
     props = _props()
     by_rows = BACKWARD_BY_ROWS if by_rows is None else by_rows
     plans = _plans_for(tuple(sorted(props.items())), config, training, variant, by_rows, FP32_TENSOR_CORES,

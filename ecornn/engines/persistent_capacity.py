@@ -605,6 +605,7 @@ MMA_DTYPES = ("float16", "bfloat16")
 MMA_WARP_CHOICES = (16, 8, 4)
 BATCH_GROUPS = 2        # v30: groups of a grouped forward's batch (grouped_forward)
 BATCH_GROUP_MIN = 8     # ... each of at least this many columns (one mma N tile)
+GROUP_WARPS = 8         # ... on 8-warp blocks (fp16 H=1024 B=16, kernel alone: 8 warps 2.31-2.45, 16 warps 2.72-2.86)
 # Registers besides the register tiles (4 * m_tiles per k-tile) and the accumulators
 # (4 * m_tiles * n_tiles * mma_acc_split), per (pass, warps), for plans that read some k-tiles from
 # shared memory. v4 fitted them to the largest spill-free REG_K_TILES of representative plans on sm_90
@@ -1034,32 +1035,39 @@ def _with_projection(props: dict, forward, config):
 def grouped_forward(props: dict, config, reg_model: str = "v19"):
     """v30: the 16-bit forward of ``config`` with its batch as BATCH_GROUPS groups, each on blocks of its
     own, planned as a layer of the group's batch on 1/BATCH_GROUPS of the SMs (the directions' way of
-    sharing a grid), with that batch's projection rules; None where the batch does not split or a group
-    does not fit."""
+    sharing a grid; GROUP_WARPS warps), with that batch's projection rules; None where the batch does not
+    split or a group does not fit."""
     groups, batch = BATCH_GROUPS, config.batch
     if config.dtype not in MMA_DTYPES or batch % groups or batch // groups < BATCH_GROUP_MIN:
         return None
     hidden, dirs, sub = config.hidden_size, config.num_directions, batch // groups
-    plan = None
-    if dirs == 2:
-        plan = _mma_plan_for_directions(props, "forward", config.dtype, hidden, sub, 2 * groups, reg_model)
-        plan = plan and replace(plan, directions_per_launch=2)
-    if plan is None:
-        plan = _mma_plan_for_directions(props, "forward", config.dtype, hidden, sub, groups, reg_model)
-        plan = plan and replace(plan, directions_per_launch=1, launches=dirs)
+    plan = _group_plan(props, config.dtype, hidden, sub, 2 * groups, reg_model) if dirs == 2 else None
+    if plan is not None:
+        plan = replace(plan, directions_per_launch=2)
+    else:
+        plan = _group_plan(props, config.dtype, hidden, sub, groups, reg_model)
+        plan = plan and replace(plan, launches=dirs)
     return plan and _with_projection(props, replace(plan, batch_groups=groups), config)
+
+
+def _group_plan(props, dtype, hidden, batch, shares, reg_model):
+    """The GROUP_WARPS plan of one group of ``batch`` columns on 1/``shares`` of the SMs, or None."""
+    smallest = -(-hidden // (props["sm_count"] // shares))
+    return next((plan for units in range(smallest, min(hidden, smallest + 8) + 1)
+                 for plan in [_mma_candidate(props, "forward", dtype, hidden, batch, 1, GROUP_WARPS, units, reg_model)]
+                 if plan is not None), None)
 
 
 def plan_mma_config(props: dict, config, training: bool, reg_model: str = "v19", batch_groups="auto") -> dict:
     """Tensor-core plans of every pass a call needs, or NotSupported. fp32: the split forward (v13)
     and the fp32 kernels' backward. ``batch_groups``: the v30 grouped forward where rules.batch_groups_pay
-    ("auto"), wherever it fits (True) or never (1)."""
+    ("auto"), wherever it fits (True) or never (False)."""
     args = (config.hidden_size, config.batch, config.num_directions, config.dtype, reg_model)
     forward = plan_mma(props, "forward", *args)
     if config.dtype == MMA_SPLIT_DTYPE:
         return {**plan_grid_config(props, config, training), "forward": split_forward(props, forward, config)}
     forward = _with_projection(props, forward, config)
-    if batch_groups != 1:
+    if batch_groups is not False:
         grouped = grouped_forward(props, config, reg_model)
         if grouped is not None and (batch_groups is True or rules.batch_groups_pay(grouped, forward)):
             forward = grouped
