@@ -1,5 +1,5 @@
 """v30 benchmark: the 16-bit forward with its batch as 2 groups on blocks of their own
-(capacity.grouped_forward, BATCH_GROUPS=True) against v29's plans ("auto" before the rule). The grouped
+(capacity.grouped_plan, BATCH_GROUPS=True) against v29's plans ("auto" before the rule). The grouped
 plan takes the tagged exchange with the in-kernel projection (a batch-8 plan's rules), or with
 IN_KERNEL_PROJECTION=False grid.sync and the projection GEMM ("grouped gemm"). benchmarks/ab_alternate.py
 alternates ALTERNATE_MODES (whole forward by graph replay and the kernel alone); run as a script, the
@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ab_modes  # noqa: E402
 
-ROWS = [("float16", 1024, 16), ("bfloat16", 1024, 16), ("float16", 1024, 32), ("float16", 512, 16)]
+ROWS = [("float16", 1024, 16), ("bfloat16", 1024, 16), ("float16", 512, 16), ("bfloat16", 768, 16)]
 MODES = {"grouped": {"BATCH_GROUPS": True}, "v29": {"BATCH_GROUPS": False}}
 ALTERNATE_MODES = {**MODES, "grouped gemm": {"BATCH_GROUPS": True, "IN_KERNEL_PROJECTION": False}}
 TRAIN_ROWS = [("float16", 1024, 16), ("bfloat16", 1024, 16)]

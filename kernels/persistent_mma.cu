@@ -125,13 +125,13 @@ namespace cg = cooperative_groups;
 constexpr bool kBf16 = BF16 != 0;
 constexpr bool kTagged = TAGGED != 0;
 constexpr int kBatch = BATCH;
-// v30, GROUPS > 1 (16-bit forwards): the layer's batch is GROUPS x BATCH columns. Group g runs on blocks
+// v30, GROUPS > 1 (16-bit layers, forward and backward): the layer's batch is GROUPS x BATCH columns. Group g runs on blocks
 // of its own (a grid of GROUPS x the blocks of one group, like two directions) with its own exchange
 // region, as if it were a layer of batch BATCH: the groups never wait for each other. Each group's
 // blocks own twice the units of the ungrouped plan (half the blocks), so the step's exchange and staging
 // are a batch-8 one instead of a batch-16 one (v26: 8 polls per lane at B = 8 pay tagged with the
 // in-kernel projection; at B = 16 nothing does). x, xw, y, the states and the saved gates keep the
-// layer's [.][GROUPS * BATCH][.] rows.
+// layer's [.][GROUPS * BATCH][.] rows (the backward: dy, the saved gates and cells, c0, dz, the states).
 constexpr int kGroups = GROUPS;
 constexpr int kBatchAll = GROUPS * BATCH;
 constexpr int kNTiles = (BATCH + 7) / 8;
@@ -168,7 +168,7 @@ constexpr float kLoScale = 2048.0f;                   // lo = (x - hi) * 2^11
 constexpr bool kSplitWords = kSplit && SPLIT_WORDS != 0;
 constexpr int kXchRows = kSplitWords && kTagged ? BATCH : kVecRows;   // rows of the exchange buffer
 static_assert(!kSplit || (PASS == 0 && BF16 == 0), "SPLIT: fp16 halves, forward only");
-static_assert(kGroups == 1 || (PASS == 0 && !kSplit), "GROUPS: 16-bit forwards only");
+static_assert(kGroups == 1 || !kSplit, "GROUPS: 16-bit layers only");
 constexpr int kTileU4 = kWarps * kKTiles * kATiles * 32;   // one block's packed tile (uint4)
 
 static_assert(REG_K_TILES >= 0 && REG_K_TILES <= K_TILES, "REG_K_TILES must be in [0, K_TILES]");
@@ -968,7 +968,7 @@ persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ d
     if (p.active) {
         dc_next = dcT[p.state_at];
         dh_rec = dhT[p.state_at];
-        in = load_bwd_inputs<kBatch>(gates, cells, c0, dy, p.d, T, H, ldy, T - 1, p.reverse, p.b, p.j);
+        in = load_bwd_inputs<kBatchAll>(gates, cells, c0, dy, p.d, T, H, ldy, T - 1, p.reverse, batch_column(p), p.j);
     }
     __syncthreads();
     cg::grid_group grid = cg::this_grid();
@@ -979,30 +979,31 @@ persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ d
             const float tc = tanh_fast(in.c);
             float dc;
             const float4 out = pointwise_backward(in, in.dy + dh_rec, tc, dc_next, dc);
-            *reinterpret_cast<float4*>(dz + (((size_t)p.d * T + t) * kBatch + p.b) * G + 4 * (size_t)p.j) = out;
+            *reinterpret_cast<float4*>(dz + (((size_t)p.d * T + t) * kBatchAll + batch_column(p)) * G + 4 * (size_t)p.j) = out;
             if constexpr (!kTagged) {   // the packed copy the blocks stage after the barrier
-                unsigned short* q = reinterpret_cast<unsigned short*>(xch) + packed_rows(p.d, T - 1 - step, (int)G)
+                unsigned short* q = reinterpret_cast<unsigned short*>(xch) + packed_rows(p.x, T - 1 - step, (int)G)
                                     + (size_t)p.b * packed_ld((int)G) + 4 * (size_t)p.j;
                 *reinterpret_cast<uint2*>(q) = make_uint2(pack_pair<kBf16>(out.x, out.y), pack_pair<kBf16>(out.z, out.w));
             }
             if constexpr (kTagged) {   // iteration T-1-step publishes with tag T-step
                 const unsigned int tag = (T - step) & 0xffffu;
-                store_relaxed4(xch + xch_rows(p.d, T - 1 - step, (int)G) + (size_t)p.b * G + 4 * (size_t)p.j,
+                store_relaxed4(xch + xch_rows(p.x, T - 1 - step, (int)G) + (size_t)p.b * G + 4 * (size_t)p.j,
                                make_uint4(tagged_word(out.x, tag), tagged_word(out.y, tag),
                                           tagged_word(out.z, tag), tagged_word(out.w, tag)));
             }
             dc_next = dc * in.g.y;
             if (step > 0)
-                in = load_bwd_inputs<kBatch>(gates, cells, c0, dy, p.d, T, H, ldy, step - 1, p.reverse, p.b, p.j);
+                in = load_bwd_inputs<kBatchAll>(gates, cells, c0, dy, p.d, T, H, ldy, step - 1, p.reverse,
+                                                batch_column(p), p.j);
         }
         Acc acc;
         if constexpr (kTagged) {
-            tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.d, T - 1 - step, (int)G), (int)G,
+            tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.x, T - 1 - step, (int)G), (int)G,
                            (T - step) & 0xffffu, acc);
         } else {
             grid.sync();   // dz_t of every block is written; also orders red reads before the next stores
             packed_product(s.red, s.vec, a_reg, s.a,
-                           reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.d, T - 1 - step, (int)G), (int)G,
+                           reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.x, T - 1 - step, (int)G), (int)G,
                            acc);
         }
         if (p.active) dh_rec = unit_sum(s.red, p.u, p.b);

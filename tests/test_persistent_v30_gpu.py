@@ -1,7 +1,7 @@
-"""`persistent` v30 on the GPU: the 16-bit forward with its batch as groups on blocks of their own
-(capacity.grouped_forward, kernel option GROUPS), forced by BATCH_GROUPS=True. Forward, final states and
-every gradient (the backward stays ungrouped) against float64, bitwise the same under grid.sync, bitwise
-run to run, graph replays against float64."""
+"""`persistent` v30 on the GPU: the 16-bit forward and backward with the batch as groups on blocks of
+their own (capacity.grouped_plan, kernel option GROUPS), forced by BATCH_GROUPS=True. Forward, final
+states and every gradient against float64, bitwise the same under grid.sync, bitwise run to run, graph
+replays against float64."""
 import numpy as np
 import pytest
 
@@ -17,8 +17,8 @@ def grouped(monkeypatch):
     monkeypatch.setattr(persistent, "BATCH_GROUPS", True)
 
 
-def _grouped_plan(config):
-    plan = persistent._final(persistent.plans_for(config, training=True)["forward"])
+def _grouped_plan(config, pass_name="forward"):
+    plan = persistent._final(persistent.plans_for(config, training=True)[pass_name])
     assert plan.kind == "mma" and plan.batch_groups == 2 and 2 * plan.batch == config.batch, plan.describe()
     return plan
 
@@ -33,6 +33,7 @@ def _grouped_plan(config):
 def test_grouped_forward_and_gradients_match_float64(dtype, inp, hidden, layers, bidir, batch, steps):
     config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)
     _grouped_plan(config)
+    _grouped_plan(config, "backward")
     _compare(np.random.default_rng(inp + hidden + batch), config, HALF_TOL)
 
 

@@ -5,7 +5,8 @@
 #   explore     the kernel alone (explore_exchange_delay.py --groups): fp16/bf16 H=1024 B=16, the chosen
 #               plan against the grouped plans ($ONLY, $DELAYS)
 #   alternate   whole forward, grouped vs ungrouped (ab_alternate.py bench_persistent_v30)
-#   pair        fwd+bwd with cuDNN (bench_persistent_v30.py); bench: the quick bench; cache: the NVRTC cache
+#   pair        fwd+bwd with cuDNN (bench_persistent_v30.py); pair8: the same, the grouped backward on 8 warps
+#   bench       the quick bench; cache: the NVRTC cache
 set -u
 OUT=${OUT:-/tmp/v30_out}
 mkdir -p "$OUT"
@@ -21,6 +22,7 @@ for stage in ${STAGES:-"tests cache"}; do
     alternate) timeout "${ALT_TIMEOUT:-200}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v30 \
       --rounds "${ROUNDS:-3}" --name ab_alternate_v30 2>&1 | tail -12 ;;
     pair) timeout "${PAIR_TIMEOUT:-200}" python3 benchmarks/bench_persistent_v30.py "$OUT" 2>&1 | tail -8 ;;
+    pair8) timeout "${PAIR_TIMEOUT:-200}" python3 benchmarks/bench_persistent_v30_bwd8.py "$OUT" 2>&1 | tail -8 ;;
     bench) timeout "${BENCH_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     cache) save_cupy_cache "$OUT" ;;
   esac

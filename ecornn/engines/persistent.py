@@ -131,8 +131,8 @@ REGISTER_MODEL = "v19"    # tensor-core plans: register k-tiles by the v19 refit
 TAGGED_WITH_WAIT = True  # v26: the tagged exchange past 4 polls per lane where the warps wait otherwise: 16-bit
                          # forwards at B <= 8 with the in-kernel projection, the paired split at B=4 with a
                          # long first-poll delay; False: v5's rule alone (the ablation)
-BATCH_GROUPS = "auto"     # v30: 16-bit forwards with the batch as groups on blocks of their own
-                          # (capacity.grouped_forward) where rules.batch_groups_pay; True: wherever it fits;
+BATCH_GROUPS = "auto"     # v30: 16-bit passes with the batch as groups on blocks of their own
+                          # (capacity.grouped_plan) where rules.batch_groups_pay; True: wherever it fits;
                           # False: never (the ablation)
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
                           # per the capacity model's rule; True / False force one (tests, ablation)

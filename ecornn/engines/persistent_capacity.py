@@ -603,9 +603,10 @@ def predicted_cluster_us_per_step(plan: ClusterPlan, clock_ghz: float = 1.75, ba
 # ---- v4: tensor cores for 16-bit weights (kernels/persistent_mma.cu) ------------------------------
 MMA_DTYPES = ("float16", "bfloat16")
 MMA_WARP_CHOICES = (16, 8, 4)
-BATCH_GROUPS = 2        # v30: groups of a grouped forward's batch (grouped_forward)
+BATCH_GROUPS = 2        # v30: groups of a grouped pass's batch (grouped_plan)
 BATCH_GROUP_MIN = 8     # ... each of at least this many columns (one mma N tile)
-GROUP_WARPS = 8         # ... on 8-warp blocks (fp16 H=1024 B=16, kernel alone: 8 warps 2.31-2.45, 16 warps 2.72-2.86)
+GROUP_WARPS = {"forward": 8,    # ... on blocks of this many warps (fp16 H=1024 B=16 forward, kernel alone:
+               "backward": 16}  # 8 warps 2.31-2.45, 16 warps 2.72-2.86)
 # Registers besides the register tiles (4 * m_tiles per k-tile) and the accumulators
 # (4 * m_tiles * n_tiles * mma_acc_split), per (pass, warps), for plans that read some k-tiles from
 # shared memory. v4 fitted them to the largest spill-free REG_K_TILES of representative plans on sm_90
@@ -673,8 +674,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
     poll_delay_ns: int = 0      # v16: sleep before a warp's first poll of the tagged exchange (with_poll_delay)
     split_words: bool = True    # v28: the split's tagged exchange as one word per value (hi | lo, the lo's
                                 # lowest bit the tag); False: v13's hi and lo rows, SPLIT_WORDS=0 (the ablation)
-    batch_groups: int = 1       # v30 (16-bit forwards): the layer's batch is batch_groups x batch columns, each
-                                # group on blocks_per_dir blocks of its own (grouped_forward); batch is one group's
+    batch_groups: int = 1       # v30 (16-bit layers): the layer's batch is batch_groups x batch columns, each
+                                # group on blocks_per_dir blocks of its own (grouped_plan); batch is one group's
 
     kind = "mma"
     kernel_file = "persistent_mma.cu"
@@ -1032,29 +1033,33 @@ def _with_projection(props: dict, forward, config):
     return forward
 
 
-def grouped_forward(props: dict, config, reg_model: str = "v19"):
-    """v30: the 16-bit forward of ``config`` with its batch as BATCH_GROUPS groups, each on blocks of its
-    own, planned as a layer of the group's batch on 1/BATCH_GROUPS of the SMs (the directions' way of
-    sharing a grid; GROUP_WARPS warps), with that batch's projection rules; None where the batch does not
-    split or a group does not fit."""
+def grouped_plan(props: dict, config, pass_name: str = "forward", reg_model: str = "v19"):
+    """v30: the 16-bit ``pass_name`` of ``config`` with its batch as BATCH_GROUPS groups, each on blocks
+    of its own, planned as a layer of the group's batch on 1/BATCH_GROUPS of the SMs (the directions'
+    way of sharing a grid; GROUP_WARPS warps), a forward with that batch's projection rules; None where
+    the batch does not split or a group does not fit."""
     groups, batch = BATCH_GROUPS, config.batch
     if config.dtype not in MMA_DTYPES or batch % groups or batch // groups < BATCH_GROUP_MIN:
         return None
-    hidden, dirs, sub = config.hidden_size, config.num_directions, batch // groups
-    plan = _group_plan(props, config.dtype, hidden, sub, 2 * groups, reg_model) if dirs == 2 else None
+    dims = (pass_name, config.dtype, config.hidden_size, batch // groups, reg_model)
+    plan = _group_plan(props, *dims, 2 * groups) if config.num_directions == 2 else None
     if plan is not None:
         plan = replace(plan, directions_per_launch=2)
     else:
-        plan = _group_plan(props, config.dtype, hidden, sub, groups, reg_model)
-        plan = plan and replace(plan, launches=dirs)
-    return plan and _with_projection(props, replace(plan, batch_groups=groups), config)
+        plan = _group_plan(props, *dims, groups)
+        plan = plan and replace(plan, launches=config.num_directions)
+    if plan is None:
+        return None
+    plan = replace(plan, batch_groups=groups)
+    return _with_projection(props, plan, config) if pass_name == "forward" else plan
 
 
-def _group_plan(props, dtype, hidden, batch, shares, reg_model):
+def _group_plan(props, pass_name, dtype, hidden, batch, reg_model, shares):
     """The GROUP_WARPS plan of one group of ``batch`` columns on 1/``shares`` of the SMs, or None."""
     smallest = -(-hidden // (props["sm_count"] // shares))
+    warps = GROUP_WARPS[pass_name]
     return next((plan for units in range(smallest, min(hidden, smallest + 8) + 1)
-                 for plan in [_mma_candidate(props, "forward", dtype, hidden, batch, 1, GROUP_WARPS, units, reg_model)]
+                 for plan in [_mma_candidate(props, pass_name, dtype, hidden, batch, 1, warps, units, reg_model)]
                  if plan is not None), None)
 
 
@@ -1067,13 +1072,14 @@ def plan_mma_config(props: dict, config, training: bool, reg_model: str = "v19",
     if config.dtype == MMA_SPLIT_DTYPE:
         return {**plan_grid_config(props, config, training), "forward": split_forward(props, forward, config)}
     forward = _with_projection(props, forward, config)
-    if batch_groups is not False:
-        grouped = grouped_forward(props, config, reg_model)
-        if grouped is not None and (batch_groups is True or rules.batch_groups_pay(grouped, forward)):
-            forward = grouped
-    plans = {"forward": with_poll_delay(forward)}
+    plans = {"forward": forward}
     if training:
         plans["backward"] = plan_mma(props, "backward", *args)
+    for pass_name, plan in plans.items() if batch_groups is not False else ():
+        grouped = grouped_plan(props, config, pass_name, reg_model)
+        if grouped is not None and (batch_groups is True or rules.batch_groups_pay(grouped, plan)):
+            plans[pass_name] = grouped
+    plans["forward"] = with_poll_delay(plans["forward"])
     return plans
 
 

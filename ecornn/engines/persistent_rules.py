@@ -233,5 +233,5 @@ def rows_backward_pays(hidden: int, batch: int) -> bool:
 
 def batch_groups_pay(grouped, ungrouped) -> bool:
     """Whether a 16-bit forward runs its batch as groups on blocks of their own (v30,
-    capacity.grouped_forward) instead of the ungrouped plan. Not yet measured: never."""
+    capacity.grouped_plan) instead of the ungrouped plan. Not yet measured: never."""
     return False
