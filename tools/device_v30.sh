@@ -6,6 +6,8 @@
 #               plan against the grouped plans ($ONLY, $DELAYS)
 #   alternate   whole forward, grouped vs ungrouped (ab_alternate.py bench_persistent_v30)
 #   pair        fwd+bwd with cuDNN (bench_persistent_v30.py); pair8: the same, the grouped backward on 8 warps
+#   sweep       whole forward, grouped vs v29 on bench_persistent_v30_sweep's rows; sweep_train: fwd+bwd there
+#   profile     the training call's kernels, grouped and not (profile_training_v30.py)
 #   bench       the quick bench; cache: the NVRTC cache
 set -u
 OUT=${OUT:-/tmp/v30_out}
@@ -23,6 +25,10 @@ for stage in ${STAGES:-"tests cache"}; do
       --rounds "${ROUNDS:-3}" --name ab_alternate_v30 2>&1 | tail -12 ;;
     pair) timeout "${PAIR_TIMEOUT:-200}" python3 benchmarks/bench_persistent_v30.py "$OUT" 2>&1 | tail -8 ;;
     pair8) timeout "${PAIR_TIMEOUT:-200}" python3 benchmarks/bench_persistent_v30_bwd8.py "$OUT" 2>&1 | tail -8 ;;
+    sweep) timeout "${SWEEP_TIMEOUT:-300}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v30_sweep \
+      --rounds "${ROUNDS:-2}" --name sweep_forward_v30 2>&1 | tail -12 ;;
+    sweep_train) timeout "${SWEEP_TIMEOUT:-300}" python3 benchmarks/bench_persistent_v30_sweep.py "$OUT" 2>&1 | tail -12 ;;
+    profile) timeout "${PROFILE_TIMEOUT:-150}" python3 benchmarks/profile_training_v30.py "$OUT" 2>&1 | tail -30 ;;
     bench) timeout "${BENCH_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     cache) save_cupy_cache "$OUT" ;;
   esac
