@@ -142,8 +142,9 @@ def test_exchange_buffer_shape():
 
 
 # ---- v12: the input projection inside the forward kernel ----
-def _forward(dtype, inp, hidden, batch, layers=1, bidir=False):
-    return cap.plan_mma_config(H100, LSTMConfig(inp, hidden, layers, bidir, dtype, batch, 8), False)["forward"]
+def _forward(dtype, inp, hidden, batch, layers=1, bidir=False, batch_groups="auto"):
+    return cap.plan_mma_config(H100, LSTMConfig(inp, hidden, layers, bidir, dtype, batch, 8), False,
+                               batch_groups=batch_groups)["forward"]
 
 
 def test_input_projection_adds_its_tiles_and_staging_to_shared_memory():
@@ -161,7 +162,8 @@ def test_input_projection_adds_its_tiles_and_staging_to_shared_memory():
 def test_the_model_takes_the_projection_with_the_tagged_exchange_from_batch_4():
     tagged = _forward("bfloat16", 1024, 1024, 4)
     assert tagged.tagged and tagged.input_k_tiles == 8 and rules.input_projection_pays(tagged)
-    grid = _forward("float16", 1024, 1024, 16)   # (B=8: v26's tagged projection, test_persistent_v26_cpu)
+    grid = _forward("float16", 1024, 1024, 16, batch_groups=False)   # (B=8: v26's tagged projection,
+    # test_persistent_v26_cpu; B=16 grouped: v30, test_persistent_v30_cpu)
     assert not grid.tagged and grid.input_k_tiles == 0 and not rules.input_projection_pays(grid)
     one = _forward("float16", 1024, 1024, 1)
     assert one.tagged and one.input_k_tiles == 0 and not rules.input_projection_pays(one)

@@ -1065,22 +1065,36 @@ def _group_plan(props, pass_name, dtype, hidden, batch, reg_model, shares):
 
 def plan_mma_config(props: dict, config, training: bool, reg_model: str = "v19", batch_groups="auto") -> dict:
     """Tensor-core plans of every pass a call needs, or NotSupported. fp32: the split forward (v13)
-    and the fp32 kernels' backward. ``batch_groups``: the v30 grouped forward where rules.batch_groups_pay
-    ("auto"), wherever it fits (True) or never (False)."""
+    and the fp32 kernels' backward. ``batch_groups``: the v30 grouped passes where rules.batch_groups_pay
+    or where only they fit ("auto"), wherever they fit (True) or never (False)."""
     args = (config.hidden_size, config.batch, config.num_directions, config.dtype, reg_model)
-    forward = plan_mma(props, "forward", *args)
     if config.dtype == MMA_SPLIT_DTYPE:
+        forward = plan_mma(props, "forward", *args)
         return {**plan_grid_config(props, config, training), "forward": split_forward(props, forward, config)}
-    forward = _with_projection(props, forward, config)
-    plans = {"forward": forward}
-    if training:
-        plans["backward"] = plan_mma(props, "backward", *args)
+    passes = ("forward", "backward") if training else ("forward",)
+    plans = {p: _ungrouped_or_none(props, p, args, batch_groups) for p in passes}
+    if plans["forward"] is not None:
+        plans["forward"] = _with_projection(props, plans["forward"], config)
     for pass_name, plan in plans.items() if batch_groups is not False else ():
         grouped = grouped_plan(props, config, pass_name, reg_model)
-        if grouped is not None and (batch_groups is True or rules.batch_groups_pay(grouped, plan)):
+        if grouped is not None and (batch_groups is True or plan is None or rules.batch_groups_pay(grouped, plan)):
             plans[pass_name] = grouped
+    for pass_name in passes:
+        if plans[pass_name] is None:   # neither fits: the ungrouped plan's reason
+            plan_mma(props, pass_name, *args)
     plans["forward"] = with_poll_delay(plans["forward"])
     return plans
+
+
+def _ungrouped_or_none(props, pass_name, args, batch_groups):
+    """The ungrouped plan of ``pass_name``, or None where it does not fit but a grouped one may (v30:
+    fp16 H=1024 B=32 trains only grouped)."""
+    try:
+        return plan_mma(props, pass_name, *args)
+    except NotSupported:
+        if batch_groups is False:
+            raise
+        return None
 
 
 def largest_mma_hidden(props: dict, batch: int, pass_name: str = "forward", step: int = 64,
