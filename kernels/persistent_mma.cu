@@ -950,14 +950,15 @@ __device__ __forceinline__ float unit_sum(const float* red_s, int u, int b) {
 
 // tiles: packed W_hh^T rows (unit j's column of the gate-interleaved W_hh, K = 4H);
 // dy [T][B][ldy] (direction d at columns d*H); gates [D][T][B][4H] activated, cells [D][T][B][H];
-// c0, dhT, dcT, dh0, dc0 [D][B][H]; dz [D][T][B][4H] gate-interleaved output;
-// xch zeroed: [D][2][B][4H] tagged words (TAGGED=1) or 16-bit values (TAGGED=0).
+// c0, dhT, dcT, dh0, dc0 [D][B][H]; dz [D][T][B][4H] gate-interleaved output, fp32 or (v30, dz16) the
+// layer's 16-bit values (the bits of the exchange: what the 16-bit GEMMs after the kernel take, so no
+// conversion pass); xch zeroed: [D][2][B][4H] tagged words (TAGGED=1) or 16-bit values (TAGGED=0).
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ dy,
                     const float* __restrict__ gates, const float* __restrict__ cells,
                     const float* __restrict__ c0, const float* __restrict__ dhT,
                     const float* __restrict__ dcT, float* dz, float* dh0, float* dc0, int T, int H,
-                    int units, int blocks_per_dir, int ldy, int dir0, unsigned int* xch) {
+                    int units, int blocks_per_dir, int ldy, int dir0, unsigned int* xch, int dz16) {
     extern __shared__ __align__(16) uint4 smem[];
     const Carve s = carve(smem);
     const Slot p = slot_of(H, units, blocks_per_dir, dir0);
@@ -979,11 +980,14 @@ persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ d
             const float tc = tanh_fast(in.c);
             float dc;
             const float4 out = pointwise_backward(in, in.dy + dh_rec, tc, dc_next, dc);
-            *reinterpret_cast<float4*>(dz + (((size_t)p.d * T + t) * kBatchAll + batch_column(p)) * G + 4 * (size_t)p.j) = out;
+            const uint2 out16 = make_uint2(pack_pair<kBf16>(out.x, out.y), pack_pair<kBf16>(out.z, out.w));
+            const size_t dz_at = (((size_t)p.d * T + t) * kBatchAll + batch_column(p)) * G + 4 * (size_t)p.j;
+            if (dz16) *reinterpret_cast<uint2*>(reinterpret_cast<unsigned short*>(dz) + dz_at) = out16;   // v30
+            else *reinterpret_cast<float4*>(dz + dz_at) = out;
             if constexpr (!kTagged) {   // the packed copy the blocks stage after the barrier
                 unsigned short* q = reinterpret_cast<unsigned short*>(xch) + packed_rows(p.x, T - 1 - step, (int)G)
                                     + (size_t)p.b * packed_ld((int)G) + 4 * (size_t)p.j;
-                *reinterpret_cast<uint2*>(q) = make_uint2(pack_pair<kBf16>(out.x, out.y), pack_pair<kBf16>(out.z, out.w));
+                *reinterpret_cast<uint2*>(q) = out16;
             }
             if constexpr (kTagged) {   // iteration T-1-step publishes with tag T-step
                 const unsigned int tag = (T - step) & 0xffffu;

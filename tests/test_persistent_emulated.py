@@ -3,6 +3,7 @@ kernels/persistent_lstm.cu (same packed tiles, lane/warp index formulas and step
 for the GPU launch. Checks the engine's Python side (plans, tile packing, input projection,
 reserve, dropout, gradient GEMMs) and the kernel's index arithmetic against the float64 reference
 without a GPU; tests/test_persistent_gpu.py checks the real kernels."""
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -105,6 +106,15 @@ def _pointwise_backward(gates, cells, c_prev, dh, dc_next, hidden):
     return np.stack(parts, axis=-1).reshape(g.shape[0], -1), dc * gf
 
 
+def _store_dz(dz, d, t, values):
+    """dz[d, t] as the kernel stores it: fp32, or (v30, dz16) 16-bit values rounded to nearest even,
+    bf16 as its uint16 storage words."""
+    if dz.dtype == np.uint16:
+        dz[d, t] = np.asarray(values, np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
+    else:
+        dz[d, t] = values
+
+
 def emulate_backward(plan, args, dir0):
     tiles, dy, gates, cells, c0, dhT, dcT, dz, dh0, dc0, steps, hidden = args[:12]
     steps, hidden = int(steps), int(hidden)
@@ -114,9 +124,10 @@ def emulate_backward(plan, args, dir0):
             t = steps - 1 - step if d == 1 else step
             tp = t + 1 if d == 1 else t - 1
             c_prev = c0[d] if step == 0 else cells[d, tp]
-            dz[d, t], dc_next = _pointwise_backward(gates[d, t], cells[d, t], c_prev,
-                                                    dy[t, :, d * hidden:(d + 1) * hidden] + dh_next, dc_next, hidden)
-            exchanged = _exchanged(plan, dz[d, t], steps - 1 - step)
+            dz_t, dc_next = _pointwise_backward(gates[d, t], cells[d, t], c_prev,
+                                                dy[t, :, d * hidden:(d + 1) * hidden] + dh_next, dc_next, hidden)
+            _store_dz(dz, d, t, dz_t)
+            exchanged = _exchanged(plan, dz_t, steps - 1 - step)
             sums = _block_sums(plan, tiles[d], _vector(exchanged, plan.tile_shape().padded_cols))
             dh_next = _own_rows(plan, sums, hidden).T
         dh0[d], dc0[d] = dh_next, dc_next
@@ -160,7 +171,7 @@ split_input_emulator = None   # v29: (plan, x split, input_tiles, input size, un
 
 
 def _emulated_launch(plan, args, directions=1, bias=None, input_tiles=None, input_size=0, unscale=None, x_at=None,
-                     out16=False, states16=False):
+                     out16=False, states16=False, dz16=False):
     assert x_at is None   # v21's x by reference exists in captured graphs only (GPU)
     # v23: 16-bit outputs (y, hT, cT) exactly where the engine asks the kernel for them; the
     # emulation's stores into them round as the kernel's do (to nearest even)
@@ -168,6 +179,8 @@ def _emulated_launch(plan, args, directions=1, bias=None, input_tiles=None, inpu
     assert not out16 or (plan.kind == "mma" and plan.pass_name == "forward")
     assert bool(states16) == (np.dtype(args[2].dtype) != np.float32) == (np.dtype(args[3].dtype) != np.float32)
     assert not states16 or out16
+    if plan.pass_name == "backward":   # v30: the mma backward stores 16-bit dz exactly where the engine asks
+        assert bool(dz16) == (np.dtype(args[7].dtype).itemsize == 2) and (not dz16 or plan.kind == "mma")
     for launch in range(plan.launches):
         if plan.kind == "rows":
             emulate_backward_rows(plan, args, launch)

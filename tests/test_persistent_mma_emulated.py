@@ -173,8 +173,9 @@ def test_tf32_matmul_operands_follow_cublas_column_major(cpu_engine, rng):
 
 @pytest.mark.parametrize("sixteen_bit", [True, False])
 def test_gemm_operands_follow_sixteen_bit_gemms(cpu_engine, rng, monkeypatch, sixteen_bit):
-    """SIXTEEN_BIT_GEMMS: every GEMM of a 16-bit layer (projection, dW_ih, dW_hh, dX) gets 16-bit
-    storage words, or (False) fp32 copies on TF32; either way the result matches float64."""
+    """SIXTEEN_BIT_GEMMS: every GEMM of a 16-bit layer (projection, dW_ih, dW_hh, dX; v30: the bias sum
+    over the kernel's 16-bit dz) gets 16-bit storage words, or (False) fp32 copies on TF32; either way
+    the result matches float64."""
     from ecornn import gpu_blas
     calls = []
 
@@ -192,7 +193,8 @@ def test_gemm_operands_follow_sixteen_bit_gemms(cpu_engine, rng, monkeypatch, si
     got = cpu_engine.forward(config, x, weights, h0, c0, training=True)
     zeros = np.zeros(config.state_shape, np.float32)
     grads = cpu_engine.backward(got[3], dy, zeros, zeros)
-    assert calls == [("bfloat16", False) if sixteen_bit else ("float32", True)] * (4 * 4)
+    # per slot: projection, dW_ih, dW_hh, dX; v30: with 16-bit GEMMs also the bias, on the kernel's 16-bit dz
+    assert calls == [("bfloat16", False) if sixteen_bit else ("float32", True)] * (4 * (5 if sixteen_bit else 4))
     f64 = lambda a: np.asarray(a, np.float32).astype(np.float64)  # noqa: E731
     want = reference.forward(config.replace(dtype="float64"), f64(x), [LayerWeights(*(f64(a) for a in w)) for w in weights],
                              f64(h0), f64(c0), training=True)
@@ -234,6 +236,7 @@ def test_in_kernel_projection_flag_and_spill_backoff(cpu_engine, monkeypatch):
     """v12: "auto" puts the projection in the kernel of tagged plans only; True wherever it fits,
     False nowhere; a build that spills gives the projection up before it moves any register k-tile
     to shared memory."""
+    monkeypatch.setattr(persistent, "BATCH_GROUPS", False)   # (B=16 grouped: v30's rules)
     grid_plan = LSTMConfig(1024, 1024, 1, False, "float16", 16, 4)   # (B=8: v26's tagged projection)
     tagged_plan = grid_plan.replace(dtype="bfloat16", batch=4)
     auto_mode = persistent._graph_mode("auto")

@@ -634,7 +634,7 @@ def _final(plan):
 
 
 def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tiles=None, input_size: int = 0,
-            unscale=None, x_at=None, out16=False, states16=False):
+            unscale=None, x_at=None, out16=False, states16=False, dz16=False):
     """Launch ``plan``'s kernel once per direction group (dir0 follows ``args_before_dir``). The
     kernels take their zeroed exchange buffer next; the mma forward then the biases [D, 4H] (its xw
     comes without them), the packed W_ih tiles and input size of an in-kernel projection (v12;
@@ -643,7 +643,8 @@ def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tile
     it reads the caller's x there (v21, ``x_at``; null otherwise), whether it stores its outputs as
     16-bit values and whether it reads h0 and c0 as such (v23, ``out16``, ``states16``). The grid
     forward takes the biases (v15 with its in-kernel projection, v23 with kernel_bias; else null), the
-    W_ih tiles and input size of its in-kernel projection (v15; null, 0 otherwise)."""
+    W_ih tiles and input size of its in-kernel projection (v15; null, 0 otherwise). The mma backward
+    takes whether it stores dz as 16-bit values (v30, ``dz16``)."""
     cp = _cp()
     final, kern = _kernel(plan, cp.cuda.Device().id)
     shape = final.exchange_shape(directions)
@@ -654,6 +655,8 @@ def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tile
         tail += (bias, input_tiles if input_tiles is not None else _null(), np.int32(input_size), zeroed[words:],
                  unscale if unscale is not None else _null(), x_at if x_at is not None else _null(),
                  np.int32(bool(out16)), np.int32(bool(states16)))
+    elif final.kind == "mma":
+        tail += (np.int32(bool(dz16)),)
     elif final.kind == "grid" and final.pass_name == "forward":
         tail += (bias if bias is not None else _null(), input_tiles if input_tiles is not None else _null(),
                  np.int32(input_size))
@@ -817,6 +820,11 @@ def _gemm_dtype(config):
     return config.dtype if SIXTEEN_BIT_GEMMS and config.dtype in capacity.MMA_DTYPES else None
 
 
+def _storage_dtype(dtype: str):
+    from . import fused
+    return fused.storage_dtype(dtype)
+
+
 def _storage16(a, dtype: str):
     """``a`` (fp32, or already ``dtype``) as a contiguous array of the 16-bit storage of ``dtype``
     (fp16, or bf16 as raw uint16 words; round to nearest even): an operand of the 16-bit GEMMs."""
@@ -930,9 +938,12 @@ def _output_views(config, dtype=np.float32):
 
 
 def _output(shape, dtype=np.float32):
-    """A buffer every element of which a kernel writes (NaN-poisoned under tests)."""
+    """A buffer every element of which a kernel writes (NaN-poisoned under tests; 16-bit storage words:
+    0x7fff, a NaN in fp16 and in bf16)."""
     cp = _cp()
-    return cp.full(shape, np.nan, dtype) if POISON_OUTPUTS else cp.empty(shape, dtype)
+    if not POISON_OUTPUTS:
+        return cp.empty(shape, dtype)
+    return cp.full(shape, 0x7fff if np.dtype(dtype).kind == "u" else np.nan, dtype)
 
 
 @contextlib.contextmanager
@@ -1170,16 +1181,20 @@ def _previous_hidden(output, h0, direction: int, hidden: int):
 
 def _weight_grads(dz, layer_input, h_prev, hidden: int, dtype, tf32: bool = False, dz_operand=None,
                   a_type="float32", parts=None) -> LayerWeights:
-    """Framework-layout gradients in ``dtype`` from interleaved fp32 dz [T*B, 4H]; the GEMMs take
-    ``dz_operand`` (dz as _storage16, with 16-bit ``layer_input`` / ``h_prev`` and ``a_type``) when
-    given. ``parts``: Fp32BackwardParts, the fp32 GEMMs that run as 3xTF32 (v22, v25). The bias gradient
+    """Framework-layout gradients in ``dtype`` from interleaved dz [T*B, 4H] (fp32, or v30 the mma
+    backward's 16-bit storage, then also the bias's operand); the GEMMs take ``dz_operand`` (dz as
+    _storage16, with 16-bit ``layer_input`` / ``h_prev`` and ``a_type``) when given. ``parts``: Fp32BackwardParts, the fp32 GEMMs that run as 3xTF32 (v22, v25). The bias gradient
     is a GEMM against ones on fp32 dz (CuPy's column sum over T*B rows took 57 us at H=1024 B=8
     T=256, v9); deinterleaving casts in the same pass."""
     op = dz if dz_operand is None else dz_operand
     parts = parts or Fp32BackwardParts()
     d_w_ih = _matmul(op.T, layer_input.reshape(dz.shape[0], -1), tf32=tf32, a_type=a_type, **parts.d_w_ih)
     d_w_hh = _matmul(op.T, h_prev.reshape(dz.shape[0], -1), tf32=tf32, a_type=a_type, **parts.d_w_hh)
-    d_b = _matmul(dz.T, _cp().ones((dz.shape[0], 1), np.float32))[:, 0]
+    ones = _cp().ones((dz.shape[0], 1), np.float32)
+    if dz.dtype.itemsize == 2:   # v30: the kernel's 16-bit dz (the bias sums the values the GEMMs take)
+        d_b = _matmul(dz.T, _storage16(ones, a_type), a_type=a_type)[:, 0]
+    else:
+        d_b = _matmul(dz.T, ones)[:, 0]
     d_b = gate_deinterleave_as(d_b, hidden, dtype)
     return LayerWeights(gate_deinterleave_as(d_w_ih, hidden, dtype), gate_deinterleave_as(d_w_hh, hidden, dtype),
                         d_b, d_b.copy())
@@ -1277,14 +1292,15 @@ def _backward_eager(reserve: PersistentReserve, dy, dhT, dcT):
         save = reserve.layers[layer]
         s0 = slot(layer, 0, dirs)
         states = slice(s0, s0 + dirs)
-        dz = _output((dirs, steps, batch, 4 * hidden))
+        dz16 = plan.kind == "mma" and gemm_dtype is not None   # v30: the GEMMs' operand, stored by the kernel
+        dz = _output((dirs, steps, batch, 4 * hidden), _storage_dtype(gemm_dtype) if dz16 else np.float32)
         _launch(plan, (
             _tiles(reserve.weights, layer, dirs, plan), cp.ascontiguousarray(d_out), save.gates, save.cells,
             reserve.c0[states], dhT[states], dcT[states], dz, dh0[states], dc0[states],
             np.int32(steps), np.int32(hidden), np.int32(plan.units), np.int32(plan.blocks_per_dir),
-            np.int32(dirs * hidden)), dirs)
+            np.int32(dirs * hidden)), dirs, dz16=dz16)
         d_in = cp.zeros((steps * batch, save.layer_input.shape[-1]), cp.float32)
-        dz_operand, output_operand = to_operand(dz), to_operand(save.output)
+        dz_operand, output_operand = dz if dz16 else to_operand(dz), to_operand(save.output)
         input_operand = save.layer_input_16bit if gemm_dtype else save.layer_input
         input_part = None   # v22: the layer input's 3xTF32 operand, made by the first direction that needs it
         for d in range(dirs):
