@@ -119,7 +119,8 @@ DIRECT_16BIT_INPUT = True  # v17: a 16-bit x reaches the 16-bit GEMM or kernel a
 ONE_OUTPUT_BUFFER = True   # v17: output, hT and cT as views of one buffer (one cast kernel, one replay copy);
                            # False: three arrays (the ablation)
 KERNEL_WRITES_16BIT = True  # v23: a 16-bit inference forward on the tensor cores stores y, hT and cT as the
-                            # caller's 16-bit values (no cast kernel after it); False: fp32, then a cast
+                            # caller's 16-bit values (no cast kernel after it; v30: training forwards too,
+                            # whose backward then takes y as it is); False: fp32, then a cast
 GRID_KERNEL_BIAS = True     # v23: the fp32 grid forward adds the biases to its xw itself where its plan has
                             # room (capacity.with_kernel_bias; no add kernel before it); False: the
                             # projection adds them (the ablation)
@@ -1034,9 +1035,10 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
     projection_in_kernel, x16_dtype, reads_f32 = _input_reads(config, fwd, built)
     in_kernel_bias = adds_biases(fwd, built)
     gemm_dtype = _gemm_dtype(config)
-    out16 = cast and not training and _kernel_writes_16bit(config, x, fwd, reads_f32)
+    out16 = cast and _kernel_writes_16bit(config, x, fwd, reads_f32)   # v30: training too (y is saved 16-bit)
     out_dtype = x.dtype if out16 else np.float32
-    states16 = out16 and h0.dtype == x.dtype and c0.dtype == x.dtype   # v23: read by the kernel as they are
+    # v23: h0 and c0 read by the kernel as they are (inference: the backward reads c0 as fp32)
+    states16 = out16 and not training and h0.dtype == x.dtype and c0.dtype == x.dtype
     h0, c0 = (_cp().ascontiguousarray(a) if states16 else _f32(a) for a in (h0, c0))
     reserve = PersistentReserve(config, plans, prep, h0, c0)
     packed, (y_last, h_final, c_final) = _output_views(config, out_dtype)
@@ -1104,7 +1106,7 @@ def adds_biases(fwd, built) -> bool:
 
 
 def _kernel_writes_16bit(config, x, fwd, reads_f32: bool) -> bool:
-    """v23: whether an inference forward's kernels store y, hT and cT as x's 16-bit values: the
+    """v23: whether a forward's kernels (v30: training ones too) store y, hT and cT as x's 16-bit values: the
     tensor-core kernel, x in the layer's dtype, and no layer reading fp32 (a layer's 16-bit y then
     feeds the next layer as the rounding to 16 bits it would get anyway)."""
     return (KERNEL_WRITES_16BIT and fwd.kind == "mma" and config.dtype in capacity.MMA_DTYPES
