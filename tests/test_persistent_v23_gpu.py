@@ -2,7 +2,8 @@
 - 16-bit inference on the tensor cores: the kernel stores y, hT and cT as the caller's 16-bit values
   and reads 16-bit h0 and c0 as they are (persistent.KERNEL_WRITES_16BIT), eagerly and in replayed
   graphs. They must equal the fp32-then-cast ablation bitwise (the kernel rounds to nearest even
-  like the cast), and fp32 states give the same bits; all within tolerance of float64.
+  like the cast), and fp32 states give the same bits; all within tolerance of float64. v30: training
+  forwards store y as 16-bit values too.
 - fp32 grid forwards add the biases themselves (persistent.GRID_KERNEL_BIAS): bitwise the ablation,
   within 1e-5 of float64, forward and training."""
 import pytest
@@ -80,16 +81,26 @@ def test_16bit_inference_outputs_leave_the_kernel_in_16_bits(rng, monkeypatch, d
         _assert_near_float64(config, host_weights, inputs, got, HALF_TOL)
 
 
-def test_16bit_training_forward_keeps_fp32_activations(rng):
-    """Training forwards are untouched: the reserve's y is fp32 and the gradients match float64."""
+def test_16bit_training_forward_stores_16bit_activations(rng):
+    """v30: training forwards store y as x's 16-bit values too (the reserve keeps them; the backward's
+    GEMMs take them as they are), still within tolerance of float64, the gradients as well."""
     import cupy as cp
     config = LSTMConfig(64, 64, 2, True, "bfloat16", 3, 20)
     host_weights, gpu_weights, prepared = _prepared(rng, config)
     x, h0, c0 = _gpu_inputs(rng, config)
     out = persistent.forward(config, x, gpu_weights, h0, c0, training=True, prepared=prepared)
-    assert all(layer.output.dtype == cp.float32 for layer in out[3].layers)
-    assert out[0].dtype == x.dtype
+    assert all(layer.output.dtype == x.dtype for layer in out[3].layers) and out[0].dtype == x.dtype
     _assert_near_float64(config, host_weights, (x, h0, c0), out[:3], HALF_TOL)
+    dy = cp.asarray(rng.standard_normal(config.output_shape, dtype="float32")).astype(x.dtype)
+    zeros = cp.zeros(config.state_shape, x.dtype)
+    grads = persistent.backward(out[3], dy, zeros, zeros)
+    want = reference_engine.forward(config.replace(dtype="float64"), _float64(x), host_weights, _float64(h0),
+                                    _float64(c0), training=True)
+    want_grads = reference_engine.backward(want[3], _float64(dy), _float64(zeros), _float64(zeros))
+    assert rel_err(_float64(grads[0]), want_grads[0]) <= HALF_TOL
+    for got_w, want_w in zip(grads[3], want_grads[3]):
+        for g, w in zip(got_w, want_w):
+            assert rel_err(_float64(g), w) <= HALF_TOL
 
 
 @pytest.mark.parametrize("hidden, layers, bidir, batch, steps", [

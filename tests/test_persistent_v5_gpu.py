@@ -46,7 +46,9 @@ def test_default_exchange_follows_the_measured_rule():
         config = LSTMConfig(hidden, hidden, 1, False, "float16", batch, 8)
         for name, plan in persistent.plans_for(config, training=True).items():
             with_wait = plan.in_kernel_projection and rules.tagged_projection_pays(plan)   # v26 (forward, B=8)
-            assert plan.tagged == (rules.tagged_exchange_pays(batch, plan.k_tiles) or with_wait)
+            # v30: a grouped plan follows the rule for its group's batch
+            assert plan.tagged == (rules.tagged_exchange_pays(plan.batch, plan.k_tiles) or with_wait)
+            assert plan.batch * plan.batch_groups == batch
 
 
 def test_step_tags_wrap_around(rng):
