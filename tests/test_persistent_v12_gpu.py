@@ -39,7 +39,8 @@ def test_in_kernel_projection_matches_the_reference(monkeypatch, force, dtype, i
     _compare(np.random.default_rng(inp + hidden + batch), config, HALF_TOL)
 
 
-def test_auto_keeps_the_gemm_for_grid_sync_plans_and_batch_1():
+def test_auto_keeps_the_gemm_for_grid_sync_plans_and_batch_1(monkeypatch):
+    monkeypatch.setattr(persistent, "BATCH_GROUPS", False)   # B=16 ungrouped (v30's groups: a batch-8 plan each)
     grid = _forward_plan(LSTMConfig(1024, 1024, 1, False, "float16", 16, 10))   # (B=8: v26's tagged projection)
     assert not grid.tagged and grid.input_k_tiles == 0
     batch_1 = _forward_plan(LSTMConfig(1024, 1024, 1, False, "float16", 1, 10))
@@ -63,6 +64,7 @@ def test_a_spilling_projection_build_falls_back_to_the_gemm(monkeypatch, rng):
     build gives the projection up (persistent._fewer_register_tiles) instead of failing."""
     monkeypatch.setattr(persistent, "TAGGED_EXCHANGE", True)
     monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", True)
+    monkeypatch.setattr(persistent, "BATCH_GROUPS", False)   # the 16-warp B=16 plan
     config = LSTMConfig(1024, 1024, 1, False, "float16", 16, 20)
     planned = persistent.plans_for(config, training=True)["forward"]
     assert planned.input_k_tiles > 0 and planned.tagged

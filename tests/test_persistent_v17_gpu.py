@@ -94,6 +94,7 @@ def test_sixteen_bit_x_reaches_the_kernel_without_an_fp32_copy(rng, monkeypatch,
     """DIRECT_16BIT_INPUT: no fp32 copy of x is made, and the results are bitwise those of the round
     trip through fp32 (the ablation) and within tolerance of float64, eager and replayed."""
     import cupy as cp
+    monkeypatch.setattr(persistent, "BATCH_GROUPS", False)   # B=16's GEMM plan (v30 groups it: the kernel reads x)
     config = LSTMConfig(hidden, hidden, 1, False, dtype, batch, 40)
     host_weights, gpu_weights, prepared = _prepared(rng, config)
     assert persistent._final(persistent.plans_for(config, False)["forward"]).in_kernel_projection == in_kernel
