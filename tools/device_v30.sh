@@ -8,6 +8,8 @@
 #   pair        fwd+bwd with cuDNN (bench_persistent_v30.py); pair8: the same, the grouped backward on 8 warps
 #   sweep       whole forward, grouped vs v29 on bench_persistent_v30_sweep's rows; sweep_train: fwd+bwd there
 #   profile     the training call's kernels, grouped and not (profile_training_v30.py)
+#   plots       the #5 16-bit plot sweep (vs batch at H=1024, cuDNN in the process); planner: the 16-bit
+#               persistent/fused sweep at B >= 16 (the planner's pick where groups changed persistent)
 #   bench       the quick bench; cache: the NVRTC cache
 set -u
 OUT=${OUT:-/tmp/v30_out}
@@ -29,6 +31,11 @@ for stage in ${STAGES:-"tests cache"}; do
       --rounds "${ROUNDS:-2}" --name sweep_forward_v30 2>&1 | tail -12 ;;
     sweep_train) timeout "${SWEEP_TIMEOUT:-300}" python3 benchmarks/bench_persistent_v30_sweep.py "$OUT" 2>&1 | tail -12 ;;
     profile) timeout "${PROFILE_TIMEOUT:-150}" python3 benchmarks/profile_training_v30.py "$OUT" 2>&1 | tail -30 ;;
+    plots) timeout "${PLOT_TIMEOUT:-200}" python3 -m ecornn.run sweep --hidden 1024 --batch 1,2,4,8,16,32,64 \
+      --dtype float16,bfloat16 --mode inference --seq-len 256 --iterations 3 --json "$OUT/plot_batch.json" 2>&1 | tail -3 ;;
+    planner) timeout "${PLANNER_TIMEOUT:-400}" python3 -m ecornn.run sweep --hidden 256,512,1024,1536 --batch 16,32,64 \
+      --dtype float16,bfloat16 --mode inference,training --seq-len 256 --iterations 2 --no-torch \
+      --json "$OUT/sweep_16bit.json" 2>&1 | tail -3 ;;
     bench) timeout "${BENCH_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     cache) save_cupy_cache "$OUT" ;;
   esac
