@@ -126,7 +126,8 @@ def predict_persistent_us(config: LSTMConfig, device: DeviceSpec, kernel: dict,
                     2.0 * config.batch * config.gate_size * config.hidden_size * config.num_directions,
                     config, device, consts)
         elif kernel.get("mma"):
-            step = mma_step_us(config, consts) - (consts.mma_tagged_saving_us if kernel.get("mma_tagged") else 0.0)
+            step = (mma_step_us(config, consts, kernel.get("mma_groups", 1))
+                    - (consts.mma_tagged_saving_us if kernel.get("mma_tagged") else 0.0))
             total += step + forward_projection
             if training:  # the backward's cost follows its own plan's issue/staging clocks
                 total += (consts.mma_bwd_step_us + consts.mma_bwd_us_per_kclock * kernel["mma_bwd_clocks"] / 1e3
@@ -145,14 +146,16 @@ def predict_persistent_us(config: LSTMConfig, device: DeviceSpec, kernel: dict,
     return total + consts.call_overhead_us / config.seq_len
 
 
-def mma_step_terms(config: LSTMConfig) -> tuple:
-    """(H*B/1e3, H^2/1e6) of one forward step of one layer of the tensor-core persistent kernel."""
-    return (config.hidden_size * config.batch * config.num_directions / 1e3,
+def mma_step_terms(config: LSTMConfig, groups: int = 1) -> tuple:
+    """(H*B/1e3, H^2/1e6) of one forward step of one layer of the tensor-core persistent kernel; v30:
+    with the batch in ``groups`` groups on blocks of their own, B is one group's (each block stages
+    only its group's vector)."""
+    return (config.hidden_size * (config.batch // groups) * config.num_directions / 1e3,
             config.hidden_size ** 2 * config.num_directions / 1e6)
 
 
-def mma_step_us(config: LSTMConfig, consts: CostConstants) -> float:
-    hb, hh = mma_step_terms(config)
+def mma_step_us(config: LSTMConfig, consts: CostConstants, groups: int = 1) -> float:
+    hb, hh = mma_step_terms(config, groups)
     return consts.mma_step_us + consts.mma_vector_us * hb + consts.mma_weights_us * hh
 
 

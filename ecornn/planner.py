@@ -50,7 +50,8 @@ def persistent_fit(config: LSTMConfig, device: DeviceSpec, training: bool = Fals
     props = device.as_dict()
     if tensor_cores:   # fp32: the split forward where the engine takes it (v13/v14; its FP32_TENSOR_CORES)
         passes = persistent_capacity.plan_config(props, config, training,
-                                                 fp32_tensor_cores=persistent.FP32_TENSOR_CORES)
+                                                 fp32_tensor_cores=persistent.FP32_TENSOR_CORES,
+                                                 batch_groups=persistent.BATCH_GROUPS)
     else:
         passes = persistent_capacity.plan_grid_config(props, config, training)
     forward = passes["forward"]
@@ -66,6 +67,7 @@ def persistent_fit(config: LSTMConfig, device: DeviceSpec, training: bool = Fals
     if getattr(forward, "kind", "grid") == "mma":  # fp16/bf16 on tensor cores (no cluster variant)
         kernel["mma"] = True
         kernel["mma_tagged"] = bool(getattr(forward, "tagged", False))
+        kernel["mma_groups"] = forward.batch_groups   # v30: the batch in groups on blocks of their own
         if "backward" in passes:
             kernel["mma_bwd_clocks"] = persistent_capacity.mma_step_clocks(passes["backward"])
         return kernel
