@@ -27,7 +27,8 @@ def _x_like(dtype):
     ("float16", 256, 3, True, 4, True),
     ("bfloat16", 100, 1, False, 4, False),    # input size not a multiple of 8: the projection is a GEMM
     ("float16", 1024, 1, False, 8, True),     # v26: tagged with the projection at B=8
-    ("float16", 1024, 1, False, 16, False),   # grid.sync plan: the GEMM stays (v12's rule)
+    ("float16", 1024, 1, False, 16, True),    # v30: two groups of 8, each tagged with the projection
+    ("float16", 1024, 1, False, 32, False),   # grid.sync plan (v30: groups of 16): the GEMM stays (v12's rule)
     ("bfloat16", 1024, 1, False, 2, False),   # B < 4: the GEMM stays
     ("bfloat16", 2048, 1, False, 4, False),   # W_ih does not fit in shared memory
     ("float32", 1024, 1, False, 4, False),    # fp32 kernels read fp32 x or xw

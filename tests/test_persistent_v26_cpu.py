@@ -26,7 +26,8 @@ def _forward(config, training=False):
     ("float16", 100, 1024, 8, False, False, 0),     # input not a multiple of 8: no projection, so grid.sync
     ("float16", 1536, 1536, 8, False, False, 0),    # the projection does not fit shared memory
     ("float16", 2048, 2048, 8, False, False, 0),    # 16 polls per lane
-    ("float16", 1024, 1024, 16, False, False, 0),   # B=16 measured slower tagged, with or without it
+    ("float16", 1024, 1024, 16, True, True, 0),     # v30: two groups of 8, each B=8's rule
+    ("float16", 1024, 1024, 32, False, False, 0),   # groups of 16: slower tagged, with or without it (v26's B=16)
     ("bfloat16", 1024, 1024, 4, True, True, 0),     # v12 as before (4 polls per lane)
     ("float32", 1024, 1024, 4, True, False, 400),   # the paired split: v28's 4 rows of words x 8 k-tiles
     ("float32", 1536, 1536, 4, True, False, 400),   # v28: 6 polls per lane (v26's rows: 12, grid.sync)
@@ -103,7 +104,7 @@ def test_the_emulated_engine_on_a_v26_plan_matches_float64(cpu_engine, rng, monk
 @pytest.mark.parametrize("dtype, hidden, batch, training, expected, absent", [
     ("float16", 1024, 8, False, ["tensor cores, float16)", "tagged exchange", "input projection in the kernel"],
      ["first poll", "grid.sync"]),
-    ("float16", 1024, 16, False, ["grid.sync exchange"], ["tagged", "input projection"]),
+    ("float16", 1024, 32, False, ["grid.sync exchange", "2 groups of 16"], ["tagged", "input projection"]),
     ("float32", 1024, 4, False, ["float32 as fp16 hi/lo halves, 2 mma per tile", "tagged exchange (first poll after 400 ns)"],
      ["grid.sync"]),
     ("float32", 1024, 8, False, ["float32 as fp16 hi/lo halves, 3 mma per tile", "grid.sync exchange"], ["tagged"]),
