@@ -1172,6 +1172,36 @@ def _add_initial_recurrence(xw, h0, preps) -> None:
 
 
 # ---- backward ---------------------------------------------------------------------------------
+@dataclass
+class ShiftedHidden:
+    """h_{t-1} of every t without the copy _previous_hidden makes (v30, 16-bit GEMMs): the direction's
+    outputs [T*B, H] (a contiguous view) shifted one step, h0 [B, H] at the sequence's start."""
+    outputs: object
+    h0: object
+    reverse: bool
+
+
+def _hidden_operand(output, h0, direction: int, hidden: int, shifted: bool):
+    """What dW_hh is taken against: a ShiftedHidden where ``shifted`` and the direction's outputs are
+    contiguous (one direction, T > 1), else _previous_hidden's copy."""
+    flat = output[..., direction * hidden:(direction + 1) * hidden].reshape(-1, hidden)
+    if shifted and flat.flags.c_contiguous and flat.shape[0] > h0.shape[0]:
+        return ShiftedHidden(flat, h0, direction == 1)
+    return _previous_hidden(output, h0, direction, hidden)
+
+
+def _shifted_hidden_grad(op, h_prev: ShiftedHidden, tf32: bool, a_type: str):
+    """dW_hh = op^T h_{t-1} as two GEMMs on views: the B rows at the sequence's start against h0, the
+    rest against the outputs one step before them."""
+    b = h_prev.h0.shape[0]
+    if h_prev.reverse:
+        body_dz, edge_dz, body_h = op[:-b], op[-b:], h_prev.outputs[b:]
+    else:
+        body_dz, edge_dz, body_h = op[b:], op[:b], h_prev.outputs[:-b]
+    out = _matmul(edge_dz.T, h_prev.h0, tf32=tf32, a_type=a_type)
+    return _matmul(body_dz.T, body_h, out, accumulate=True, tf32=tf32, a_type=a_type)
+
+
 def _previous_hidden(output, h0, direction: int, hidden: int):
     """h_{t-1} in processing order for every t, [T, B, H]."""
     cp = _cp()
@@ -1191,7 +1221,10 @@ def _weight_grads(dz, layer_input, h_prev, hidden: int, dtype, tf32: bool = Fals
     op = dz if dz_operand is None else dz_operand
     parts = parts or Fp32BackwardParts()
     d_w_ih = _matmul(op.T, layer_input.reshape(dz.shape[0], -1), tf32=tf32, a_type=a_type, **parts.d_w_ih)
-    d_w_hh = _matmul(op.T, h_prev.reshape(dz.shape[0], -1), tf32=tf32, a_type=a_type, **parts.d_w_hh)
+    if isinstance(h_prev, ShiftedHidden):
+        d_w_hh = _shifted_hidden_grad(op, h_prev, tf32, a_type)
+    else:
+        d_w_hh = _matmul(op.T, h_prev.reshape(dz.shape[0], -1), tf32=tf32, a_type=a_type, **parts.d_w_hh)
     ones = _cp().ones((dz.shape[0], 1), np.float32)
     if dz.dtype.itemsize == 2:   # v30: the kernel's 16-bit dz (the bias sums the values the GEMMs take)
         d_b = _matmul(dz.T, _storage16(ones, a_type), a_type=a_type)[:, 0]
@@ -1309,7 +1342,7 @@ def _backward_eager(reserve: PersistentReserve, dy, dhT, dcT):
             s = s0 + d
             flat_dz = dz[d].reshape(steps * batch, 4 * hidden)
             flat_operand = dz_operand[d].reshape(steps * batch, 4 * hidden)
-            h_prev = _previous_hidden(output_operand, h0_operand[s], d, hidden)
+            h_prev = _hidden_operand(output_operand, h0_operand[s], d, hidden, shifted=gemm_dtype is not None)
             slot_weights = reserve.weights.slots[s]
             parts = _fp32_backward_parts(config, flat_dz, input_operand.reshape(steps * batch, -1), h_prev,
                                          slot_weights, input_part)   # none for 16-bit layers (_runs_3xtf32)
