@@ -60,8 +60,12 @@ class CostConstants:
     mma_weights_us: float = 0.234
     mma_tagged_saving_us: float = 0.45    # v5: a tagged forward plan skips grid.sync (H100 kernel
                                           # ablation: 0.31-0.77, median 0.44; the fit above is v4's)
-    mma_bwd_step_us: float = 1.4          # training adds the backward recurrence: fixed part ...
-    mma_bwd_us_per_kclock: float = 2.4    # ... + per 1000 of the backward plan's mma_step_clocks
+    mma_bwd_step_us: float = 1.13         # training adds the backward recurrence: fixed part ...
+    mma_bwd_us_per_kclock: float = 0.89   # ... + per 1000 of the backward plan's mma_step_clocks; v30:
+                                          # refitted (relative least squares) on the 18 16-bit training
+                                          # cells of results/persistent_v30/10_sweep_16bit.json (was 1.4 /
+                                          # 2.4: H=1536 B=16 predicted at twice its time); v27's B <= 8
+                                          # training picks are unchanged by it (24 of 24 within 10%)
     # persistent v13/v14 (fp32 forwards split into fp16 halves on the tensor cores, where
     # rules.fp32_split_pays): step = fixed + per 1e3 H*B (the hi and lo rows every block stages)
     # + per 1e6 H^2 x mma per weight tile (3, paired 2, times the N tiles); fitted to the H100 whole
