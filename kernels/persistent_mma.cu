@@ -118,6 +118,9 @@ namespace cg = cooperative_groups;
 #ifndef GROUPS          // v30: the batch as GROUPS groups of BATCH columns, each on blocks of its own
 #define GROUPS 1
 #endif
+#ifndef GROUP_BARRIERS  // v30, grouped grid.sync plans: a split barrier per (direction, group) instead of grid.sync()
+#define GROUP_BARRIERS 0
+#endif
 #ifndef SPLIT_BARRIER   // grid.sync plans: the split barrier (default with the in-kernel projection) or grid.sync()
 #define SPLIT_BARRIER (IN_K_TILES > 0)
 #endif
@@ -691,13 +694,27 @@ __device__ __forceinline__ void grid_arrive(unsigned int* counter) {
     }
 }
 
-__device__ __forceinline__ void grid_wait(const unsigned int* counter, unsigned int rounds) {
+__device__ __forceinline__ void grid_wait(const unsigned int* counter, unsigned int rounds, unsigned int blocks) {
     if (threadIdx.x == 0) {
-        const unsigned int target = rounds * gridDim.x;
+        const unsigned int target = rounds * blocks;
         for (long long polls = 0; load_acquire_word(counter) < target; ++polls)
             if (polls > kMaxPolls) __trap();
     }
     __syncthreads();
+}
+
+// v30, GROUP_BARRIERS (grouped plans under grid.sync): the blocks of one (direction, batch group) share
+// nothing with the others, so each region synchronises on a counter of its own (a 128-byte line apart)
+// over its blocks_per_dir blocks, and the groups never wait for each other.
+constexpr bool kGroupBarriers = GROUP_BARRIERS != 0 && kGroups > 1 && !kTagged;
+
+// The barrier counter of region x and the blocks that arrive on it.
+__device__ __forceinline__ unsigned int* barrier_of(unsigned int* barrier, int x) {
+    return kGroupBarriers ? barrier + 32 * x : barrier;
+}
+
+__device__ __forceinline__ unsigned int barrier_blocks(int blocks_per_dir) {
+    return kGroupBarriers ? (unsigned int)blocks_per_dir : gridDim.x;
 }
 
 // One pointwise thread per (unit, batch) pair (units * B <= threads). v11, grid.sync passes of
@@ -870,8 +887,10 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     // h0 is "step -1": slot 1 (tagged: tag 1; h_t of step t gets tag t + 2)
     if (p.active) publish_h(xch, p.x, -1, H, p.b, p.j, kSplit ? 0.0f : load_state(h0, p.state_at, states16), 1u);
     cg::grid_group grid = cg::this_grid();
-    constexpr bool kSplitBarrier = !kTagged && SPLIT_BARRIER != 0;
-    if constexpr (kSplitBarrier) grid_arrive(barrier);   // every block's h0 is published ...
+    constexpr bool kSplitBarrier = !kTagged && (SPLIT_BARRIER != 0 || kGroupBarriers);
+    unsigned int* const counter = barrier_of(barrier, p.x);
+    const unsigned int arrivals = barrier_blocks(blocks_per_dir);
+    if constexpr (kSplitBarrier) grid_arrive(counter);   // every block's h0 is published ...
     else __syncthreads();
     Acc acc;   // kInput: this warp's slice of the next step's input product
     if constexpr (kInput) {   // (the W_ih tiles are in shared memory after the block barrier above)
@@ -882,7 +901,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         load_column_factors(first, sx.factors + (size_t)t0 * kBatch, input_ratio);
         input_in_recurrent_units(acc, first);
     }
-    if constexpr (kSplitBarrier) grid_wait(barrier, 1u);   // ... round 1
+    if constexpr (kSplitBarrier) grid_wait(counter, 1u, arrivals);   // ... round 1
     else if constexpr (!kTagged) grid.sync();
     for (int step = 0; step < T; ++step) {
         const int t = p.reverse ? T - 1 - step : step;
@@ -929,13 +948,13 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
                 store_output(cT, p.state_at, c, out16);
             }
         }
-        if constexpr (kSplitBarrier) grid_arrive(barrier);   // h_t published (also orders the reads of red)
+        if constexpr (kSplitBarrier) grid_arrive(counter);   // h_t published (also orders the reads of red)
         if (kInput && step + 1 < T) {   // the next step's input product while the other blocks finish
             stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
             input_product(acc, s.in_a, s.xs);
             input_in_recurrent_units(acc, next_factors);
         }
-        if constexpr (kSplitBarrier) grid_wait(barrier, step + 2u);
+        if constexpr (kSplitBarrier) grid_wait(counter, step + 2u, arrivals);
         else if constexpr (!kTagged) grid.sync();   // also orders this step's reads of red before the next stores
     }
 }
@@ -952,13 +971,15 @@ __device__ __forceinline__ float unit_sum(const float* red_s, int u, int b) {
 // dy [T][B][ldy] (direction d at columns d*H); gates [D][T][B][4H] activated, cells [D][T][B][H];
 // c0, dhT, dcT, dh0, dc0 [D][B][H]; dz [D][T][B][4H] gate-interleaved output, fp32 or (v30, dz16) the
 // layer's 16-bit values (the bits of the exchange: what the 16-bit GEMMs after the kernel take, so no
-// conversion pass); xch zeroed: [D][2][B][4H] tagged words (TAGGED=1) or 16-bit values (TAGGED=0).
+// conversion pass); xch zeroed: [D][2][B][4H] tagged words (TAGGED=1) or 16-bit values (TAGGED=0);
+// barrier: zeroed words, a counter per (direction, group) 32 words apart (v30, GROUP_BARRIERS only).
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ dy,
                     const float* __restrict__ gates, const float* __restrict__ cells,
                     const float* __restrict__ c0, const float* __restrict__ dhT,
                     const float* __restrict__ dcT, float* dz, float* dh0, float* dc0, int T, int H,
-                    int units, int blocks_per_dir, int ldy, int dir0, unsigned int* xch, int dz16) {
+                    int units, int blocks_per_dir, int ldy, int dir0, unsigned int* xch, int dz16,
+                    unsigned int* barrier) {
     extern __shared__ __align__(16) uint4 smem[];
     const Carve s = carve(smem);
     const Slot p = slot_of(H, units, blocks_per_dir, dir0);
@@ -1005,7 +1026,12 @@ persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ d
             tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.x, T - 1 - step, (int)G), (int)G,
                            (T - step) & 0xffffu, acc);
         } else {
-            grid.sync();   // dz_t of every block is written; also orders red reads before the next stores
+            if constexpr (kGroupBarriers) {   // v30: the group's blocks only; round T - step
+                grid_arrive(barrier_of(barrier, p.x));
+                grid_wait(barrier_of(barrier, p.x), (unsigned int)(T - step), barrier_blocks(blocks_per_dir));
+            } else {
+                grid.sync();   // dz_t of every block is written; also orders red reads before the next stores
+            }
             packed_product(s.red, s.vec, a_reg, s.a,
                            reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.x, T - 1 - step, (int)G), (int)G,
                            acc);

@@ -60,3 +60,20 @@ def test_grouped_inference_graph_replays_match_float64(rng, dtype):
     config = LSTMConfig(1024, 1024, 1, False, dtype, 16, 32)
     _grouped_plan(config)
     _assert_graph_replays_match_float64(rng, config, "mma", HALF_TOL)
+
+
+@pytest.mark.parametrize("dtype, hidden, batch, steps", [
+    ("float16", 1024, 16, 30),    # the backward under a barrier per group
+    ("bfloat16", 512, 32, 20),    # forward and backward (groups of 16) under a barrier per group
+])
+def test_a_barrier_per_group_changes_no_bit(monkeypatch, dtype, hidden, batch, steps):
+    """GROUP_BARRIERS (default) against grid.sync() over the whole grid: only the synchronisation
+    differs, so forward and every gradient are bitwise equal, both within tolerance of float64."""
+    config = LSTMConfig(hidden, hidden, 1, False, dtype, batch, steps)
+    assert "GROUP_BARRIERS" in _grouped_plan(config, "backward").defines()
+    per_group = _compare(np.random.default_rng(hidden + batch), config, HALF_TOL)
+    monkeypatch.setattr(persistent, "GROUP_BARRIERS", False)
+    assert "GROUP_BARRIERS" not in _grouped_plan(config, "backward").defines()
+    whole_grid = _compare(np.random.default_rng(hidden + batch), config, HALF_TOL)
+    for a, b in zip(per_group, whole_grid):
+        assert np.array_equal(np.asarray(a), np.asarray(b))

@@ -10,6 +10,7 @@
 #   profile     the training call's kernels, grouped and not (profile_training_v30.py)
 #   plots       the #5 16-bit plot sweep (vs batch at H=1024, cuDNN in the process); planner: the 16-bit
 #               persistent/fused sweep at B >= 16 (the planner's pick where groups changed persistent)
+#   barriers    a barrier per group vs grid.sync() in the grouped grid.sync plans (forward and fwd+bwd)
 #   bench       the quick bench; cache: the NVRTC cache
 set -u
 OUT=${OUT:-/tmp/v30_out}
@@ -36,6 +37,9 @@ for stage in ${STAGES:-"tests cache"}; do
     planner) timeout "${PLANNER_TIMEOUT:-400}" python3 -m ecornn.run sweep --hidden 256,512,1024,1536 --batch 16,32,64 \
       --dtype float16,bfloat16 --mode inference,training --seq-len 256 --iterations 2 --no-torch \
       --json "$OUT/sweep_16bit.json" 2>&1 | tail -3 ;;
+    barriers) timeout "${ALT_TIMEOUT:-200}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v30_barriers \
+      --rounds "${ROUNDS:-3}" --name ab_barriers_v30 2>&1 | tail -6
+      timeout "${PAIR_TIMEOUT:-200}" python3 benchmarks/bench_persistent_v30_barriers.py "$OUT" 2>&1 | tail -8 ;;
     bench) timeout "${BENCH_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     cache) save_cupy_cache "$OUT" ;;
   esac

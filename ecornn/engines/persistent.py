@@ -132,6 +132,8 @@ REGISTER_MODEL = "v19"    # tensor-core plans: register k-tiles by the v19 refit
 TAGGED_WITH_WAIT = True  # v26: the tagged exchange past 4 polls per lane where the warps wait otherwise: 16-bit
                          # forwards at B <= 8 with the in-kernel projection, the paired split at B=4 with a
                          # long first-poll delay; False: v5's rule alone (the ablation)
+GROUP_BARRIERS = True     # v30: grouped grid.sync plans synchronise each (direction, group) on a counter of its
+                          # own (kernel GROUP_BARRIERS); False: grid.sync() over the whole grid (the ablation)
 BATCH_GROUPS = "auto"     # v30: 16-bit passes with the batch as groups on blocks of their own
                           # (capacity.grouped_plan) where rules.batch_groups_pay; True: wherever it fits;
                           # False: never (the ablation)
@@ -192,7 +194,8 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
     fits / takes it out, UNITS_FASTEST=False the v10 pointwise thread order, PAIRED_SPLIT=False the
     split's 3 mma per tile at B <= 4, SPLIT_WORDS=False its hi and lo exchange rows, POLL_DELAY=False
     no first-poll delay, REGISTER_MODEL="v4" the tensor-core plans of the v4 register model, TAGGED_WITH_WAIT=False v5's exchange rule alone (tests, the
-    ablations); BATCH_GROUPS True/False the grouped 16-bit forward (v30) wherever it fits / never."""
+    ablations); BATCH_GROUPS True/False the grouped 16-bit passes (v30) wherever they fit / never,
+    GROUP_BARRIERS=False grid.sync() in grouped plans (the ablation)."""
     props = _props()
     by_rows = BACKWARD_BY_ROWS if by_rows is None else by_rows
     plans = _plans_for(tuple(sorted(props.items())), config, training, variant, by_rows, FP32_TENSOR_CORES,
@@ -213,6 +216,8 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
         plans = {k: replace(p, paired_split=False) if p.kind == "mma" else p for k, p in plans.items()}
     if not SPLIT_WORDS:
         plans = {k: capacity.without_split_words(p) for k, p in plans.items()}
+    if not GROUP_BARRIERS:
+        plans = {k: replace(p, group_barriers=False) if p.kind == "mma" else p for k, p in plans.items()}
     if TAGGED_EXCHANGE != "auto":
         plans = {k: p.with_exchange(bool(TAGGED_EXCHANGE)) for k, p in plans.items()}
     if not GRID_KERNEL_BIAS:
@@ -645,19 +650,20 @@ def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tile
     16-bit values and whether it reads h0 and c0 as such (v23, ``out16``, ``states16``). The grid
     forward takes the biases (v15 with its in-kernel projection, v23 with kernel_bias; else null), the
     W_ih tiles and input size of its in-kernel projection (v15; null, 0 otherwise). The mma backward
-    takes whether it stores dz as 16-bit values (v30, ``dz16``)."""
+    takes whether it stores dz as 16-bit values (v30, ``dz16``) and the barrier words."""
     cp = _cp()
     final, kern = _kernel(plan, cp.cuda.Device().id)
     shape = final.exchange_shape(directions)
     words = int(np.prod(shape))
-    zeroed = cp.zeros(words + 32, cp.uint32)   # the barrier word on a 128-byte line of its own
+    zeroed = cp.zeros(words + 32 * shape[0], cp.uint32)   # barrier words, each on a 128-byte line of its own
+                                                          # (v30: one per direction and batch group)
     tail = (zeroed[:words].reshape(shape),)
     if final.kind == "mma" and final.pass_name == "forward":
         tail += (bias, input_tiles if input_tiles is not None else _null(), np.int32(input_size), zeroed[words:],
                  unscale if unscale is not None else _null(), x_at if x_at is not None else _null(),
                  np.int32(bool(out16)), np.int32(bool(states16)))
     elif final.kind == "mma":
-        tail += (np.int32(bool(dz16)),)
+        tail += (np.int32(bool(dz16)), zeroed[words:])
     elif final.kind == "grid" and final.pass_name == "forward":
         tail += (bias if bias is not None else _null(), input_tiles if input_tiles is not None else _null(),
                  np.int32(input_size))
@@ -964,7 +970,7 @@ def _graph_mode(variant) -> tuple:
             BACKWARD_BY_ROWS, SIXTEEN_BIT_GEMMS,
             IN_KERNEL_PROJECTION, UNITS_FASTEST, FP32_TENSOR_CORES, PAIRED_SPLIT, SPLIT_WORDS, POLL_DELAY,
             DIRECT_16BIT_INPUT, ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS, X_PREFETCH,
-            FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER, BATCH_GROUPS)
+            FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER, BATCH_GROUPS, GROUP_BARRIERS)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,

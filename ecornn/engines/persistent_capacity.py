@@ -674,6 +674,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
     poll_delay_ns: int = 0      # v16: sleep before a warp's first poll of the tagged exchange (with_poll_delay)
     split_words: bool = True    # v28: the split's tagged exchange as one word per value (hi | lo, the lo's
                                 # lowest bit the tag); False: v13's hi and lo rows, SPLIT_WORDS=0 (the ablation)
+    group_barriers: bool = True  # v30: a grouped grid.sync plan synchronises each (direction, group) on its own
+                                 # counter (GROUP_BARRIERS=1); False: grid.sync() (the ablation)
     batch_groups: int = 1       # v30 (16-bit layers): the layer's batch is batch_groups x batch columns, each
                                 # group on blocks_per_dir blocks of its own (grouped_plan); batch is one group's
 
@@ -732,7 +734,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                 **({"PAIRED_SPLIT": 0} if self.parts == 2 and not self.paired_split else {}),
                 **({"SPLIT_WORDS": 0} if self.parts == 2 and not self.split_words else {}),
                 **({"POLL_DELAY_NS": self.poll_delay_ns} if self.poll_delay_ns else {}),
-                **({"GROUPS": self.batch_groups} if self.batch_groups > 1 else {})}
+                **({"GROUPS": self.batch_groups} if self.batch_groups > 1 else {}),
+                **({"GROUP_BARRIERS": 1} if self.batch_groups > 1 and self.group_barriers and not self.tagged else {})}
 
     @property
     def in_kernel_projection(self) -> bool:
@@ -767,6 +770,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
         split = "" if self.parts == 1 else f" as fp16 hi/lo halves, {self.mma_per_tile} mma per tile"
         if self.batch_groups > 1:
             split += f", the batch as {self.batch_groups} groups of {self.batch} on blocks of their own"
+            if "GROUP_BARRIERS" in self.defines():
+                split += ", a barrier per group"
         return (f"{self.pass_name} (tensor cores, {self.dtype}{split}): {self.grid} blocks x {self.threads} threads, "
                 f"{self.units} units/block, {self.reg_k_tiles}/{self.k_tiles} k-tiles in registers, "
                 f"{self.smem_bytes // 1024} KB smem, {self.launches} launch(es){projection}, "
