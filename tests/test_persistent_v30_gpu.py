@@ -67,9 +67,10 @@ def test_grouped_inference_graph_replays_match_float64(rng, dtype):
     ("bfloat16", 512, 32, 20),    # forward and backward (groups of 16) under a barrier per group
 ])
 def test_a_barrier_per_group_changes_no_bit(monkeypatch, dtype, hidden, batch, steps):
-    """GROUP_BARRIERS (default) against grid.sync() over the whole grid: only the synchronisation
+    """GROUP_BARRIERS=True (an option) against grid.sync() over the whole grid: only the synchronisation
     differs, so forward and every gradient are bitwise equal, both within tolerance of float64."""
     config = LSTMConfig(hidden, hidden, 1, False, dtype, batch, steps)
+    monkeypatch.setattr(persistent, "GROUP_BARRIERS", True)
     assert "GROUP_BARRIERS" in _grouped_plan(config, "backward").defines()
     per_group = _compare(np.random.default_rng(hidden + batch), config, HALF_TOL)
     monkeypatch.setattr(persistent, "GROUP_BARRIERS", False)

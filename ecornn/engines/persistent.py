@@ -132,8 +132,9 @@ REGISTER_MODEL = "v19"    # tensor-core plans: register k-tiles by the v19 refit
 TAGGED_WITH_WAIT = True  # v26: the tagged exchange past 4 polls per lane where the warps wait otherwise: 16-bit
                          # forwards at B <= 8 with the in-kernel projection, the paired split at B=4 with a
                          # long first-poll delay; False: v5's rule alone (the ablation)
-GROUP_BARRIERS = True     # v30: grouped grid.sync plans synchronise each (direction, group) on a counter of its
-                          # own (kernel GROUP_BARRIERS); False: grid.sync() over the whole grid (the ablation)
+GROUP_BARRIERS = False    # v30: True: grouped grid.sync plans synchronise each (direction, group) on a counter of
+                          # its own (kernel GROUP_BARRIERS); measured slower than grid.sync() over the whole grid
+                          # (results/persistent_v30, 14_), so an option only
 BATCH_GROUPS = "auto"     # v30: 16-bit passes with the batch as groups on blocks of their own
                           # (capacity.grouped_plan) where rules.batch_groups_pay; True: wherever it fits;
                           # False: never (the ablation)
@@ -195,7 +196,7 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
     split's 3 mma per tile at B <= 4, SPLIT_WORDS=False its hi and lo exchange rows, POLL_DELAY=False
     no first-poll delay, REGISTER_MODEL="v4" the tensor-core plans of the v4 register model, TAGGED_WITH_WAIT=False v5's exchange rule alone (tests, the
     ablations); BATCH_GROUPS True/False the grouped 16-bit passes (v30) wherever they fit / never,
-    GROUP_BARRIERS=False grid.sync() in grouped plans (the ablation)."""
+    GROUP_BARRIERS=True a barrier per group in grouped grid.sync plans (measured slower; an option)."""
     props = _props()
     by_rows = BACKWARD_BY_ROWS if by_rows is None else by_rows
     plans = _plans_for(tuple(sorted(props.items())), config, training, variant, by_rows, FP32_TENSOR_CORES,
@@ -216,8 +217,8 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
         plans = {k: replace(p, paired_split=False) if p.kind == "mma" else p for k, p in plans.items()}
     if not SPLIT_WORDS:
         plans = {k: capacity.without_split_words(p) for k, p in plans.items()}
-    if not GROUP_BARRIERS:
-        plans = {k: replace(p, group_barriers=False) if p.kind == "mma" else p for k, p in plans.items()}
+    if GROUP_BARRIERS:
+        plans = {k: replace(p, group_barriers=True) if p.kind == "mma" else p for k, p in plans.items()}
     if TAGGED_EXCHANGE != "auto":
         plans = {k: p.with_exchange(bool(TAGGED_EXCHANGE)) for k, p in plans.items()}
     if not GRID_KERNEL_BIAS:

@@ -674,8 +674,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
     poll_delay_ns: int = 0      # v16: sleep before a warp's first poll of the tagged exchange (with_poll_delay)
     split_words: bool = True    # v28: the split's tagged exchange as one word per value (hi | lo, the lo's
                                 # lowest bit the tag); False: v13's hi and lo rows, SPLIT_WORDS=0 (the ablation)
-    group_barriers: bool = True  # v30: a grouped grid.sync plan synchronises each (direction, group) on its own
-                                 # counter (GROUP_BARRIERS=1); False: grid.sync() (the ablation)
+    group_barriers: bool = False  # v30: a grouped grid.sync plan synchronises each (direction, group) on its own
+                                  # counter (GROUP_BARRIERS=1; measured slower than grid.sync(), an option)
     batch_groups: int = 1       # v30 (16-bit layers): the layer's batch is batch_groups x batch columns, each
                                 # group on blocks_per_dir blocks of its own (grouped_plan); batch is one group's
 
