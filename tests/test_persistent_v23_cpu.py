@@ -83,15 +83,18 @@ def test_16bit_inference_outputs_leave_the_kernel_in_the_callers_dtype(cpu_engin
     assert _max_err(got, config, weights, x, h0, c0) <= HALF_TOL
 
 
-def test_16bit_outputs_only_for_16bit_inference_on_the_tensor_cores(cpu_engine, rng, monkeypatch):
+def test_16bit_outputs_only_for_16bit_forwards_on_the_tensor_cores(cpu_engine, rng, monkeypatch):
+    """v30: training forwards store 16-bit outputs too (the backward's GEMMs take y as it is), but read
+    h0 and c0 as fp32 (the backward reads c0 so); fp32 where the caller or the next layer wants fp32."""
     config = LSTMConfig(24, 24, 2, False, "bfloat16", 3, 3)
     weights, x, h0, c0 = _problem16(rng, config)
     seen = _launch_spy(monkeypatch, grid_emulation._emulated_launch)
-    persistent.forward(config, x, weights, h0, c0, training=True)              # the reserve keeps fp32 y
+    persistent.forward(config, x, weights, h0, c0, training=True)              # v30: 16-bit y, fp32 states
+    assert [s[1:3] for s in seen] == [(True, "bfloat16")] * 2 and seen.states == [False] * 2
     persistent._forward_eager(config, x, weights, h0, c0, cast=False)          # the caller wants fp32
     monkeypatch.setattr(persistent, "SIXTEEN_BIT_GEMMS", False)                # the next layer would read fp32 y
     persistent.forward(config, x, weights, h0, c0)
-    assert [s[1] for s in seen] == [False] * 6 and all(s[2] == "float32" for s in seen)
+    assert [s[1] for s in seen[2:]] == [False] * 4 and all(s[2] == "float32" for s in seen[2:])
     x32 = LSTMConfig(16, 24, 1, False, "float32", 3, 3)
     assert not persistent._kernel_writes_16bit(x32, np.zeros(1, np.float32), persistent.plans_for(x32)["forward"],
                                                False)
