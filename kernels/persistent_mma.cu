@@ -87,6 +87,10 @@
 // v29: the split computing x W_ih^T itself (IN_K_TILES with SPLIT) at H=1024 B=4, tagged and under the split barrier.
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DIN_K_TILES=8
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=0 -DSPLIT=1 -DIN_K_TILES=8
+// v30: the batch as two groups (fp16 H=1024 B=16: forward tagged with the projection, backward with the
+// per-group barrier option)
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DGROUPS=2
+// ecornn-check: -DPASS=1 -DBF16=1 -DBATCH=8 -DNWARPS=16 -DM_TILES=1 -DK_TILES=16 -DREG_K_TILES=16 -DTAGGED=0 -DGROUPS=2 -DGROUP_BARRIERS=1
 #include <cooperative_groups.h>
 
 #include "mma_common.cuh"
@@ -128,13 +132,13 @@ namespace cg = cooperative_groups;
 constexpr bool kBf16 = BF16 != 0;
 constexpr bool kTagged = TAGGED != 0;
 constexpr int kBatch = BATCH;
-// v30, GROUPS > 1 (16-bit layers, forward and backward): the layer's batch is GROUPS x BATCH columns. Group g runs on blocks
-// of its own (a grid of GROUPS x the blocks of one group, like two directions) with its own exchange
-// region, as if it were a layer of batch BATCH: the groups never wait for each other. Each group's
-// blocks own twice the units of the ungrouped plan (half the blocks), so the step's exchange and staging
-// are a batch-8 one instead of a batch-16 one (v26: 8 polls per lane at B = 8 pay tagged with the
-// in-kernel projection; at B = 16 nothing does). x, xw, y, the states and the saved gates keep the
-// layer's [.][GROUPS * BATCH][.] rows (the backward: dy, the saved gates and cells, c0, dz, the states).
+// v30, GROUPS > 1 (16-bit layers, forward and backward): the layer's batch is GROUPS x BATCH columns.
+// Group g runs on blocks of its own (a grid of GROUPS x the blocks of one group, like two directions)
+// with its own exchange region, as if it were a layer of batch BATCH. Each group's blocks own twice the
+// units of the ungrouped plan (half the blocks): full m-tiles in the backward, and the step's exchange
+// and staging are a batch-8 one instead of a batch-16 one (v26: 8 polls per lane at B = 8 pay tagged
+// with the in-kernel projection; at B = 16 nothing does). x, xw, y, the states, the saved gates and
+// cells, dy and dz keep the layer's [.][GROUPS * BATCH][.] rows.
 constexpr int kGroups = GROUPS;
 constexpr int kBatchAll = GROUPS * BATCH;
 constexpr int kNTiles = (BATCH + 7) / 8;
