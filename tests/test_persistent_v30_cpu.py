@@ -36,7 +36,7 @@ def test_fp16_h1024_b16_runs_two_groups_of_eight_on_half_the_sms_each():
     assert fwd.exchange_shape(1) == (2, 2, 8, 1024)                # a region per group: 8 rows of tagged words
     assert bwd.warps == 16 and bwd.reg_k_tiles == bwd.k_tiles == 16 and not bwd.tagged
     assert bwd.exchange_shape(1) == (2, 2, 8, 2048)                # 4H packed 16-bit values per row
-    assert rules.batch_groups_pay(fwd, None) and rules.batch_groups_pay(bwd, None)
+    assert rules.batch_groups_pay(fwd) and rules.batch_groups_pay(bwd)
 
 
 def test_the_ungrouped_b16_backward_wastes_half_its_tiles():

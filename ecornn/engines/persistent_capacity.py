@@ -735,7 +735,12 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                 **({"SPLIT_WORDS": 0} if self.parts == 2 and not self.split_words else {}),
                 **({"POLL_DELAY_NS": self.poll_delay_ns} if self.poll_delay_ns else {}),
                 **({"GROUPS": self.batch_groups} if self.batch_groups > 1 else {}),
-                **({"GROUP_BARRIERS": 1} if self.batch_groups > 1 and self.group_barriers and not self.tagged else {})}
+                **({"GROUP_BARRIERS": 1} if self.barrier_per_group else {})}
+
+    @property
+    def barrier_per_group(self) -> bool:
+        """v30: a grouped grid.sync plan built with a counter per (direction, group) (GROUP_BARRIERS)."""
+        return self.batch_groups > 1 and self.group_barriers and not self.tagged
 
     @property
     def in_kernel_projection(self) -> bool:
@@ -770,7 +775,7 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
         split = "" if self.parts == 1 else f" as fp16 hi/lo halves, {self.mma_per_tile} mma per tile"
         if self.batch_groups > 1:
             split += f", the batch as {self.batch_groups} groups of {self.batch} on blocks of their own"
-            if "GROUP_BARRIERS" in self.defines():
+            if self.barrier_per_group:
                 split += ", a barrier per group"
         return (f"{self.pass_name} (tensor cores, {self.dtype}{split}): {self.grid} blocks x {self.threads} threads, "
                 f"{self.units} units/block, {self.reg_k_tiles}/{self.k_tiles} k-tiles in registers, "
@@ -1077,29 +1082,25 @@ def plan_mma_config(props: dict, config, training: bool, reg_model: str = "v19",
         forward = plan_mma(props, "forward", *args)
         return {**plan_grid_config(props, config, training), "forward": split_forward(props, forward, config)}
     passes = ("forward", "backward") if training else ("forward",)
-    plans = {p: _ungrouped_or_none(props, p, args, batch_groups) for p in passes}
-    if plans["forward"] is not None:
-        plans["forward"] = _with_projection(props, plans["forward"], config)
-    for pass_name, plan in plans.items() if batch_groups is not False else ():
-        grouped = grouped_plan(props, config, pass_name, reg_model)
-        if grouped is not None and (batch_groups is True or plan is None or rules.batch_groups_pay(grouped, plan)):
-            plans[pass_name] = grouped
-    for pass_name in passes:
-        if plans[pass_name] is None:   # neither fits: the ungrouped plan's reason
-            plan_mma(props, pass_name, *args)
+    plans = {p: _pass_plan(props, config, p, args, batch_groups) for p in passes}
     plans["forward"] = with_poll_delay(plans["forward"])
     return plans
 
 
-def _ungrouped_or_none(props, pass_name, args, batch_groups):
-    """The ungrouped plan of ``pass_name``, or None where it does not fit but a grouped one may (v30:
-    fp16 H=1024 B=32 trains only grouped)."""
+def _pass_plan(props, config, pass_name, args, batch_groups):
+    """One 16-bit pass: the grouped plan where it is taken (v30), else the ungrouped one (a forward with
+    its projection rules), else the grouped one where only it fits (fp16 H=1024 B=32 trains only
+    grouped); NotSupported with the ungrouped plan's reason where neither fits."""
+    grouped = grouped_plan(props, config, pass_name, args[-1]) if batch_groups is not False else None
+    if grouped is not None and (batch_groups is True or rules.batch_groups_pay(grouped)):
+        return grouped
     try:
-        return plan_mma(props, pass_name, *args)
+        plan = plan_mma(props, pass_name, *args)
     except NotSupported:
-        if batch_groups is False:
+        if grouped is None:
             raise
-        return None
+        return grouped
+    return _with_projection(props, plan, config) if pass_name == "forward" else plan
 
 
 def largest_mma_hidden(props: dict, batch: int, pass_name: str = "forward", step: int = 64,

@@ -231,7 +231,7 @@ def rows_backward_pays(hidden: int, batch: int) -> bool:
     return hidden >= 1024 and batch >= 4
 
 
-def batch_groups_pay(grouped, ungrouped) -> bool:
+def batch_groups_pay(grouped) -> bool:
     """Whether a 16-bit pass runs its batch as groups on blocks of their own (v30,
     capacity.grouped_plan: B/2 columns per group, each group on half the SMs with twice the units per
     block) instead of the ungrouped plan: wherever it fits. H100, grouped vs v29's plans alternated in
