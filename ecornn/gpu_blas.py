@@ -164,20 +164,30 @@ _ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
 
 
 def matmul(a, b, out, *, beta=0.0, tf32=False, a_type="float32", stream=None):
-    """Row-major ``out = a @ b + beta * out`` into fp32 ``out`` (C-contiguous; ``a`` and ``b``
+    """Row-major ``out = a @ b + beta * out`` into ``out`` (C-contiguous; ``a`` and ``b``
     C-contiguous or transposed views of such): column-major ``out^T = b^T a^T``. ``a_type`` is the
-    element type of both operands; 16-bit ones may be raw 16-bit words (bf16 as uint16)."""
+    element type of both operands; 16-bit ones may be raw 16-bit words (bf16 as uint16). ``out`` is
+    fp32, or with 16-bit operands (v31) of their type: fp32 accumulation, rounded once at the end."""
     for operand, what in ((a, "a"), (b, "b")):
         if operand.dtype.itemsize != _ITEMSIZE[a_type]:
             raise ValueError(f"matmul: operand {what} should hold {a_type} elements "
                              f"({_ITEMSIZE[a_type]} bytes), got {operand.dtype}")
-    if str(out.dtype) != "float32":
-        raise ValueError(f"matmul: out should be float32, got {out.dtype}")
     op_b, ld_b, b_c = _row_major_operand(b)
     op_a, ld_a, a_c = _row_major_operand(a)
     gemm(op_b, op_a, b.shape[1], a.shape[0], a.shape[1], b_c, ld_b, a_c, ld_a, out, out.shape[1],
-         beta=beta, a_type=a_type, tf32=tf32, stream=stream)
+         beta=beta, a_type=a_type, c_type=_out_type(out, a_type), tf32=tf32, stream=stream)
     return out
+
+
+def _out_type(out, a_type: str) -> str:
+    """matmul's C type: fp32, or a 16-bit ``out`` holding ``a_type`` (fp16; bf16, or its uint16 words)."""
+    name = str(out.dtype)
+    if name == "float32":
+        return "float32"
+    if a_type != "float32" and name in (a_type, "uint16" if a_type == "bfloat16" else a_type):
+        return a_type
+    want = "float32" if a_type == "float32" else f"float32 or {a_type}"
+    raise ValueError(f"matmul: out should be {want}, got {out.dtype}")
 
 
 # ---- fp32-accurate GEMMs on TF32 tensor cores ("3xTF32") ----------------------------------------

@@ -144,10 +144,11 @@ struct BwdInputs {
     float c, c_prev, dy;
 };
 
+// The saved part of BwdInputs (in.dy is left 0: load_bwd_inputs reads fp32 dy, the tensor-core
+// backward fp32 or 16-bit dy, v31).
 template <int Batch>
-__device__ __forceinline__ BwdInputs load_bwd_inputs(const float* gates, const float* cells,
-                                                     const float* c0, const float* dy, int d, int T,
-                                                     int H, int ldy, int step, bool reverse, int b, int j) {
+__device__ __forceinline__ BwdInputs load_bwd_saved(const float* gates, const float* cells, const float* c0,
+                                                    int d, int T, int H, int step, bool reverse, int b, int j) {
     const int t = reverse ? T - 1 - step : step;
     const int tp = reverse ? t + 1 : t - 1;
     const size_t row = ((size_t)d * T + t) * Batch + b;
@@ -156,7 +157,23 @@ __device__ __forceinline__ BwdInputs load_bwd_inputs(const float* gates, const f
     in.c = __ldg(cells + row * H + j);
     in.c_prev = step == 0 ? __ldg(c0 + ((size_t)d * Batch + b) * H + j)
                           : __ldg(cells + (((size_t)d * T + tp) * Batch + b) * H + j);
-    in.dy = __ldg(dy + ((size_t)t * Batch + b) * ldy + (size_t)d * H + j);
+    in.dy = 0.0f;
+    return in;
+}
+
+// Where dy of (direction d, step, batch b, unit j) lies in dy [T][Batch][ldy].
+__device__ __forceinline__ size_t dy_index(int Batch, int d, int T, int H, int ldy, int step, bool reverse, int b,
+                                           int j) {
+    const int t = reverse ? T - 1 - step : step;
+    return ((size_t)t * Batch + b) * ldy + (size_t)d * H + j;
+}
+
+template <int Batch>
+__device__ __forceinline__ BwdInputs load_bwd_inputs(const float* gates, const float* cells,
+                                                     const float* c0, const float* dy, int d, int T,
+                                                     int H, int ldy, int step, bool reverse, int b, int j) {
+    BwdInputs in = load_bwd_saved<Batch>(gates, cells, c0, d, T, H, step, reverse, b, j);
+    in.dy = __ldg(dy + dy_index(Batch, d, T, H, ldy, step, reverse, b, j));
     return in;
 }
 

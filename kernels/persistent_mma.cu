@@ -963,6 +963,26 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     }
 }
 #else
+// The step's BwdInputs; dy as fp32 or (dy16, v31) the layer's 16-bit values.
+__device__ __forceinline__ BwdInputs load_mma_bwd_inputs(const float* gates, const float* cells, const float* c0,
+                                                         const float* dy, int dy16, const Slot& p, int T, int H,
+                                                         int ldy, int step) {
+    const int b = batch_column(p);
+    BwdInputs in = load_bwd_saved<kBatchAll>(gates, cells, c0, p.d, T, H, step, p.reverse, b, p.j);
+    const size_t at = dy_index(kBatchAll, p.d, T, H, ldy, step, p.reverse, b, p.j);
+    in.dy = dy16 ? unpack_half<kBf16>(__ldg(reinterpret_cast<const unsigned short*>(dy) + at)) : __ldg(dy + at);
+    return in;
+}
+
+// Unit j's four gate values (a 16-bit pair of pairs, gate i lowest) into a gate-blocked row at q[g * H]
+// (v31): the warp's lanes hold consecutive units, so each gate's stores stay coalesced.
+__device__ __forceinline__ void store_gate_blocked(unsigned short* q, int H, uint2 pairs) {
+    q[0] = static_cast<unsigned short>(pairs.x & 0xffffu);
+    q[H] = static_cast<unsigned short>(pairs.x >> 16);
+    q[2 * (size_t)H] = static_cast<unsigned short>(pairs.y & 0xffffu);
+    q[3 * (size_t)H] = static_cast<unsigned short>(pairs.y >> 16);
+}
+
 // dh of (unit u, batch b) from the recurrence: the warps' partials summed in warp order.
 __device__ __forceinline__ float unit_sum(const float* red_s, int u, int b) {
     float s = 0.0f;
@@ -973,9 +993,11 @@ __device__ __forceinline__ float unit_sum(const float* red_s, int u, int b) {
 
 // tiles: packed W_hh^T rows (unit j's column of the gate-interleaved W_hh, K = 4H);
 // dy [T][B][ldy] (direction d at columns d*H); gates [D][T][B][4H] activated, cells [D][T][B][H];
-// c0, dhT, dcT, dh0, dc0 [D][B][H]; dz [D][T][B][4H] gate-interleaved output, fp32 or (v30, dz16) the
-// layer's 16-bit values (the bits of the exchange: what the 16-bit GEMMs after the kernel take, so no
-// conversion pass); xch zeroed: [D][2][B][4H] tagged words (TAGGED=1) or 16-bit values (TAGGED=0);
+// c0, dhT, dcT, dh0, dc0 [D][B][H]; dz [D][T][B][4H]: fp32 gate-interleaved, or (dz16) the layer's
+// 16-bit values (the bits of the exchange: what the 16-bit GEMMs after the kernel take, v30) in the
+// framework's gate-blocked order (v31: dW = dz^T x comes out in the framework's layout, no deinterleave
+// pass); dy16: dy holds the layer's 16-bit values (v31: the caller's dy, or the layer above's 16-bit dX);
+// xch zeroed: [D][2][B][4H] tagged words (TAGGED=1) or 16-bit values (TAGGED=0);
 // barrier: zeroed words, a counter per (direction, group) 32 words apart (v30, GROUP_BARRIERS only).
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ dy,
@@ -983,7 +1005,7 @@ persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ d
                     const float* __restrict__ c0, const float* __restrict__ dhT,
                     const float* __restrict__ dcT, float* dz, float* dh0, float* dc0, int T, int H,
                     int units, int blocks_per_dir, int ldy, int dir0, unsigned int* xch, int dz16,
-                    unsigned int* barrier) {
+                    int dy16, unsigned int* barrier) {
     extern __shared__ __align__(16) uint4 smem[];
     const Carve s = carve(smem);
     const Slot p = slot_of(H, units, blocks_per_dir, dir0);
@@ -994,7 +1016,7 @@ persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ d
     if (p.active) {
         dc_next = dcT[p.state_at];
         dh_rec = dhT[p.state_at];
-        in = load_bwd_inputs<kBatchAll>(gates, cells, c0, dy, p.d, T, H, ldy, T - 1, p.reverse, batch_column(p), p.j);
+        in = load_mma_bwd_inputs(gates, cells, c0, dy, dy16, p, T, H, ldy, T - 1);
     }
     __syncthreads();
     cg::grid_group grid = cg::this_grid();
@@ -1006,9 +1028,9 @@ persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ d
             float dc;
             const float4 out = pointwise_backward(in, in.dy + dh_rec, tc, dc_next, dc);
             const uint2 out16 = make_uint2(pack_pair<kBf16>(out.x, out.y), pack_pair<kBf16>(out.z, out.w));
-            const size_t dz_at = (((size_t)p.d * T + t) * kBatchAll + batch_column(p)) * G + 4 * (size_t)p.j;
-            if (dz16) *reinterpret_cast<uint2*>(reinterpret_cast<unsigned short*>(dz) + dz_at) = out16;   // v30
-            else *reinterpret_cast<float4*>(dz + dz_at) = out;
+            const size_t dz_row = (((size_t)p.d * T + t) * kBatchAll + batch_column(p)) * G;
+            if (dz16) store_gate_blocked(reinterpret_cast<unsigned short*>(dz) + dz_row + p.j, H, out16);
+            else *reinterpret_cast<float4*>(dz + dz_row + 4 * (size_t)p.j) = out;
             if constexpr (!kTagged) {   // the packed copy the blocks stage after the barrier
                 unsigned short* q = reinterpret_cast<unsigned short*>(xch) + packed_rows(p.x, T - 1 - step, (int)G)
                                     + (size_t)p.b * packed_ld((int)G) + 4 * (size_t)p.j;
@@ -1022,8 +1044,7 @@ persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ d
             }
             dc_next = dc * in.g.y;
             if (step > 0)
-                in = load_bwd_inputs<kBatchAll>(gates, cells, c0, dy, p.d, T, H, ldy, step - 1, p.reverse,
-                                                batch_column(p), p.j);
+                in = load_mma_bwd_inputs(gates, cells, c0, dy, dy16, p, T, H, ldy, step - 1);
         }
         Acc acc;
         if constexpr (kTagged) {

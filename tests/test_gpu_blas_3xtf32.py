@@ -56,4 +56,6 @@ def test_matmul_names_the_operand_type_it_expected():
     with pytest.raises(ValueError, match=r"operand a should hold float16 elements \(2 bytes\), got float32"):
         matmul(a, b, out, a_type="float16")
     with pytest.raises(ValueError, match="out should be float32, got float16"):
-        matmul(b.T, b, np.zeros((4, 4), np.float16), a_type="float16")
+        matmul(a, a.T, np.zeros((2, 2), np.float16))                     # 16-bit out needs 16-bit operands
+    with pytest.raises(ValueError, match="out should be float32 or bfloat16, got float16"):
+        matmul(b.T, b, np.zeros((4, 4), np.float16), a_type="bfloat16")  # v31: out of the operands' type

@@ -10,6 +10,7 @@ import pytest
 from ecornn import LSTMConfig, LayerWeights
 from ecornn.engines import persistent, persistent_capacity as cap
 from ecornn.engines import reference
+from ecornn.layouts import gate_deinterleave
 from tests.helpers import random_problem, rel_err
 
 
@@ -107,17 +108,29 @@ def _pointwise_backward(gates, cells, c_prev, dh, dc_next, hidden):
 
 
 def _store_dz(dz, d, t, values):
-    """dz[d, t] as the kernel stores it: fp32, or (v30, dz16) 16-bit values rounded to nearest even,
-    bf16 as its uint16 storage words."""
-    if dz.dtype == np.uint16:
-        dz[d, t] = np.asarray(values, np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
-    else:
+    """dz[d, t] ([B, 4H] gate-interleaved values) as the kernel stores it: fp32 gate-interleaved, or
+    (v30, dz16) 16-bit values rounded to nearest even, bf16 as its uint16 storage words, v31 in the
+    gate-blocked order."""
+    if dz.dtype.itemsize == 4:
         dz[d, t] = values
+        return
+    blocked = gate_deinterleave(np.asarray(values, np.float32).T, values.shape[1] // 4).T
+    dz[d, t] = blocked.astype(ml_dtypes.bfloat16).view(np.uint16) if dz.dtype == np.uint16 else blocked
 
 
-def emulate_backward(plan, args, dir0):
+def _dy_values(dy, dy16):
+    """dy as the mma backward reads it: fp32, or (v31, dy16) the layer's 16-bit storage words."""
+    if not dy16:
+        assert np.dtype(dy.dtype) == np.float32
+        return dy
+    assert np.dtype(dy.dtype).itemsize == 2
+    return (dy.view(ml_dtypes.bfloat16) if dy.dtype == np.uint16 else dy).astype(np.float32)
+
+
+def emulate_backward(plan, args, dir0, dy16=False):
     tiles, dy, gates, cells, c0, dhT, dcT, dz, dh0, dc0, steps, hidden = args[:12]
     steps, hidden = int(steps), int(hidden)
+    dy = _dy_values(dy, dy16)
     for d in range(dir0, dir0 + plan.directions_per_launch):
         dh_next, dc_next = dhT[d].copy(), dcT[d].copy()      # [B, H]
         for step in range(steps - 1, -1, -1):
@@ -171,7 +184,7 @@ split_input_emulator = None   # v29: (plan, x split, input_tiles, input size, un
 
 
 def _emulated_launch(plan, args, directions=1, bias=None, input_tiles=None, input_size=0, unscale=None, x_at=None,
-                     out16=False, states16=False, dz16=False):
+                     out16=False, states16=False, dz16=False, dy16=False):
     assert x_at is None   # v21's x by reference exists in captured graphs only (GPU)
     # v23: 16-bit outputs (y, hT, cT) exactly where the engine asks the kernel for them; the
     # emulation's stores into them round as the kernel's do (to nearest even)
@@ -181,6 +194,7 @@ def _emulated_launch(plan, args, directions=1, bias=None, input_tiles=None, inpu
     assert not states16 or out16
     if plan.pass_name == "backward":   # v30: the mma backward stores 16-bit dz exactly where the engine asks
         assert bool(dz16) == (np.dtype(args[7].dtype).itemsize == 2) and (not dz16 or plan.kind == "mma")
+        assert not dy16 or dz16   # v31: only the mma backward reads 16-bit dy
     for launch in range(plan.launches):
         if plan.kind == "rows":
             emulate_backward_rows(plan, args, launch)
@@ -195,7 +209,7 @@ def _emulated_launch(plan, args, directions=1, bias=None, input_tiles=None, inpu
                 project = lambda x: emulator(plan, x, input_tiles)  # noqa: E731
             emulate_forward(plan, args, launch, bias, project, unscale)
         else:
-            emulate_backward(plan, args, launch)
+            emulate_backward(plan, args, launch, dy16)
 
 
 @pytest.fixture

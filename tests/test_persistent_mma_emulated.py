@@ -34,18 +34,23 @@ def fake_gemm(transa, transb, m, n, k, a, lda, b, ldb, c, ldc, *, alpha=1.0, bet
               a_type="float32", **kw):
     """gpu_blas.gemm's column-major semantics in NumPy: a C-contiguous [r, c] array with leading
     dimension c is the column-major c x r matrix (its transpose). 16-bit operands (a_type) are the
-    engine's storage words: fp16, or bf16 as uint16."""
+    engine's storage words: fp16, or bf16 as uint16; so is a 16-bit C (v31: c_type = a_type), which
+    gets the fp32 sum rounded to nearest even."""
+    c_type = kw.get("c_type", "float32")
     assert (tf32 or a_type in ("float16", "bfloat16")) and alpha == 1.0
     for arr, ld in ((a, lda), (b, ldb), (c, ldc)):
         assert arr.flags.c_contiguous and ld == arr.shape[1]
     if a_type != "float32":
-        assert a.dtype.itemsize == b.dtype.itemsize == 2 and c.dtype == np.float32
+        assert a.dtype.itemsize == b.dtype.itemsize == 2
         a, b = (arr.view(_dtype(a_type)) for arr in (a, b))
+    assert c_type in ("float32", a_type) and (c.dtype == np.float32) == (c_type == "float32")
+    c_values = c.view(_dtype(c_type)) if c.dtype == np.uint16 else c
     op_a = a.T.T if transa else a.T
     op_b = b.T.T if transb else b.T
     assert op_a.shape == (m, k) and op_b.shape == (k, n) and c.shape == (n, m)
     product = (op_a.astype(np.float64) @ op_b).T
-    c[...] = product if beta == 0 else c + beta * product
+    total = product if beta == 0 else c_values.astype(np.float64) + beta * product
+    c_values[...] = total.astype(np.float32)
 
 
 def fake_storage16(a, dtype):
@@ -209,7 +214,7 @@ def test_gemm_operands_follow_sixteen_bit_gemms(cpu_engine, rng, monkeypatch, si
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_refresh_leaves_what_a_fresh_prepare_makes(cpu_engine, rng, monkeypatch, dtype):
     """v10's refresh (casting copies, one gather per packed tile from the 16-bit W_hh or W_ih, the 16-bit W_ih
-    from the new fp32 copy) against a fresh prepare: every array bitwise, forward and backward tiles."""
+    copies, interleaved and v31's gate-blocked, from the new fp32 copy) against a fresh prepare: every array bitwise, forward and backward tiles."""
     monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", True)   # W_ih tiles too (v12)
     config = LSTMConfig(24, 40, 2, True, dtype, 3, 5)
     weights, x, h0, c0 = random_problem(rng, config)
@@ -217,14 +222,16 @@ def test_refresh_leaves_what_a_fresh_prepare_makes(cpu_engine, rng, monkeypatch,
     out = cpu_engine.forward(config, x, weights, h0, c0, training=True, prepared=prepared)
     cpu_engine.backward(out[3], *(rng.standard_normal(a.shape).astype(a.dtype) for a in out[:3]))
     assert {key[1] for key in prepared.tile_plans} == {"forward", "backward", "input"}   # input: W_ih (v12)
-    assert all(s.w_ih_16bit is not None for s in prepared.slots)
+    assert all(s.w_ih_16bit_blocked is not None for s in prepared.slots)   # dX's (v31: gate-blocked)
+    prepared.slots[0].input_weight_16bit(dtype)   # the projection GEMM's (interleaved), refreshed too
     new, _, _, _ = random_problem(rng, config)
     cpu_engine.refresh(prepared, config, new)
     fresh = cpu_engine.prepare(config, new)
     for old, made in zip(prepared.slots, fresh.slots):
         for name in ("w_ih", "w_hh", "bias"):
             np.testing.assert_array_equal(getattr(old, name), getattr(made, name))
-        np.testing.assert_array_equal(old.w_ih_16bit, made.input_weight_16bit(dtype))
+        np.testing.assert_array_equal(old.w_ih_16bit_blocked, made.input_weight_16bit_blocked(dtype))
+    np.testing.assert_array_equal(prepared.slots[0].w_ih_16bit, fresh.slots[0].input_weight_16bit(dtype))
     for key, packed in prepared.tiles.items():
         want = (persistent._biases(fresh, key[1], packed.shape[0]) if key[0] == "bias"
                 else persistent._tiles(fresh, *prepared.tile_plans[key], persistent._tile_matrix(key)))

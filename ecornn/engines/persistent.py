@@ -63,7 +63,7 @@ import numpy as np
 
 from ..arrays import data_address, is_gpu_array
 from ..errors import NotSupported
-from ..layouts import gate_deinterleave_as, gate_interleave
+from ..layouts import gate_deinterleave, gate_deinterleave_as, gate_interleave
 from ..layouts.persistent import (gather, gather_index, mma_fragment_order, pack_block_rows, pack_column_tiles,
                                  pack_mma_fragments, pack_split_fragments)
 from ..weights import LayerWeights, slot
@@ -242,6 +242,7 @@ class PreparedLayer:
     bias: object   # [4H] b_ih + b_hh, gate-interleaved fp32
     w_ih_parts: tuple = None   # gpu_blas.tf32_parts(w_ih), made at the first 3xTF32 projection
     w_ih_16bit: object = None  # w_ih in the layer's 16-bit storage, made at the first 16-bit GEMM
+    w_ih_16bit_blocked: object = None  # v31: the same, gate-blocked (the framework's order): dX's operand
     w_ih_split16: tuple = None  # v28: gpu_blas.fp16_split3(w_ih, True), made at the first fp16-split projection
     w_ih_split3: dict = field(default_factory=dict)  # v25: {transposed: gpu_blas.tf32_split3 of w_ih.T / w_ih},
                                                      # made at the first one-pass projection / dX
@@ -272,6 +273,16 @@ class PreparedLayer:
         if self.w_ih_16bit is None:   # exact: the fp32 copy was made from 16-bit weights
             self.w_ih_16bit = _storage16(self.w_ih, dtype)
         return self.w_ih_16bit
+
+    def input_weight_16bit_blocked(self, dtype: str):
+        """v31: w_ih gate-blocked in the layer's 16-bit storage (dX = dz W_ih on the gate-blocked dz)."""
+        if self.w_ih_16bit_blocked is None:
+            self.w_ih_16bit_blocked = _blocked_16bit(self.w_ih, dtype)
+        return self.w_ih_16bit_blocked
+
+
+def _blocked_16bit(w_ih, dtype: str):
+    return _storage16(gate_deinterleave(w_ih, w_ih.shape[0] // 4), dtype)
 
 
 @dataclass
@@ -347,6 +358,8 @@ def _refresh_eager(prepared: PersistentWeights, config, weights) -> None:
             cp.copyto(split, tf32_split3(old.w_ih.T if transposed else old.w_ih, 0, False))
         if old.w_ih_16bit is not None:
             cp.copyto(old.w_ih_16bit, _storage16(old.w_ih, prepared.dtype))
+        if old.w_ih_16bit_blocked is not None:
+            cp.copyto(old.w_ih_16bit_blocked, _blocked_16bit(old.w_ih, prepared.dtype))
     for key, packed in prepared.tiles.items():
         if key[0] == "bias":                     # _biases: [D, 4H]
             s0 = slot(key[1], 0, packed.shape[0])
@@ -641,7 +654,7 @@ def _final(plan):
 
 
 def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tiles=None, input_size: int = 0,
-            unscale=None, x_at=None, out16=False, states16=False, dz16=False):
+            unscale=None, x_at=None, out16=False, states16=False, dz16=False, dy16=False):
     """Launch ``plan``'s kernel once per direction group (dir0 follows ``args_before_dir``). The
     kernels take their zeroed exchange buffer next; the mma forward then the biases [D, 4H] (its xw
     comes without them), the packed W_ih tiles and input size of an in-kernel projection (v12;
@@ -651,7 +664,8 @@ def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tile
     16-bit values and whether it reads h0 and c0 as such (v23, ``out16``, ``states16``). The grid
     forward takes the biases (v15 with its in-kernel projection, v23 with kernel_bias; else null), the
     W_ih tiles and input size of its in-kernel projection (v15; null, 0 otherwise). The mma backward
-    takes whether it stores dz as 16-bit values (v30, ``dz16``) and the barrier words."""
+    takes whether it stores dz as 16-bit values (v30, ``dz16``; v31: gate-blocked), whether it reads dy
+    as such (v31, ``dy16``) and the barrier words."""
     cp = _cp()
     final, kern = _kernel(plan, cp.cuda.Device().id)
     shape = final.exchange_shape(directions)
@@ -664,7 +678,7 @@ def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tile
                  unscale if unscale is not None else _null(), x_at if x_at is not None else _null(),
                  np.int32(bool(out16)), np.int32(bool(states16)))
     elif final.kind == "mma":
-        tail += (np.int32(bool(dz16)), zeroed[words:])
+        tail += (np.int32(bool(dz16)), np.int32(bool(dy16)), zeroed[words:])
     elif final.kind == "grid" and final.pass_name == "forward":
         tail += (bias if bias is not None else _null(), input_tiles if input_tiles is not None else _null(),
                  np.int32(input_size))
@@ -1197,15 +1211,15 @@ def _hidden_operand(output, h0, direction: int, hidden: int, shifted: bool):
     return _previous_hidden(output, h0, direction, hidden)
 
 
-def _shifted_hidden_grad(op, h_prev: ShiftedHidden, tf32: bool, a_type: str):
+def _shifted_hidden_grad(op, h_prev: ShiftedHidden, tf32: bool, a_type: str, out=None):
     """dW_hh = op^T h_{t-1} as two GEMMs on views: the B rows at the sequence's start against h0, the
-    rest against the outputs one step before them."""
+    rest against the outputs one step before them (into ``out``: fp32, or v31 16-bit, if given)."""
     b = h_prev.h0.shape[0]
     if h_prev.reverse:
         body_dz, edge_dz, body_h = op[:-b], op[-b:], h_prev.outputs[b:]
     else:
         body_dz, edge_dz, body_h = op[b:], op[:b], h_prev.outputs[:-b]
-    out = _matmul(edge_dz.T, h_prev.h0, tf32=tf32, a_type=a_type)
+    out = _matmul(edge_dz.T, h_prev.h0, out, tf32=tf32, a_type=a_type)
     return _matmul(body_dz.T, body_h, out, accumulate=True, tf32=tf32, a_type=a_type)
 
 
@@ -1220,11 +1234,11 @@ def _previous_hidden(output, h0, direction: int, hidden: int):
 
 def _weight_grads(dz, layer_input, h_prev, hidden: int, dtype, tf32: bool = False, dz_operand=None,
                   a_type="float32", parts=None) -> LayerWeights:
-    """Framework-layout gradients in ``dtype`` from interleaved dz [T*B, 4H] (fp32, or v30 the mma
-    backward's 16-bit storage, then also the bias's operand); the GEMMs take ``dz_operand`` (dz as
-    _storage16, with 16-bit ``layer_input`` / ``h_prev`` and ``a_type``) when given. ``parts``: Fp32BackwardParts, the fp32 GEMMs that run as 3xTF32 (v22, v25). The bias gradient
-    is a GEMM against ones on fp32 dz (CuPy's column sum over T*B rows took 57 us at H=1024 B=8
-    T=256, v9); deinterleaving casts in the same pass."""
+    """Framework-layout gradients in ``dtype`` from interleaved fp32 dz [T*B, 4H] (v31's mma backward's
+    16-bit dz: _layer_grads_16bit); the GEMMs take ``dz_operand`` (dz as _storage16, with 16-bit
+    ``layer_input`` / ``h_prev`` and ``a_type``) when given. ``parts``: Fp32BackwardParts, the fp32
+    GEMMs that run as 3xTF32 (v22, v25). The bias gradient is a GEMM against ones on fp32 dz (CuPy's
+    column sum over T*B rows took 57 us at H=1024 B=8 T=256, v9); deinterleaving casts in the same pass."""
     op = dz if dz_operand is None else dz_operand
     parts = parts or Fp32BackwardParts()
     d_w_ih = _matmul(op.T, layer_input.reshape(dz.shape[0], -1), tf32=tf32, a_type=a_type, **parts.d_w_ih)
@@ -1232,12 +1246,7 @@ def _weight_grads(dz, layer_input, h_prev, hidden: int, dtype, tf32: bool = Fals
         d_w_hh = _shifted_hidden_grad(op, h_prev, tf32, a_type)
     else:
         d_w_hh = _matmul(op.T, h_prev.reshape(dz.shape[0], -1), tf32=tf32, a_type=a_type, **parts.d_w_hh)
-    ones = _cp().ones((dz.shape[0], 1), np.float32)
-    if dz.dtype.itemsize == 2:   # v30: the kernel's 16-bit dz (the bias sums the values the GEMMs take)
-        d_b = _matmul(dz.T, _storage16(ones, a_type), a_type=a_type)[:, 0]
-    else:
-        d_b = _matmul(dz.T, ones)[:, 0]
-    d_b = gate_deinterleave_as(d_b, hidden, dtype)
+    d_b = gate_deinterleave_as(_matmul(dz.T, _cp().ones((dz.shape[0], 1), np.float32))[:, 0], hidden, dtype)
     return LayerWeights(gate_deinterleave_as(d_w_ih, hidden, dtype), gate_deinterleave_as(d_w_hh, hidden, dtype),
                         d_b, d_b.copy())
 
@@ -1321,44 +1330,97 @@ def _backward_eager(reserve: PersistentReserve, dy, dhT, dcT):
     dhT, dcT = _f32(dhT), _f32(dcT)
     gemm_dtype = _gemm_dtype(config)
     tf32 = _tf32_for(config) and gemm_dtype is None
-    a_type = gemm_dtype or "float32"
     to_operand = (lambda a: _storage16(a, gemm_dtype)) if gemm_dtype else (lambda a: a)  # noqa: E731
     h0_operand = to_operand(reserve.h0)
     dh0 = _output(config.state_shape)
     dc0 = _output(config.state_shape)
     grads = [None] * (config.num_layers * dirs)
-    d_out = _f32(dy)
+    dz16 = plan.kind == "mma" and gemm_dtype is not None   # v30: the GEMMs' operand, stored by the kernel
+    direct16 = dz16 and dy.dtype.name == config.dtype      # v31: 16-bit dy in, 16-bit gradients out
+    d_out = dy if direct16 else _f32(dy)
     for layer in reversed(range(config.num_layers)):
         if layer in reserve.dropout_masks:
-            d_out = d_out * reserve.dropout_masks[layer]
+            d_out = _f32(d_out) * reserve.dropout_masks[layer]
         save = reserve.layers[layer]
         s0 = slot(layer, 0, dirs)
         states = slice(s0, s0 + dirs)
-        dz16 = plan.kind == "mma" and gemm_dtype is not None   # v30: the GEMMs' operand, stored by the kernel
+        dy16 = dz16 and d_out.dtype.itemsize == 2   # v31: the kernel reads the 16-bit dy as it is
         dz = _output((dirs, steps, batch, 4 * hidden), _storage_dtype(gemm_dtype) if dz16 else np.float32)
         _launch(plan, (
-            _tiles(reserve.weights, layer, dirs, plan), cp.ascontiguousarray(d_out), save.gates, save.cells,
+            _tiles(reserve.weights, layer, dirs, plan), _storage16(d_out, gemm_dtype) if dy16 else
+            cp.ascontiguousarray(d_out), save.gates, save.cells,
             reserve.c0[states], dhT[states], dcT[states], dz, dh0[states], dc0[states],
             np.int32(steps), np.int32(hidden), np.int32(plan.units), np.int32(plan.blocks_per_dir),
-            np.int32(dirs * hidden)), dirs, dz16=dz16)
-        d_in = cp.zeros((steps * batch, save.layer_input.shape[-1]), cp.float32)
-        dz_operand, output_operand = dz if dz16 else to_operand(dz), to_operand(save.output)
-        input_operand = save.layer_input_16bit if gemm_dtype else save.layer_input
-        input_part = None   # v22: the layer input's 3xTF32 operand, made by the first direction that needs it
-        for d in range(dirs):
-            s = s0 + d
-            flat_dz = dz[d].reshape(steps * batch, 4 * hidden)
-            flat_operand = dz_operand[d].reshape(steps * batch, 4 * hidden)
-            h_prev = _hidden_operand(output_operand, h0_operand[s], d, hidden, shifted=gemm_dtype is not None)
-            slot_weights = reserve.weights.slots[s]
-            parts = _fp32_backward_parts(config, flat_dz, input_operand.reshape(steps * batch, -1), h_prev,
-                                         slot_weights, input_part)   # none for 16-bit layers (_runs_3xtf32)
-            input_part = parts.x if parts.x is not None else input_part
-            grads[s] = _weight_grads(flat_dz, input_operand, h_prev, hidden, dy.dtype, tf32, flat_operand, a_type,
-                                     parts)
-            w_ih = slot_weights.input_weight_16bit(gemm_dtype) if gemm_dtype else slot_weights.w_ih
-            _matmul(flat_operand, w_ih, d_in, accumulate=True, tf32=tf32, a_type=a_type, **parts.d_x)
-        d_out = d_in.reshape(steps, batch, -1)
+            np.int32(dirs * hidden)), dirs, dz16=dz16, dy16=dy16)
+        h_prevs = [_hidden_operand(to_operand(save.output), h0_operand[s0 + d], d, hidden,
+                                   shifted=gemm_dtype is not None) for d in range(dirs)]
+        if dz16:
+            d_out = _layer_grads_16bit(config, reserve, layer, dz, h_prevs, grads, dy.dtype if direct16 else None)
+        else:
+            d_out = _layer_grads(config, reserve, layer, dz, h_prevs, grads, dy.dtype, tf32)
     dtype = dy.dtype
     cast = lambda a: a.astype(dtype, copy=False)  # noqa: E731
     return (cast(d_out), cast(dh0), cast(dc0), grads)   # grads: already in dy's dtype
+
+
+def _layer_grads(config, reserve, layer: int, dz, h_prevs, grads, dtype, tf32: bool):
+    """One layer's weight gradients (into ``grads``, in ``dtype``) and dX [T, B, input] (fp32) from its
+    interleaved dz (fp32; with 16-bit GEMM operands where SIXTEEN_BIT_GEMMS, the kernel then not mma)."""
+    cp = _cp()
+    steps, batch, hidden, dirs = config.seq_len, config.batch, config.hidden_size, config.num_directions
+    gemm_dtype = _gemm_dtype(config)
+    a_type = gemm_dtype or "float32"
+    save, s0 = reserve.layers[layer], slot(layer, 0, dirs)
+    d_in = cp.zeros((steps * batch, save.layer_input.shape[-1]), cp.float32)
+    dz_operand = _storage16(dz, gemm_dtype) if gemm_dtype else dz
+    input_operand = save.layer_input_16bit if gemm_dtype else save.layer_input
+    input_part = None   # v22: the layer input's 3xTF32 operand, made by the first direction that needs it
+    for d in range(dirs):
+        s = s0 + d
+        flat_dz = dz[d].reshape(steps * batch, 4 * hidden)
+        flat_operand = dz_operand[d].reshape(steps * batch, 4 * hidden)
+        slot_weights = reserve.weights.slots[s]
+        parts = _fp32_backward_parts(config, flat_dz, input_operand.reshape(steps * batch, -1), h_prevs[d],
+                                     slot_weights, input_part)   # none for 16-bit layers (_runs_3xtf32)
+        input_part = parts.x if parts.x is not None else input_part
+        grads[s] = _weight_grads(flat_dz, input_operand, h_prevs[d], hidden, dtype, tf32, flat_operand, a_type,
+                                 parts)
+        w_ih = slot_weights.input_weight_16bit(gemm_dtype) if gemm_dtype else slot_weights.w_ih
+        _matmul(flat_operand, w_ih, d_in, accumulate=True, tf32=tf32, a_type=a_type, **parts.d_x)
+    return d_in.reshape(steps, batch, -1)
+
+
+def _layer_grads_16bit(config, reserve, layer: int, dz, h_prevs, grads, out16):
+    """v31: one layer's weight gradients (into ``grads``) and dX [T, B, input] from the mma backward's
+    gate-blocked 16-bit dz: every GEMM in the framework's layout, so nothing is deinterleaved. With
+    ``out16`` (the caller's 16-bit dy dtype) the GEMMs round their fp32 sums to it themselves (dX too
+    where one direction gives it whole), else they write fp32."""
+    steps, batch, hidden, dirs = config.seq_len, config.batch, config.hidden_size, config.num_directions
+    a_type = _gemm_dtype(config)
+    save, s0 = reserve.layers[layer], slot(layer, 0, dirs)
+    rows, inputs = steps * batch, save.layer_input.shape[-1]
+    grad_dtype = out16 if out16 is not None else np.float32
+    d_in = _output((rows, inputs), grad_dtype if dirs == 1 else np.float32)
+    ones = _ones16((rows, 1), a_type)
+    for d in range(dirs):
+        s = s0 + d
+        flat_dz = dz[d].reshape(rows, 4 * hidden)
+        d_w_ih = _matmul(flat_dz.T, save.layer_input_16bit.reshape(rows, -1), _output((4 * hidden, inputs), grad_dtype),
+                         a_type=a_type)
+        d_w_hh = _output((4 * hidden, hidden), grad_dtype)
+        if isinstance(h_prevs[d], ShiftedHidden):
+            _shifted_hidden_grad(flat_dz, h_prevs[d], False, a_type, d_w_hh)
+        else:
+            _matmul(flat_dz.T, h_prevs[d].reshape(rows, -1), d_w_hh, a_type=a_type)
+        d_b = _matmul(flat_dz.T, ones, _output((4 * hidden, 1), grad_dtype), a_type=a_type)[:, 0]
+        grads[s] = LayerWeights(d_w_ih, d_w_hh, d_b, d_b.copy())
+        w_ih = reserve.weights.slots[s].input_weight_16bit_blocked(a_type)
+        _matmul(flat_dz, w_ih, d_in, accumulate=d > 0, a_type=a_type)
+    return d_in.reshape(steps, batch, -1)
+
+
+def _ones16(shape, dtype: str):
+    """Ones in the 16-bit storage of ``dtype`` (bf16's 1.0 is the word 0x3F80): the bias gradient's operand."""
+    if dtype == "bfloat16":
+        return _cp().full(shape, 0x3F80, np.uint16)
+    return _cp().ones(shape, np.float16)

@@ -1,0 +1,61 @@
+"""`persistent` v31 on the GPU: the mma backward stores 16-bit dz gate-blocked and reads a 16-bit dy as it
+is; the weight gradients, the bias gradient and (one direction) dX come out of their GEMMs in dy's dtype.
+Forward, states and every gradient against float64 with the launches' flags recorded; the fp32-dy
+route; bitwise run to run. (The training graphs and refreshes with 16-bit dy: test_persistent_v9_gpu.)"""
+import numpy as np
+import pytest
+
+from ecornn import LSTMConfig
+from ecornn.engines import persistent
+from tests.test_persistent_gpu import HALF_TOL, _as64, _assert_bitwise_reruns, _compare, _gradient_seeds, _run
+from tests.helpers import random_problem, rel_err
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """The backward launches' (dz16, dy16) flags, in order."""
+    seen, real = [], persistent._launch
+
+    def launch(plan, args, *a, **kw):
+        if plan.pass_name == "backward":
+            seen.append((kw.get("dz16", False), kw.get("dy16", False)))
+        return real(plan, args, *a, **kw)
+    monkeypatch.setattr(persistent, "_launch", launch)
+    return seen
+
+
+@pytest.mark.parametrize("dtype, inp, hidden, layers, bidir, batch, steps, dropout, flags", [
+    ("float16", 1024, 1024, 1, False, 16, 40, 0.0, [(True, True)]),    # the issue's row: grouped
+    ("bfloat16", 1000, 1000, 1, False, 8, 23, 0.0, [(True, True)]),    # odd H
+    ("float16", 40, 512, 2, False, 4, 17, 0.0, [(True, True)] * 2),    # layer 1's 16-bit dX is layer 0's dy
+    ("bfloat16", 64, 256, 2, True, 16, 9, 0.0, [(True, True), (True, False)]),  # dX summed in fp32
+    ("float16", 48, 384, 3, False, 3, 11, 0.25, [(True, True), (True, False), (True, False)]),  # dropout
+    ("float16", 64, 256, 1, False, 1, 1, 0.0, [(True, True)]),         # B=1, T=1
+])
+def test_16bit_gradients_match_float64(launches, dtype, inp, hidden, layers, bidir, batch, steps, dropout, flags):
+    config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)
+    assert persistent._final(persistent.plans_for(config, training=True)["backward"]).kind == "mma"
+    got = _compare(np.random.default_rng(inp + hidden + batch), config, HALF_TOL, dropout)
+    assert launches == flags
+    assert all(np.asarray(a).dtype == got[0].dtype for a in got[3:])   # every gradient in dy's 16-bit dtype
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_fp32_dy_takes_fp32_gradients_from_the_same_dz(launches, dtype):
+    config = LSTMConfig(512, 512, 1, False, dtype, 8, 20)
+    rng = np.random.default_rng(31)
+    weights, x, h0, c0 = random_problem(rng, config)
+    seeds = _gradient_seeds(rng, config, np.float32)
+    got = _run("persistent", x, weights, h0, c0, *seeds, False)
+    f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
+    want = _run("reference", f64(x), _as64(weights), f64(h0), f64(c0), *(f64(s) for s in seeds), False)
+    assert launches == [(True, False)]
+    assert all(np.asarray(a).dtype == np.float32 for a in got[3:])
+    assert max(rel_err(np.asarray(g, np.float64), w) for g, w in zip(got, want)) <= HALF_TOL
+
+
+@pytest.mark.parametrize("dtype, batch", [("float16", 16), ("bfloat16", 8)])
+def test_16bit_gradients_are_bitwise_identical_run_to_run(rng, dtype, batch):
+    _assert_bitwise_reruns(rng, LSTMConfig(1024, 1024, 1, False, dtype, batch, 50))

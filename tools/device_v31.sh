@@ -1,0 +1,25 @@
+#!/bin/bash
+# v31's device visit (the 16-bit backward's GEMMs in the framework's layout). Stages (STAGES), all
+# under $OUT:
+#   tests     GPU test files ($TESTS; default the v31 file)
+#   bench     training calls against cuDNN, alternated in one process (bench_persistent_v31.py)
+#   bench_v30 the same bench on v30's engine (.devcache/v30_tree, carried: git archive of bdf2a7e)
+#   profile   the training call's kernels (profile_training_kernels.py)
+#   quick     the quick bench (#5's table); cache: the NVRTC cache
+set -u
+OUT=${OUT:-/tmp/v31_out}
+mkdir -p "$OUT"
+source benchmarks/device_setup.sh
+record_device "$OUT/device.txt"
+for stage in ${STAGES:-"tests cache"}; do
+  case $stage in
+    tests) run_gpu_tests "$OUT/tests.log" ${TESTS:-"$REPO/tests/test_persistent_v31_gpu.py"} ;;
+    bench) timeout "${BENCH_TIMEOUT:-240}" python3 benchmarks/bench_persistent_v31.py "$OUT" \
+      --rounds "${ROUNDS:-3}" 2>&1 | tail -10 ;;
+    bench_v30) PYTHONPATH="$REPO/.devcache/v30_tree" timeout "${BENCH_TIMEOUT:-240}" \
+      python3 benchmarks/bench_persistent_v31.py "$OUT" --rounds "${ROUNDS:-3}" --name persistent_v30_bench 2>&1 | tail -10 ;;
+    profile) timeout "${PROFILE_TIMEOUT:-150}" python3 benchmarks/profile_training_kernels.py "$OUT" 2>&1 | tail -40 ;;
+    quick) timeout "${QUICK_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
+    cache) save_cupy_cache "$OUT" ;;
+  esac
+done
