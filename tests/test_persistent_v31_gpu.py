@@ -44,16 +44,24 @@ def test_16bit_gradients_match_float64(launches, dtype, inp, hidden, layers, bid
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_fp32_dy_takes_fp32_gradients_from_the_same_dz(launches, dtype):
+    """The engine called directly with an fp32 dy (the public API asks for dy in the layer's dtype):
+    the kernel reads it as fp32, the GEMMs write fp32 gradients."""
+    import cupy as cp
+    from ecornn.arrays import to_module
     config = LSTMConfig(512, 512, 1, False, dtype, 8, 20)
     rng = np.random.default_rng(31)
     weights, x, h0, c0 = random_problem(rng, config)
-    seeds = _gradient_seeds(rng, config, np.float32)
-    got = _run("persistent", x, weights, h0, c0, *seeds, False)
+    dy, dh, dc = _gradient_seeds(rng, config, np.float32)
+    gpu = lambda a: to_module(a, cp)  # noqa: E731
+    gpu_weights = [type(w)(*(gpu(a) for a in w)) for w in weights]
+    out = persistent.forward(config, gpu(x), gpu_weights, gpu(h0), gpu(c0), training=True)
+    grads = persistent.backward(out[3], gpu(dy), gpu(dh), gpu(dc))
+    got = [cp.asnumpy(a) for a in out[:3] + grads[:3]] + [cp.asnumpy(a) for w in grads[3] for a in w]
     f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
-    want = _run("reference", f64(x), _as64(weights), f64(h0), f64(c0), *(f64(s) for s in seeds), False)
+    want = _run("reference", f64(x), _as64(weights), f64(h0), f64(c0), f64(dy), f64(dh), f64(dc), False)
     assert launches == [(True, False)]
-    assert all(np.asarray(a).dtype == np.float32 for a in got[3:])
-    assert max(rel_err(np.asarray(g, np.float64), w) for g, w in zip(got, want)) <= HALF_TOL
+    assert all(a.dtype == np.float32 for a in got[3:])
+    assert max(rel_err(f64(g), w) for g, w in zip(got, want)) <= HALF_TOL
 
 
 @pytest.mark.parametrize("dtype, batch", [("float16", 16), ("bfloat16", 8)])
