@@ -974,15 +974,6 @@ __device__ __forceinline__ BwdInputs load_mma_bwd_inputs(const float* gates, con
     return in;
 }
 
-// Unit j's four gate values (a 16-bit pair of pairs, gate i lowest) into a gate-blocked row at q[g * H]
-// (v31): the warp's lanes hold consecutive units, so each gate's stores stay coalesced.
-__device__ __forceinline__ void store_gate_blocked(unsigned short* q, int H, uint2 pairs) {
-    q[0] = static_cast<unsigned short>(pairs.x & 0xffffu);
-    q[H] = static_cast<unsigned short>(pairs.x >> 16);
-    q[2 * (size_t)H] = static_cast<unsigned short>(pairs.y & 0xffffu);
-    q[3 * (size_t)H] = static_cast<unsigned short>(pairs.y >> 16);
-}
-
 // dh of (unit u, batch b) from the recurrence: the warps' partials summed in warp order.
 __device__ __forceinline__ float unit_sum(const float* red_s, int u, int b) {
     float s = 0.0f;
@@ -993,10 +984,11 @@ __device__ __forceinline__ float unit_sum(const float* red_s, int u, int b) {
 
 // tiles: packed W_hh^T rows (unit j's column of the gate-interleaved W_hh, K = 4H);
 // dy [T][B][ldy] (direction d at columns d*H); gates [D][T][B][4H] activated, cells [D][T][B][H];
-// c0, dhT, dcT, dh0, dc0 [D][B][H]; dz [D][T][B][4H]: fp32 gate-interleaved, or (dz16) the layer's
-// 16-bit values (the bits of the exchange: what the 16-bit GEMMs after the kernel take, v30) in the
-// framework's gate-blocked order (v31: dW = dz^T x comes out in the framework's layout, no deinterleave
-// pass); dy16: dy holds the layer's 16-bit values (v31: the caller's dy, or the layer above's 16-bit dX);
+// c0, dhT, dcT, dh0, dc0 [D][B][H]; dz [D][T][B][4H] gate-interleaved output, fp32 or (v30, dz16) the
+// layer's 16-bit values (the bits of the exchange: what the 16-bit GEMMs after the kernel take, so no
+// conversion pass; v31 measured gate-blocked stores, 4 per thread, 60-130 us per call slower: the
+// barrier's fence waits for them); dy16: dy holds the layer's 16-bit values (v31: the caller's dy, or
+// the layer above's 16-bit dX);
 // xch zeroed: [D][2][B][4H] tagged words (TAGGED=1) or 16-bit values (TAGGED=0);
 // barrier: zeroed words, a counter per (direction, group) 32 words apart (v30, GROUP_BARRIERS only).
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
@@ -1028,9 +1020,9 @@ persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ d
             float dc;
             const float4 out = pointwise_backward(in, in.dy + dh_rec, tc, dc_next, dc);
             const uint2 out16 = make_uint2(pack_pair<kBf16>(out.x, out.y), pack_pair<kBf16>(out.z, out.w));
-            const size_t dz_row = (((size_t)p.d * T + t) * kBatchAll + batch_column(p)) * G;
-            if (dz16) store_gate_blocked(reinterpret_cast<unsigned short*>(dz) + dz_row + p.j, H, out16);
-            else *reinterpret_cast<float4*>(dz + dz_row + 4 * (size_t)p.j) = out;
+            const size_t dz_at = (((size_t)p.d * T + t) * kBatchAll + batch_column(p)) * G + 4 * (size_t)p.j;
+            if (dz16) *reinterpret_cast<uint2*>(reinterpret_cast<unsigned short*>(dz) + dz_at) = out16;   // v30
+            else *reinterpret_cast<float4*>(dz + dz_at) = out;
             if constexpr (!kTagged) {   // the packed copy the blocks stage after the barrier
                 unsigned short* q = reinterpret_cast<unsigned short*>(xch) + packed_rows(p.x, T - 1 - step, (int)G)
                                     + (size_t)p.b * packed_ld((int)G) + 4 * (size_t)p.j;

@@ -10,7 +10,6 @@ import pytest
 from ecornn import LSTMConfig, LayerWeights
 from ecornn.engines import persistent, persistent_capacity as cap
 from ecornn.engines import reference
-from ecornn.layouts import gate_deinterleave
 from tests.helpers import random_problem, rel_err
 
 
@@ -108,14 +107,12 @@ def _pointwise_backward(gates, cells, c_prev, dh, dc_next, hidden):
 
 
 def _store_dz(dz, d, t, values):
-    """dz[d, t] ([B, 4H] gate-interleaved values) as the kernel stores it: fp32 gate-interleaved, or
-    (v30, dz16) 16-bit values rounded to nearest even, bf16 as its uint16 storage words, v31 in the
-    gate-blocked order."""
-    if dz.dtype.itemsize == 4:
+    """dz[d, t] as the kernel stores it: fp32, or (v30, dz16) 16-bit values rounded to nearest even,
+    bf16 as its uint16 storage words."""
+    if dz.dtype == np.uint16:
+        dz[d, t] = np.asarray(values, np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
+    else:
         dz[d, t] = values
-        return
-    blocked = gate_deinterleave(np.asarray(values, np.float32).T, values.shape[1] // 4).T
-    dz[d, t] = blocked.astype(ml_dtypes.bfloat16).view(np.uint16) if dz.dtype == np.uint16 else blocked
 
 
 def _dy_values(dy, dy16):

@@ -214,7 +214,7 @@ def test_gemm_operands_follow_sixteen_bit_gemms(cpu_engine, rng, monkeypatch, si
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_refresh_leaves_what_a_fresh_prepare_makes(cpu_engine, rng, monkeypatch, dtype):
     """v10's refresh (casting copies, one gather per packed tile from the 16-bit W_hh or W_ih, the 16-bit W_ih
-    copies, interleaved and v31's gate-blocked, from the new fp32 copy) against a fresh prepare: every array bitwise, forward and backward tiles."""
+    from the new fp32 copy) against a fresh prepare: every array bitwise, forward and backward tiles."""
     monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", True)   # W_ih tiles too (v12)
     config = LSTMConfig(24, 40, 2, True, dtype, 3, 5)
     weights, x, h0, c0 = random_problem(rng, config)
@@ -222,16 +222,14 @@ def test_refresh_leaves_what_a_fresh_prepare_makes(cpu_engine, rng, monkeypatch,
     out = cpu_engine.forward(config, x, weights, h0, c0, training=True, prepared=prepared)
     cpu_engine.backward(out[3], *(rng.standard_normal(a.shape).astype(a.dtype) for a in out[:3]))
     assert {key[1] for key in prepared.tile_plans} == {"forward", "backward", "input"}   # input: W_ih (v12)
-    assert all(s.w_ih_16bit_blocked is not None for s in prepared.slots)   # dX's (v31: gate-blocked)
-    prepared.slots[0].input_weight_16bit(dtype)   # the projection GEMM's (interleaved), refreshed too
+    assert all(s.w_ih_16bit is not None for s in prepared.slots)   # dX's operand
     new, _, _, _ = random_problem(rng, config)
     cpu_engine.refresh(prepared, config, new)
     fresh = cpu_engine.prepare(config, new)
     for old, made in zip(prepared.slots, fresh.slots):
         for name in ("w_ih", "w_hh", "bias"):
             np.testing.assert_array_equal(getattr(old, name), getattr(made, name))
-        np.testing.assert_array_equal(old.w_ih_16bit_blocked, made.input_weight_16bit_blocked(dtype))
-    np.testing.assert_array_equal(prepared.slots[0].w_ih_16bit, fresh.slots[0].input_weight_16bit(dtype))
+        np.testing.assert_array_equal(old.w_ih_16bit, made.input_weight_16bit(dtype))
     for key, packed in prepared.tiles.items():
         want = (persistent._biases(fresh, key[1], packed.shape[0]) if key[0] == "bias"
                 else persistent._tiles(fresh, *prepared.tile_plans[key], persistent._tile_matrix(key)))

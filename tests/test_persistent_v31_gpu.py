@@ -1,7 +1,7 @@
-"""`persistent` v31 on the GPU: the mma backward stores 16-bit dz gate-blocked and reads a 16-bit dy as it
-is; the weight gradients, the bias gradient and (one direction) dX come out of their GEMMs in dy's dtype.
-Forward, states and every gradient against float64 with the launches' flags recorded; the fp32-dy
-route; bitwise run to run. (The training graphs and refreshes with 16-bit dy: test_persistent_v9_gpu.)"""
+"""`persistent` v31 on the GPU: the mma backward reads a 16-bit dy as it is; the weight gradients, the
+bias gradient and (one direction) dX come out of their GEMMs in dy's dtype. Forward, states and every
+gradient against float64 with the launches' flags recorded; the fp32-dy route; bitwise run to run.
+(The training graphs and refreshes with 16-bit dy: test_persistent_v9_gpu.)"""
 import numpy as np
 import pytest
 

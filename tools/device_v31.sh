@@ -4,7 +4,7 @@
 #   tests     GPU test files ($TESTS; default the v31 file)
 #   bench     training calls against cuDNN, alternated in one process (bench_persistent_v31.py)
 #   bench_v30 the same bench on v30's engine (.devcache/v30_tree, carried: git archive of bdf2a7e)
-#   profile   the training call's kernels (profile_training_kernels.py)
+#   profile   the training call's kernels (profile_training_v31.py), v31 then v30 (.devcache/v30_tree)
 #   quick     the quick bench (#5's table); cache: the NVRTC cache
 set -u
 OUT=${OUT:-/tmp/v31_out}
@@ -18,7 +18,9 @@ for stage in ${STAGES:-"tests cache"}; do
       --rounds "${ROUNDS:-3}" 2>&1 | tail -10 ;;
     bench_v30) PYTHONPATH="$REPO/.devcache/v30_tree" timeout "${BENCH_TIMEOUT:-240}" \
       python3 benchmarks/bench_persistent_v31.py "$OUT" --rounds "${ROUNDS:-3}" --name persistent_v30_bench 2>&1 | tail -10 ;;
-    profile) timeout "${PROFILE_TIMEOUT:-150}" python3 benchmarks/profile_training_kernels.py "$OUT" 2>&1 | tail -40 ;;
+    profile) timeout "${PROFILE_TIMEOUT:-150}" python3 benchmarks/profile_training_v31.py "$OUT" 2>&1 | grep "^### \|^persistent:\|^cudnn:"
+      PYTHONPATH="$REPO/.devcache/v30_tree" timeout "${PROFILE_TIMEOUT:-150}" python3 benchmarks/profile_training_v31.py \
+        "$OUT" --name profile_training_v30 2>&1 | grep "^### \|^persistent:\|^cudnn:" ;;
     quick) timeout "${QUICK_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     cache) save_cupy_cache "$OUT" ;;
   esac

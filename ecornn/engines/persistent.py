@@ -63,7 +63,7 @@ import numpy as np
 
 from ..arrays import data_address, is_gpu_array
 from ..errors import NotSupported
-from ..layouts import gate_deinterleave, gate_deinterleave_as, gate_interleave
+from ..layouts import gate_deinterleave_as, gate_interleave
 from ..layouts.persistent import (gather, gather_index, mma_fragment_order, pack_block_rows, pack_column_tiles,
                                  pack_mma_fragments, pack_split_fragments)
 from ..weights import LayerWeights, slot
@@ -242,7 +242,6 @@ class PreparedLayer:
     bias: object   # [4H] b_ih + b_hh, gate-interleaved fp32
     w_ih_parts: tuple = None   # gpu_blas.tf32_parts(w_ih), made at the first 3xTF32 projection
     w_ih_16bit: object = None  # w_ih in the layer's 16-bit storage, made at the first 16-bit GEMM
-    w_ih_16bit_blocked: object = None  # v31: the same, gate-blocked (the framework's order): dX's operand
     w_ih_split16: tuple = None  # v28: gpu_blas.fp16_split3(w_ih, True), made at the first fp16-split projection
     w_ih_split3: dict = field(default_factory=dict)  # v25: {transposed: gpu_blas.tf32_split3 of w_ih.T / w_ih},
                                                      # made at the first one-pass projection / dX
@@ -273,16 +272,6 @@ class PreparedLayer:
         if self.w_ih_16bit is None:   # exact: the fp32 copy was made from 16-bit weights
             self.w_ih_16bit = _storage16(self.w_ih, dtype)
         return self.w_ih_16bit
-
-    def input_weight_16bit_blocked(self, dtype: str):
-        """v31: w_ih gate-blocked in the layer's 16-bit storage (dX = dz W_ih on the gate-blocked dz)."""
-        if self.w_ih_16bit_blocked is None:
-            self.w_ih_16bit_blocked = _blocked_16bit(self.w_ih, dtype)
-        return self.w_ih_16bit_blocked
-
-
-def _blocked_16bit(w_ih, dtype: str):
-    return _storage16(gate_deinterleave(w_ih, w_ih.shape[0] // 4), dtype)
 
 
 @dataclass
@@ -358,8 +347,6 @@ def _refresh_eager(prepared: PersistentWeights, config, weights) -> None:
             cp.copyto(split, tf32_split3(old.w_ih.T if transposed else old.w_ih, 0, False))
         if old.w_ih_16bit is not None:
             cp.copyto(old.w_ih_16bit, _storage16(old.w_ih, prepared.dtype))
-        if old.w_ih_16bit_blocked is not None:
-            cp.copyto(old.w_ih_16bit_blocked, _blocked_16bit(old.w_ih, prepared.dtype))
     for key, packed in prepared.tiles.items():
         if key[0] == "bias":                     # _biases: [D, 4H]
             s0 = slot(key[1], 0, packed.shape[0])
@@ -664,8 +651,8 @@ def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tile
     16-bit values and whether it reads h0 and c0 as such (v23, ``out16``, ``states16``). The grid
     forward takes the biases (v15 with its in-kernel projection, v23 with kernel_bias; else null), the
     W_ih tiles and input size of its in-kernel projection (v15; null, 0 otherwise). The mma backward
-    takes whether it stores dz as 16-bit values (v30, ``dz16``; v31: gate-blocked), whether it reads dy
-    as such (v31, ``dy16``) and the barrier words."""
+    takes whether it stores dz as 16-bit values (v30, ``dz16``), whether it reads dy as such (v31,
+    ``dy16``) and the barrier words."""
     cp = _cp()
     final, kern = _kernel(plan, cp.cuda.Device().id)
     shape = final.exchange_shape(directions)
@@ -1392,14 +1379,16 @@ def _layer_grads(config, reserve, layer: int, dz, h_prevs, grads, dtype, tf32: b
 
 def _layer_grads_16bit(config, reserve, layer: int, dz, h_prevs, grads, out16):
     """v31: one layer's weight gradients (into ``grads``) and dX [T, B, input] from the mma backward's
-    gate-blocked 16-bit dz: every GEMM in the framework's layout, so nothing is deinterleaved. With
-    ``out16`` (the caller's 16-bit dy dtype) the GEMMs round their fp32 sums to it themselves (dX too
-    where one direction gives it whole), else they write fp32."""
+    16-bit dz. With ``out16`` (the caller's 16-bit dy dtype) every GEMM rounds its fp32 sums to it
+    itself (dX too where one direction gives it whole; two are summed in fp32), and the weight
+    gradients' deinterleave is a 16-bit copy; else the GEMMs write fp32. (dz itself stays
+    gate-interleaved: the kernel's four gate-blocked stores per thread cost more, notes v31.)"""
     steps, batch, hidden, dirs = config.seq_len, config.batch, config.hidden_size, config.num_directions
     a_type = _gemm_dtype(config)
     save, s0 = reserve.layers[layer], slot(layer, 0, dirs)
     rows, inputs = steps * batch, save.layer_input.shape[-1]
     grad_dtype = out16 if out16 is not None else np.float32
+    framework = lambda a: gate_deinterleave_as(a, hidden, out16 if out16 is not None else np.float32)  # noqa: E731
     d_in = _output((rows, inputs), grad_dtype if dirs == 1 else np.float32)
     ones = _ones16((rows, 1), a_type)
     for d in range(dirs):
@@ -1412,9 +1401,9 @@ def _layer_grads_16bit(config, reserve, layer: int, dz, h_prevs, grads, out16):
             _shifted_hidden_grad(flat_dz, h_prevs[d], False, a_type, d_w_hh)
         else:
             _matmul(flat_dz.T, h_prevs[d].reshape(rows, -1), d_w_hh, a_type=a_type)
-        d_b = _matmul(flat_dz.T, ones, _output((4 * hidden, 1), grad_dtype), a_type=a_type)[:, 0]
-        grads[s] = LayerWeights(d_w_ih, d_w_hh, d_b, d_b.copy())
-        w_ih = reserve.weights.slots[s].input_weight_16bit_blocked(a_type)
+        d_b = framework(_matmul(flat_dz.T, ones, _output((4 * hidden, 1), grad_dtype), a_type=a_type)[:, 0])
+        grads[s] = LayerWeights(framework(d_w_ih), framework(d_w_hh), d_b, d_b.copy())
+        w_ih = reserve.weights.slots[s].input_weight_16bit(a_type)
         _matmul(flat_dz, w_ih, d_in, accumulate=d > 0, a_type=a_type)
     return d_in.reshape(steps, batch, -1)
 
