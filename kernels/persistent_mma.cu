@@ -125,6 +125,9 @@ namespace cg = cooperative_groups;
 #ifndef GROUP_BARRIERS  // v30, grouped grid.sync plans: a split barrier per (direction, group) instead of grid.sync()
 #define GROUP_BARRIERS 0
 #endif
+#ifndef BWD_LATE_LOADS  // v31, grid.sync backward: the next step's inputs loaded after the barrier, not before it
+#define BWD_LATE_LOADS 0
+#endif
 #ifndef SPLIT_BARRIER   // grid.sync plans: the split barrier (default with the in-kernel projection) or grid.sync()
 #define SPLIT_BARRIER (IN_K_TILES > 0)
 #endif
@@ -711,6 +714,7 @@ __device__ __forceinline__ void grid_wait(const unsigned int* counter, unsigned 
 // nothing with the others, so each region synchronises on a counter of its own (a 128-byte line apart)
 // over its blocks_per_dir blocks, and the groups never wait for each other.
 constexpr bool kGroupBarriers = GROUP_BARRIERS != 0 && kGroups > 1 && !kTagged;
+constexpr bool kLateLoads = BWD_LATE_LOADS != 0 && !kTagged;
 
 // The barrier counter of region x and the blocks that arrive on it.
 __device__ __forceinline__ unsigned int* barrier_of(unsigned int* barrier, int x) {
@@ -1035,7 +1039,7 @@ persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ d
                                           tagged_word(out.z, tag), tagged_word(out.w, tag)));
             }
             dc_next = dc * in.g.y;
-            if (step > 0)
+            if (!kLateLoads && step > 0)
                 in = load_mma_bwd_inputs(gates, cells, c0, dy, dy16, p, T, H, ldy, step - 1);
         }
         Acc acc;
@@ -1049,6 +1053,8 @@ persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ d
             } else {
                 grid.sync();   // dz_t of every block is written; also orders red reads before the next stores
             }
+            if (kLateLoads && p.active && step > 0)   // v31: not in flight at the barrier's fence
+                in = load_mma_bwd_inputs(gates, cells, c0, dy, dy16, p, T, H, ldy, step - 1);
             packed_product(s.red, s.vec, a_reg, s.a,
                            reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.x, T - 1 - step, (int)G), (int)G,
                            acc);

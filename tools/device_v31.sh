@@ -5,6 +5,7 @@
 #   bench     training calls against cuDNN, alternated in one process (bench_persistent_v31.py)
 #   bench_v30 the same bench on v30's engine (.devcache/v30_tree, carried: git archive of bdf2a7e)
 #   profile   the training call's kernels (profile_training_v31.py), v31 then v30 (.devcache/v30_tree)
+#   explore   training calls under v31's / v30's backward I/O, next-step loads before / after the barrier
 #   quick     the quick bench (#5's table); cache: the NVRTC cache
 set -u
 OUT=${OUT:-/tmp/v31_out}
@@ -21,6 +22,7 @@ for stage in ${STAGES:-"tests cache"}; do
     profile) timeout "${PROFILE_TIMEOUT:-150}" python3 benchmarks/profile_training_v31.py "$OUT" 2>&1 | grep "^### \|^persistent:\|^cudnn:"
       PYTHONPATH="$REPO/.devcache/v30_tree" timeout "${PROFILE_TIMEOUT:-150}" python3 benchmarks/profile_training_v31.py \
         "$OUT" --name profile_training_v30 2>&1 | grep "^### \|^persistent:\|^cudnn:" ;;
+    explore) timeout "${EXPLORE_TIMEOUT:-300}" python3 benchmarks/explore_bwd_v31.py "$OUT" --rounds "${ROUNDS:-3}" 2>&1 | tail -6 ;;
     quick) timeout "${QUICK_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     cache) save_cupy_cache "$OUT" ;;
   esac

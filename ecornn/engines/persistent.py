@@ -132,6 +132,10 @@ REGISTER_MODEL = "v19"    # tensor-core plans: register k-tiles by the v19 refit
 TAGGED_WITH_WAIT = True  # v26: the tagged exchange past 4 polls per lane where the warps wait otherwise: 16-bit
                          # forwards at B <= 8 with the in-kernel projection, the paired split at B=4 with a
                          # long first-poll delay; False: v5's rule alone (the ablation)
+BACKWARD_16BIT_IO = True  # v31: a 16-bit dy reaches the mma backward as it is and its GEMMs write 16-bit
+                          # gradients; False: dy converted to fp32, fp32 GEMM outputs cast after (v30)
+BWD_LATE_LOADS = False    # v31 exploration: the grid.sync mma backward loads the next step's inputs after the
+                          # barrier instead of before it
 GROUP_BARRIERS = False    # v30: True: grouped grid.sync plans synchronise each (direction, group) on a counter of
                           # its own (kernel GROUP_BARRIERS); measured slower than grid.sync() over the whole grid
                           # (results/persistent_v30, 14_), so an option only
@@ -538,7 +542,8 @@ def _fewer_register_tiles(plan, props: dict):
 
 def _flag_defines() -> dict:
     """Compile-time constants that engine flags (ablations) set on every persistent kernel."""
-    return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0})}
+    return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0}),
+            **({"BWD_LATE_LOADS": 1} if BWD_LATE_LOADS else {})}
 
 
 def _compile_without_spills(plan, function: str, cooperative: bool):
@@ -563,7 +568,7 @@ def _remembered(build):
 
     @functools.wraps(build)
     def cached(plan, device_id: int):
-        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES)
+        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, BWD_LATE_LOADS)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -972,7 +977,8 @@ def _graph_mode(variant) -> tuple:
             BACKWARD_BY_ROWS, SIXTEEN_BIT_GEMMS,
             IN_KERNEL_PROJECTION, UNITS_FASTEST, FP32_TENSOR_CORES, PAIRED_SPLIT, SPLIT_WORDS, POLL_DELAY,
             DIRECT_16BIT_INPUT, ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS, X_PREFETCH,
-            FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER, BATCH_GROUPS, GROUP_BARRIERS)
+            FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER, BATCH_GROUPS, GROUP_BARRIERS,
+            BACKWARD_16BIT_IO, BWD_LATE_LOADS)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
@@ -1323,7 +1329,7 @@ def _backward_eager(reserve: PersistentReserve, dy, dhT, dcT):
     dc0 = _output(config.state_shape)
     grads = [None] * (config.num_layers * dirs)
     dz16 = plan.kind == "mma" and gemm_dtype is not None   # v30: the GEMMs' operand, stored by the kernel
-    direct16 = dz16 and dy.dtype.name == config.dtype      # v31: 16-bit dy in, 16-bit gradients out
+    direct16 = dz16 and BACKWARD_16BIT_IO and dy.dtype.name == config.dtype   # v31: 16-bit dy in, gradients out
     d_out = dy if direct16 else _f32(dy)
     for layer in reversed(range(config.num_layers)):
         if layer in reserve.dropout_masks:

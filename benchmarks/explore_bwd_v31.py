@@ -1,0 +1,40 @@
+"""v31 exploration: a training call (bench_persistent_v31.training_ms) under engine-flag modes alternated
+in one process (ab_modes.alternate_rounds): v31's 16-bit backward I/O against v30's (BACKWARD_16BIT_IO),
+each with the grid.sync backward's next-step loads before and after the barrier (BWD_LATE_LOADS).
+
+    python benchmarks/explore_bwd_v31.py OUT_DIR [--rounds N] [--repeats N]
+"""
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ab_modes import alternate_rounds  # noqa: E402
+from bench_persistent import bench_args, bench_meta, save_rows  # noqa: E402
+from bench_persistent_v31 import training_ms  # noqa: E402
+
+CELLS = [("float16", 1024, 16), ("float16", 1024, 8), ("float16", 256, 32)]
+MODES = {"v31": {}, "v31 late loads": {"BWD_LATE_LOADS": True}, "v30 io": {"BACKWARD_16BIT_IO": False},
+         "v30 io late loads": {"BACKWARD_16BIT_IO": False, "BWD_LATE_LOADS": True}}
+
+
+def main(argv=None):
+    def configure(parser):
+        parser.add_argument("--rounds", type=int, default=3)
+    args, out = bench_args(argv, repeats=15, configure=configure)
+    meta = bench_meta()
+    measure = lambda: {f"{d} H={h} B={b}": training_ms(d, h, b, args.repeats) for d, h, b in CELLS}  # noqa: E731
+    times = alternate_rounds(MODES, args.rounds, measure)
+    lines = ["| cell | " + " | ".join(MODES) + " |", "|---|" + "---|" * len(MODES)]
+    for d, h, b in CELLS:
+        key = f"{d} H={h} B={b}"
+        lines.append(f"| {key} | " + " | ".join(f"{np.median(times[m][key]):.3f} ({' / '.join(f'{v:.3f}' for v in times[m][key])})"
+                                               for m in MODES) + " |")
+    table = "\n".join(lines)
+    save_rows(out, "explore_bwd_v31", meta, [times], table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
