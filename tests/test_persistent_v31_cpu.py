@@ -121,7 +121,7 @@ def test_the_kernel_reads_dy16_and_stores_dz16_interleaved():
     source = KERNEL.read_text()
     body = source[source.index("persistent_lstm_bwd("):]
     assert "int dz16,\n                    int dy16, unsigned int* barrier)" in body
-    assert body.count("load_mma_bwd_inputs(gates, cells, c0, dy, dy16, p, T, H, ldy,") == 2
+    assert body.count("load_mma_bwd_inputs(gates, cells, c0, dy, dy16, p, T, H, ldy,") == 3   # first, early, late
     assert "dy16 ? unpack_half<kBf16>(__ldg(reinterpret_cast<const unsigned short*>(dy) + at)) : __ldg(dy + at)" \
         in source
     assert "if (dz16) *reinterpret_cast<uint2*>(reinterpret_cast<unsigned short*>(dz) + dz_at) = out16;" in body
