@@ -136,6 +136,8 @@ BACKWARD_16BIT_IO = True  # v31: a 16-bit dy reaches the mma backward as it is a
                           # gradients; False: dy converted to fp32, fp32 GEMM outputs cast after (v30)
 BWD_LATE_LOADS = False    # v31 exploration: the grid.sync mma backward loads the next step's inputs after the
                           # barrier instead of before it
+BWD_DY_PREFETCH = False   # v31 exploration: the mma backward prefetches a 16-bit dy into L2 at its start
+DEINTERLEAVE_BY_MEMCPY = True  # v31: 16-bit weight gradients deinterleave as 4 strided 2-D memcpys per matrix
 GROUP_BARRIERS = False    # v30: True: grouped grid.sync plans synchronise each (direction, group) on a counter of
                           # its own (kernel GROUP_BARRIERS); measured slower than grid.sync() over the whole grid
                           # (results/persistent_v30, 14_), so an option only
@@ -543,7 +545,7 @@ def _fewer_register_tiles(plan, props: dict):
 def _flag_defines() -> dict:
     """Compile-time constants that engine flags (ablations) set on every persistent kernel."""
     return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0}),
-            **({"BWD_LATE_LOADS": 1} if BWD_LATE_LOADS else {})}
+            **({"BWD_LATE_LOADS": 1} if BWD_LATE_LOADS else {}), **({"BWD_DY_PREFETCH": 1} if BWD_DY_PREFETCH else {})}
 
 
 def _compile_without_spills(plan, function: str, cooperative: bool):
@@ -568,7 +570,7 @@ def _remembered(build):
 
     @functools.wraps(build)
     def cached(plan, device_id: int):
-        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, BWD_LATE_LOADS)
+        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, BWD_LATE_LOADS, BWD_DY_PREFETCH)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -978,7 +980,7 @@ def _graph_mode(variant) -> tuple:
             IN_KERNEL_PROJECTION, UNITS_FASTEST, FP32_TENSOR_CORES, PAIRED_SPLIT, SPLIT_WORDS, POLL_DELAY,
             DIRECT_16BIT_INPUT, ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS, X_PREFETCH,
             FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER, BATCH_GROUPS, GROUP_BARRIERS,
-            BACKWARD_16BIT_IO, BWD_LATE_LOADS)
+            BACKWARD_16BIT_IO, BWD_LATE_LOADS, BWD_DY_PREFETCH, DEINTERLEAVE_BY_MEMCPY)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
@@ -1394,7 +1396,7 @@ def _layer_grads_16bit(config, reserve, layer: int, dz, h_prevs, grads, out16):
     save, s0 = reserve.layers[layer], slot(layer, 0, dirs)
     rows, inputs = steps * batch, save.layer_input.shape[-1]
     grad_dtype = out16 if out16 is not None else np.float32
-    framework = lambda a: gate_deinterleave_as(a, hidden, out16 if out16 is not None else np.float32)  # noqa: E731
+    framework = lambda a: _framework_rows(a, hidden, grad_dtype)  # noqa: E731
     d_in = _output((rows, inputs), grad_dtype if dirs == 1 else np.float32)
     ones = _ones16((rows, 1), a_type)
     for d in range(dirs):
@@ -1412,6 +1414,23 @@ def _layer_grads_16bit(config, reserve, layer: int, dz, h_prevs, grads, out16):
         w_ih = reserve.weights.slots[s].input_weight_16bit(a_type)
         _matmul(flat_dz, w_ih, d_in, accumulate=d > 0, a_type=a_type)
     return d_in.reshape(steps, batch, -1)
+
+
+def _framework_rows(a, hidden: int, dtype):
+    """gate_deinterleave_as(a, hidden, dtype); a 16-bit [4H, K] GPU array of that dtype as 4 strided
+    2-D memcpys (gate q's rows, every 4th from row q, to rows q*H...): CuPy's strided copy ran the
+    permutation at ~0.7 TB/s (v31 profile, H=1024: 45 us per training call)."""
+    cp = _cp()
+    if not (DEINTERLEAVE_BY_MEMCPY and is_gpu_array(a) and a.ndim == 2 and a.dtype == np.dtype(dtype)
+            and a.dtype.itemsize == 2 and a.flags.c_contiguous):
+        return gate_deinterleave_as(a, hidden, dtype)
+    out = cp.empty_like(a)
+    row = a.shape[1] * a.itemsize
+    stream = cp.cuda.get_current_stream().ptr
+    for q in range(4):
+        cp.cuda.runtime.memcpy2DAsync(out.data.ptr + q * hidden * row, row, a.data.ptr + q * row, 4 * row, row,
+                                      hidden, cp.cuda.runtime.memcpyDeviceToDevice, stream)
+    return out
 
 
 def _ones16(shape, dtype: str):
