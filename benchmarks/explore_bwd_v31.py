@@ -1,8 +1,9 @@
 """v31 exploration: a training call (bench_persistent_v31.training_ms) under engine-flag modes alternated
 in one process (ab_modes.alternate_rounds). Call 5: v31's 16-bit backward I/O against v30's
 (BACKWARD_16BIT_IO), each with the grid.sync backward's next-step loads before and after the barrier
-(BWD_LATE_LOADS). Call 6 (these modes): late loads with the memcpy deinterleave, with CuPy's strided
-copy, with dy prefetched into L2 (BWD_DY_PREFETCH); v30's I/O.
+(BWD_LATE_LOADS). Call 6: late loads with the memcpy deinterleave, with CuPy's strided copy, with dy
+prefetched into L2 (BWD_DY_PREFETCH); v30's I/O. Call 7 (these modes): the 16-bit dy read against fp32 dy
+with 16-bit GEMM outputs (BACKWARD_16BIT_DY, BACKWARD_16BIT_GRADS), late loads or not; v30.
 
     python benchmarks/explore_bwd_v31.py OUT_DIR [--rounds N] [--repeats N]
 """
@@ -17,9 +18,11 @@ from bench_persistent import bench_args, bench_meta, save_rows  # noqa: E402
 from bench_persistent_v31 import training_ms  # noqa: E402
 
 CELLS = [("float16", 1024, 16), ("float16", 1024, 8), ("float16", 256, 32), ("bfloat16", 1024, 4),
-         ("float16", 512, 16), ("bfloat16", 256, 8)]
-MODES = {"late": {"BWD_LATE_LOADS": True}, "late, strided copy": {"BWD_LATE_LOADS": True, "DEINTERLEAVE_BY_MEMCPY": False},
-         "late, dy prefetch": {"BWD_LATE_LOADS": True, "BWD_DY_PREFETCH": True}, "v30 io": {"BACKWARD_16BIT_IO": False}}
+         ("float16", 512, 16), ("bfloat16", 256, 8), ("bfloat16", 512, 32), ("float16", 1536, 8)]
+MODES = {"dy16 late prefetch": {"BWD_LATE_LOADS": True, "BWD_DY_PREFETCH": True},
+         "dy32 out16 late": {"BACKWARD_16BIT_DY": False, "BWD_LATE_LOADS": True},
+         "dy32 out16": {"BACKWARD_16BIT_DY": False},
+         "v30": {"BACKWARD_16BIT_DY": False, "BACKWARD_16BIT_GRADS": False}}
 
 
 def main(argv=None):

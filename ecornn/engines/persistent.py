@@ -132,8 +132,10 @@ REGISTER_MODEL = "v19"    # tensor-core plans: register k-tiles by the v19 refit
 TAGGED_WITH_WAIT = True  # v26: the tagged exchange past 4 polls per lane where the warps wait otherwise: 16-bit
                          # forwards at B <= 8 with the in-kernel projection, the paired split at B=4 with a
                          # long first-poll delay; False: v5's rule alone (the ablation)
-BACKWARD_16BIT_IO = True  # v31: a 16-bit dy reaches the mma backward as it is and its GEMMs write 16-bit
-                          # gradients; False: dy converted to fp32, fp32 GEMM outputs cast after (v30)
+BACKWARD_16BIT_GRADS = True  # v31: with a 16-bit dy of the layer's dtype, the mma backward's GEMMs write 16-bit
+                             # gradients; False: fp32 GEMM outputs, cast after (v30)
+BACKWARD_16BIT_DY = True     # v31: there, the kernel reads that dy (and a layer above's 16-bit dX) as it is;
+                             # False: converted to fp32 first (v30)
 BWD_LATE_LOADS = False    # v31 exploration: the grid.sync mma backward loads the next step's inputs after the
                           # barrier instead of before it
 BWD_DY_PREFETCH = False   # v31 exploration: the mma backward prefetches a 16-bit dy into L2 at its start
@@ -980,7 +982,7 @@ def _graph_mode(variant) -> tuple:
             IN_KERNEL_PROJECTION, UNITS_FASTEST, FP32_TENSOR_CORES, PAIRED_SPLIT, SPLIT_WORDS, POLL_DELAY,
             DIRECT_16BIT_INPUT, ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS, X_PREFETCH,
             FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER, BATCH_GROUPS, GROUP_BARRIERS,
-            BACKWARD_16BIT_IO, BWD_LATE_LOADS, BWD_DY_PREFETCH, DEINTERLEAVE_BY_MEMCPY)
+            BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, BWD_DY_PREFETCH, DEINTERLEAVE_BY_MEMCPY)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
@@ -1331,7 +1333,7 @@ def _backward_eager(reserve: PersistentReserve, dy, dhT, dcT):
     dc0 = _output(config.state_shape)
     grads = [None] * (config.num_layers * dirs)
     dz16 = plan.kind == "mma" and gemm_dtype is not None   # v30: the GEMMs' operand, stored by the kernel
-    direct16 = dz16 and BACKWARD_16BIT_IO and dy.dtype.name == config.dtype   # v31: 16-bit dy in, gradients out
+    direct16 = dz16 and BACKWARD_16BIT_GRADS and dy.dtype.name == config.dtype   # v31: 16-bit gradients out
     d_out = dy if direct16 else _f32(dy)
     for layer in reversed(range(config.num_layers)):
         if layer in reserve.dropout_masks:
@@ -1339,7 +1341,9 @@ def _backward_eager(reserve: PersistentReserve, dy, dhT, dcT):
         save = reserve.layers[layer]
         s0 = slot(layer, 0, dirs)
         states = slice(s0, s0 + dirs)
-        dy16 = dz16 and d_out.dtype.itemsize == 2   # v31: the kernel reads the 16-bit dy as it is
+        dy16 = dz16 and d_out.dtype.itemsize == 2 and BACKWARD_16BIT_DY   # v31: the kernel reads it as it is
+        if d_out.dtype.itemsize == 2 and not dy16:
+            d_out = _f32(d_out)
         dz = _output((dirs, steps, batch, 4 * hidden), _storage_dtype(gemm_dtype) if dz16 else np.float32)
         _launch(plan, (
             _tiles(reserve.weights, layer, dirs, plan), _storage16(d_out, gemm_dtype) if dy16 else
