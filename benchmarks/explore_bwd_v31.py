@@ -1,9 +1,7 @@
 """v31 exploration: a training call (bench_persistent_v31.training_ms) under engine-flag modes alternated
-in one process (ab_modes.alternate_rounds). Call 5: v31's 16-bit backward I/O against v30's
-(BACKWARD_16BIT_IO), each with the grid.sync backward's next-step loads before and after the barrier
-(BWD_LATE_LOADS). Call 6: late loads with the memcpy deinterleave, with CuPy's strided copy, with dy
-prefetched into L2 (BWD_DY_PREFETCH); v30's I/O. Call 7 (these modes): the 16-bit dy read against fp32 dy
-with 16-bit GEMM outputs (BACKWARD_16BIT_DY, BACKWARD_16BIT_GRADS), late loads or not; v30.
+in one process (ab_modes.alternate_rounds): v31's plans ("auto": late loads and the 16-bit dy where
+rules.late_loads_pay), late loads wherever grid.sync, nowhere, and v30's backward I/O. Calls 5-7 ran the
+exploration's earlier modes (flags since folded into the plans; results/persistent_v31/README.md).
 
     python benchmarks/explore_bwd_v31.py OUT_DIR [--rounds N] [--repeats N]
 """
@@ -19,10 +17,8 @@ from bench_persistent_v31 import training_ms  # noqa: E402
 
 CELLS = [("float16", 1024, 16), ("float16", 1024, 8), ("float16", 256, 32), ("bfloat16", 1024, 4),
          ("float16", 512, 16), ("bfloat16", 256, 8), ("bfloat16", 512, 32), ("float16", 1536, 8)]
-MODES = {"dy16 late prefetch": {"BWD_LATE_LOADS": True, "BWD_DY_PREFETCH": True},
-         "dy32 out16 late": {"BACKWARD_16BIT_DY": False, "BWD_LATE_LOADS": True},
-         "dy32 out16": {"BACKWARD_16BIT_DY": False},
-         "v30": {"BACKWARD_16BIT_DY": False, "BACKWARD_16BIT_GRADS": False}}
+MODES = {"v31": {}, "late everywhere": {"BWD_LATE_LOADS": True}, "no late loads": {"BWD_LATE_LOADS": False},
+         "v30": {"BWD_LATE_LOADS": False, "BACKWARD_16BIT_DY": False, "BACKWARD_16BIT_GRADS": False}}
 
 
 def main(argv=None):

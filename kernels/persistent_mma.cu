@@ -125,11 +125,8 @@ namespace cg = cooperative_groups;
 #ifndef GROUP_BARRIERS  // v30, grouped grid.sync plans: a split barrier per (direction, group) instead of grid.sync()
 #define GROUP_BARRIERS 0
 #endif
-#ifndef BWD_LATE_LOADS  // v31, grid.sync backward: the next step's inputs loaded after the barrier, not before it
-#define BWD_LATE_LOADS 0
-#endif
-#ifndef BWD_DY_PREFETCH  // v31 exploration: the backward asks L2 for all of a 16-bit dy at its start
-#define BWD_DY_PREFETCH 0
+#ifndef BWD_LATE_LOADS  // v31, grid.sync backward: the next step's inputs loaded after the barrier, not before
+#define BWD_LATE_LOADS 0  // it (its fence waited for them in flight), and a 16-bit dy prefetched into L2 first
 #endif
 #ifndef SPLIT_BARRIER   // grid.sync plans: the split barrier (default with the in-kernel projection) or grid.sync()
 #define SPLIT_BARRIER (IN_K_TILES > 0)
@@ -1008,7 +1005,7 @@ persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ d
     extern __shared__ __align__(16) uint4 smem[];
     const Carve s = carve(smem);
     const Slot p = slot_of(H, units, blocks_per_dir, dir0);
-    if (BWD_DY_PREFETCH && dy16) prefetch_to_l2(dy, (size_t)T * kBatchAll * ldy * sizeof(unsigned short));
+    if (kLateLoads && dy16) prefetch_to_l2(dy, (size_t)T * kBatchAll * ldy * sizeof(unsigned short));
     RegTiles a_reg;
     load_tiles(a_reg, s.a, tiles, p.tile);
     float dc_next = 0.0f, dh_rec = 0.0f;   // dh_rec: W_hh^T . dz of the step after (dhT first)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ecornn import LSTMConfig, LayerWeights
-from ecornn.engines import persistent
+from ecornn.engines import persistent, persistent_capacity as cap, persistent_rules as rules
 from ecornn.engines import reference
 from tests import test_persistent_emulated as grid_emulation
 from tests.helpers import random_problem, rel_err
@@ -54,16 +54,30 @@ def _errors(engine, rng, config, dy_dtype, dropout=0.0):
     return max(rel_err(f64(g), w) for g, w in pairs), grads
 
 
-@pytest.mark.parametrize("dtype, inp, hidden, layers, bidir, batch, steps, dropout, flags", [
-    ("float16", 16, 48, 1, False, 16, 4, 0.0, [(True, True)]),              # grouped, one direction
-    ("bfloat16", 24, 40, 1, False, 3, 5, 0.0, [(True, True)]),              # ungrouped, odd batch
-    ("float16", 16, 32, 2, False, 4, 3, 0.0, [(True, True), (True, True)]),  # layer 1's dX is layer 0's 16-bit dy
-    ("bfloat16", 24, 40, 2, True, 16, 3, 0.0, [(True, True), (True, False)]),  # two directions: dX summed in fp32
-    ("float16", 8, 24, 2, False, 9, 3, 0.3, [(True, True), (True, False)]),  # dropout: the masked dy is fp32
+def _expected_flags(config, dropout):
+    """(dz16, dy16) per backward launch, top layer first: the 16-bit dy is read where the plan loads late
+    (v31), by the top layer and by a layer below it that gets the 16-bit dX of one direction, no mask."""
+    late = persistent._final(persistent.plans_for(config, training=True)["backward"]).loads_late
+    below = late and config.num_directions == 1 and dropout == 0
+    return [(True, late)] + [(True, below)] * (config.num_layers - 1)
+
+
+@pytest.mark.parametrize("late", ["auto", True])
+@pytest.mark.parametrize("dtype, inp, hidden, layers, bidir, batch, steps, dropout", [
+    ("float16", 16, 48, 1, False, 16, 4, 0.0),      # grouped, one direction
+    ("bfloat16", 24, 40, 1, False, 3, 5, 0.0),      # ungrouped, odd batch
+    ("float16", 16, 32, 2, False, 4, 3, 0.0),       # layer 1's dX is layer 0's 16-bit dy
+    ("bfloat16", 24, 40, 2, True, 16, 3, 0.0),      # two directions: dX summed in fp32
+    ("float16", 8, 24, 2, False, 9, 3, 0.3),        # dropout: the masked dy is fp32
 ])
-def test_16bit_dy_gives_16bit_gradients_within_tolerance(cpu_engine, launches, rng, dtype, inp, hidden, layers,  # noqa: F811
-                                                         bidir, batch, steps, dropout, flags):
+def test_16bit_dy_gives_16bit_gradients_within_tolerance(cpu_engine, launches, monkeypatch, rng, late, dtype, inp,  # noqa: F811
+                                                         hidden, layers, bidir, batch, steps, dropout):
+    monkeypatch.setattr(persistent, "BWD_LATE_LOADS", late)
+    if late is True:   # small plans: late loads forced, under grid.sync (the tagged exchange has no fence)
+        monkeypatch.setattr(persistent, "TAGGED_EXCHANGE", False)
     config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)
+    flags = _expected_flags(config, dropout)
+    assert flags[0][1] == (late is True)   # these small plans' products are short: "auto" loads early
     worst, grads = _errors(cpu_engine, rng, config, _dtype(dtype), dropout)
     assert worst <= HALF_TOL
     assert launches == flags
@@ -83,13 +97,15 @@ def test_fp32_dy_gives_fp32_gradients_from_the_same_gate_blocked_dz(cpu_engine, 
 def test_a_dy_read_with_its_low_byte_lost_fails_the_comparison(cpu_engine, launches, monkeypatch, rng):  # noqa: F811
     """The mutation: the emulated kernel drops the low byte of each 16-bit dy word (a decoding error of
     the 16-bit read, ~2^-3 relative)."""
+    monkeypatch.setattr(persistent, "BWD_LATE_LOADS", True)
+    monkeypatch.setattr(persistent, "TAGGED_EXCHANGE", False)
     real = grid_emulation._dy_values
     monkeypatch.setattr(grid_emulation, "_dy_values",
                         lambda dy, dy16: real((dy.view(np.uint16) & np.uint16(0xFF00)).view(dy.dtype) if dy16 else dy,
                                               dy16))
     config = LSTMConfig(16, 48, 1, False, "float16", 4, 4)
     worst, _ = _errors(cpu_engine, rng, config, np.float16)
-    assert worst > 3 * HALF_TOL
+    assert launches == [(True, True)] and worst > 3 * HALF_TOL
 
 
 @pytest.mark.parametrize("dy_dtype, copies", [(np.float16, ("float16", "float16")),
@@ -125,3 +141,44 @@ def test_the_kernel_reads_dy16_and_stores_dz16_interleaved():
     assert "dy16 ? unpack_half<kBf16>(__ldg(reinterpret_cast<const unsigned short*>(dy) + at)) : __ldg(dy + at)" \
         in source
     assert "if (dz16) *reinterpret_cast<uint2*>(reinterpret_cast<unsigned short*>(dz) + dz_at) = out16;" in body
+
+
+# (dtype, H, B): H100 fwd+bwd with and without the late loads (results/persistent_v31, explore calls 5-7)
+LATE_PAID = [("float16", 1024, 16), ("float16", 1024, 8), ("bfloat16", 1024, 4), ("float16", 1536, 8),
+             ("bfloat16", 512, 32)]
+LATE_LOST = [("float16", 512, 16), ("float16", 256, 32), ("bfloat16", 256, 8)]
+
+
+@pytest.mark.parametrize("dtype, hidden, batch", LATE_PAID + LATE_LOST)
+def test_late_loads_where_they_measured_faster(monkeypatch, dtype, hidden, batch):
+    monkeypatch.setattr(persistent, "_props", cap.h100_properties)
+    plan = persistent.plans_for(LSTMConfig(hidden, hidden, 1, False, dtype, batch, 256), training=True)["backward"]
+    late = (dtype, hidden, batch) in LATE_PAID
+    assert rules.late_loads_pay(plan) == late == plan.loads_late
+    assert (plan.defines().get("BWD_LATE_LOADS") == 1) == late
+    assert ("next-step loads after the barrier" in plan.describe()) == late
+
+
+def test_the_late_loads_flag_forces_them_or_leaves_them_out(monkeypatch):
+    monkeypatch.setattr(persistent, "_props", cap.h100_properties)
+    config = LSTMConfig(256, 256, 1, False, "float16", 32, 8)
+    key = persistent._graph_mode("auto")
+    for mode, want in (("auto", False), (True, True), (False, False)):
+        monkeypatch.setattr(persistent, "BWD_LATE_LOADS", mode)
+        plans = persistent.plans_for(config, training=True)
+        assert plans["backward"].loads_late == want and not plans["forward"].late_loads
+    assert persistent._graph_mode("auto") != key
+    monkeypatch.setattr(persistent, "BWD_LATE_LOADS", True)
+    tagged = capacity_with_exchange(persistent.plans_for(config, training=True)["backward"], True)
+    assert not tagged.loads_late and "BWD_LATE_LOADS" not in tagged.defines()   # the tagged exchange has no fence
+
+
+def capacity_with_exchange(plan, tagged):
+    return plan.with_exchange(tagged)
+
+
+def test_the_kernel_prefetches_dy_and_loads_late_only_when_built_so():
+    source = KERNEL.read_text()
+    assert "constexpr bool kLateLoads = BWD_LATE_LOADS != 0 && !kTagged;" in source
+    assert "if (kLateLoads && dy16) prefetch_to_l2(dy, (size_t)T * kBatchAll * ldy * sizeof(unsigned short));" in source
+    assert "if (!kLateLoads && step > 0)" in source and "if (kLateLoads && p.active && step > 0)" in source

@@ -9,6 +9,7 @@ from ecornn import LSTMConfig
 from ecornn.engines import persistent
 from tests.test_persistent_gpu import HALF_TOL, _as64, _assert_bitwise_reruns, _compare, _gradient_seeds, _run
 from tests.helpers import random_problem, rel_err
+from tests.test_persistent_v31_cpu import _expected_flags
 
 pytestmark = pytest.mark.gpu
 
@@ -26,17 +27,23 @@ def launches(monkeypatch):
     return seen
 
 
-@pytest.mark.parametrize("dtype, inp, hidden, layers, bidir, batch, steps, dropout, flags", [
-    ("float16", 1024, 1024, 1, False, 16, 40, 0.0, [(True, True)]),    # the issue's row: grouped
-    ("bfloat16", 1000, 1000, 1, False, 8, 23, 0.0, [(True, True)]),    # odd H
-    ("float16", 40, 512, 2, False, 4, 17, 0.0, [(True, True)] * 2),    # layer 1's 16-bit dX is layer 0's dy
-    ("bfloat16", 64, 256, 2, True, 16, 9, 0.0, [(True, True), (True, False)]),  # dX summed in fp32
-    ("float16", 48, 384, 3, False, 3, 11, 0.25, [(True, True), (True, False), (True, False)]),  # dropout
-    ("float16", 64, 256, 1, False, 1, 1, 0.0, [(True, True)]),         # B=1, T=1
+@pytest.mark.parametrize("late", ["auto", True])
+@pytest.mark.parametrize("dtype, inp, hidden, layers, bidir, batch, steps, dropout", [
+    ("float16", 1024, 1024, 1, False, 16, 40, 0.0),    # the issue's row: grouped; "auto" loads late
+    ("bfloat16", 1000, 1000, 1, False, 8, 23, 0.0),    # odd H; "auto" loads late
+    ("float16", 40, 512, 2, False, 4, 17, 0.0),        # "auto" loads late: layer 1's 16-bit dX is layer 0's dy
+    ("bfloat16", 64, 256, 2, True, 16, 9, 0.0),        # dX summed in fp32
+    ("float16", 48, 384, 3, False, 3, 11, 0.25),       # dropout: the masked dy is fp32
+    ("float16", 64, 256, 1, False, 1, 1, 0.0),         # B=1, T=1
 ])
-def test_16bit_gradients_match_float64(launches, dtype, inp, hidden, layers, bidir, batch, steps, dropout, flags):
+def test_16bit_gradients_match_float64(launches, monkeypatch, late, dtype, inp, hidden, layers, bidir, batch, steps,
+                                       dropout):
+    monkeypatch.setattr(persistent, "BWD_LATE_LOADS", late)
+    if late is True:   # forced wherever grid.sync; the tagged exchange has no fence
+        monkeypatch.setattr(persistent, "TAGGED_EXCHANGE", False)
     config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)
     assert persistent._final(persistent.plans_for(config, training=True)["backward"]).kind == "mma"
+    flags = _expected_flags(config, dropout)
     got = _compare(np.random.default_rng(inp + hidden + batch), config, HALF_TOL, dropout)
     assert launches == flags
     assert all(np.asarray(a).dtype == got[0].dtype for a in got[3:])   # every gradient in dy's 16-bit dtype
@@ -67,3 +74,17 @@ def test_fp32_dy_takes_fp32_gradients_from_the_same_dz(launches, dtype):
 @pytest.mark.parametrize("dtype, batch", [("float16", 16), ("bfloat16", 8)])
 def test_16bit_gradients_are_bitwise_identical_run_to_run(rng, dtype, batch):
     _assert_bitwise_reruns(rng, LSTMConfig(1024, 1024, 1, False, dtype, batch, 50))
+
+
+@pytest.mark.parametrize("dtype, hidden, batch", [("float16", 1024, 16), ("bfloat16", 512, 32)])
+def test_late_loads_change_no_bit(monkeypatch, dtype, hidden, batch):
+    """Late loads (and the 16-bit dy they read) against none: the same numbers, bitwise, both within
+    tolerance of float64 (v31: only when the loads are issued and where dy comes from differ)."""
+    config = LSTMConfig(hidden, hidden, 1, False, dtype, batch, 30)
+    runs = []
+    for mode in (True, False):
+        monkeypatch.setattr(persistent, "BWD_LATE_LOADS", mode)
+        assert persistent._final(persistent.plans_for(config, training=True)["backward"]).loads_late == mode
+        runs.append(_compare(np.random.default_rng(hidden + batch), config, HALF_TOL))
+    for a, b in zip(*runs):
+        assert np.array_equal(np.asarray(a), np.asarray(b))

@@ -134,11 +134,12 @@ TAGGED_WITH_WAIT = True  # v26: the tagged exchange past 4 polls per lane where 
                          # long first-poll delay; False: v5's rule alone (the ablation)
 BACKWARD_16BIT_GRADS = True  # v31: with a 16-bit dy of the layer's dtype, the mma backward's GEMMs write 16-bit
                              # gradients; False: fp32 GEMM outputs, cast after (v30)
-BACKWARD_16BIT_DY = True     # v31: there, the kernel reads that dy (and a layer above's 16-bit dX) as it is;
-                             # False: converted to fp32 first (v30)
-BWD_LATE_LOADS = False    # v31 exploration: the grid.sync mma backward loads the next step's inputs after the
-                          # barrier instead of before it
-BWD_DY_PREFETCH = False   # v31 exploration: the mma backward prefetches a 16-bit dy into L2 at its start
+BACKWARD_16BIT_DY = True     # v31: there, a kernel with late loads reads that dy (and a layer above's 16-bit
+                             # dX) as it is; False, and elsewhere: converted to fp32 first (v30; it measured
+                             # faster without the late loads)
+BWD_LATE_LOADS = "auto"   # v31: the grid.sync mma backward loads the next step's inputs after the barrier (and
+                          # reads the 16-bit dy, prefetched into L2) where rules.late_loads_pay; True: wherever
+                          # grid.sync, False: nowhere (the ablation)
 DEINTERLEAVE_BY_MEMCPY = True  # v31: 16-bit weight gradients deinterleave as 4 strided 2-D memcpys per matrix
 GROUP_BARRIERS = False    # v30: True: grouped grid.sync plans synchronise each (direction, group) on a counter of
                           # its own (kernel GROUP_BARRIERS); measured slower than grid.sync() over the whole grid
@@ -231,8 +232,8 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
         plans = {k: p.with_exchange(bool(TAGGED_EXCHANGE)) for k, p in plans.items()}
     if not GRID_KERNEL_BIAS:
         plans = {k: p.without_kernel_bias() if p.kind == "grid" else p for k, p in plans.items()}
-    return {k: capacity.with_poll_delay(p, POLL_DELAY) if p.kind in ("mma", "grid") else p   # after the overrides
-            for k, p in plans.items()}
+    return {k: capacity.with_late_loads(capacity.with_poll_delay(p, POLL_DELAY), BWD_LATE_LOADS)
+            if p.kind in ("mma", "grid") else p for k, p in plans.items()}   # after the overrides
 
 
 def plans_for(config, training: bool = False, variant: str = "auto") -> dict:
@@ -546,8 +547,7 @@ def _fewer_register_tiles(plan, props: dict):
 
 def _flag_defines() -> dict:
     """Compile-time constants that engine flags (ablations) set on every persistent kernel."""
-    return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0}),
-            **({"BWD_LATE_LOADS": 1} if BWD_LATE_LOADS else {}), **({"BWD_DY_PREFETCH": 1} if BWD_DY_PREFETCH else {})}
+    return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0})}
 
 
 def _compile_without_spills(plan, function: str, cooperative: bool):
@@ -572,7 +572,7 @@ def _remembered(build):
 
     @functools.wraps(build)
     def cached(plan, device_id: int):
-        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, BWD_LATE_LOADS, BWD_DY_PREFETCH)
+        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -982,7 +982,7 @@ def _graph_mode(variant) -> tuple:
             IN_KERNEL_PROJECTION, UNITS_FASTEST, FP32_TENSOR_CORES, PAIRED_SPLIT, SPLIT_WORDS, POLL_DELAY,
             DIRECT_16BIT_INPUT, ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS, X_PREFETCH,
             FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER, BATCH_GROUPS, GROUP_BARRIERS,
-            BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, BWD_DY_PREFETCH, DEINTERLEAVE_BY_MEMCPY)
+            BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
@@ -1341,7 +1341,7 @@ def _backward_eager(reserve: PersistentReserve, dy, dhT, dcT):
         save = reserve.layers[layer]
         s0 = slot(layer, 0, dirs)
         states = slice(s0, s0 + dirs)
-        dy16 = dz16 and d_out.dtype.itemsize == 2 and BACKWARD_16BIT_DY   # v31: the kernel reads it as it is
+        dy16 = dz16 and d_out.dtype.itemsize == 2 and BACKWARD_16BIT_DY and _final(plan).loads_late   # v31
         if d_out.dtype.itemsize == 2 and not dy16:
             d_out = _f32(d_out)
         dz = _output((dirs, steps, batch, 4 * hidden), _storage_dtype(gemm_dtype) if dz16 else np.float32)

@@ -676,6 +676,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                                 # lowest bit the tag); False: v13's hi and lo rows, SPLIT_WORDS=0 (the ablation)
     group_barriers: bool = False  # v30: a grouped grid.sync plan synchronises each (direction, group) on its own
                                   # counter (GROUP_BARRIERS=1; measured slower than grid.sync(), an option)
+    late_loads: bool = False    # v31: a grid.sync backward loads the next step's inputs after the barrier and
+                                # reads a 16-bit dy, prefetched into L2 (BWD_LATE_LOADS=1; with_late_loads)
     batch_groups: int = 1       # v30 (16-bit layers): the layer's batch is batch_groups x batch columns, each
                                 # group on blocks_per_dir blocks of its own (grouped_plan); batch is one group's
 
@@ -735,12 +737,18 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                 **({"SPLIT_WORDS": 0} if self.parts == 2 and not self.split_words else {}),
                 **({"POLL_DELAY_NS": self.poll_delay_ns} if self.poll_delay_ns else {}),
                 **({"GROUPS": self.batch_groups} if self.batch_groups > 1 else {}),
-                **({"GROUP_BARRIERS": 1} if self.barrier_per_group else {})}
+                **({"GROUP_BARRIERS": 1} if self.barrier_per_group else {}),
+                **({"BWD_LATE_LOADS": 1} if self.loads_late else {})}
 
     @property
     def barrier_per_group(self) -> bool:
         """v30: a grouped grid.sync plan built with a counter per (direction, group) (GROUP_BARRIERS)."""
         return self.batch_groups > 1 and self.group_barriers and not self.tagged
+
+    @property
+    def loads_late(self) -> bool:
+        """v31: a grid.sync backward built with BWD_LATE_LOADS (the engine then hands it a 16-bit dy)."""
+        return self.pass_name == "backward" and self.late_loads and not self.tagged
 
     @property
     def in_kernel_projection(self) -> bool:
@@ -777,6 +785,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
             split += f", the batch as {self.batch_groups} groups of {self.batch} on blocks of their own"
             if self.barrier_per_group:
                 split += ", a barrier per group"
+        if self.loads_late:
+            split += ", next-step loads after the barrier"
         return (f"{self.pass_name} (tensor cores, {self.dtype}{split}): {self.grid} blocks x {self.threads} threads, "
                 f"{self.units} units/block, {self.reg_k_tiles}/{self.k_tiles} k-tiles in registers, "
                 f"{self.smem_bytes // 1024} KB smem, {self.launches} launch(es){projection}, "
@@ -895,6 +905,15 @@ def without_split_words(plan):
                    or rules.split_tagged_pays(plan.pass_name, plan.parts, plan.batch, plan.k_tiles, plan.m_tiles,
                                               words=False))
     return replace(plan, split_words=False, tagged=plan.tagged and rows_tagged)
+
+
+def with_late_loads(plan, mode="auto"):
+    """A tensor-core ``plan`` with v31's late loads where rules.late_loads_pay ("auto"), wherever they
+    apply (True) or nowhere (False); other plans as they are."""
+    if plan.kind != "mma" or plan.pass_name != "backward":
+        return plan
+    late = rules.late_loads_pay(plan) if mode == "auto" else bool(mode) and not plan.tagged
+    return plan if plan.late_loads == late else replace(plan, late_loads=late)
 
 
 def with_poll_delay(plan, enabled=True):

@@ -243,3 +243,18 @@ def batch_groups_pay(grouped) -> bool:
     ungrouped forward's 16-warp blocks at B >= 16 hold half-empty accumulator tiles in the backward
     (8 units: 8 of an m-tile's 16 rows) and stage the whole batch's vector; a group stages half of it."""
     return grouped.kind == "mma" and grouped.batch_groups > 1
+
+
+# v31 (H100, fwd+bwd, explore_bwd_v31 calls 5-7): the grid.sync backward's next-step loads issued after the
+# barrier, not before it (the barrier's fence waited for them in flight), paid -0.02 to -0.12 ms per training
+# call where each warp's product per step is 16 or more mma (fp16 H=1024 B=8 and 16, bf16 H=1024 B=4, H=1536 B=8,
+# bf16 H=512 B=32): the loads complete behind it. With 8 mma (H=512 B=16, H=256 B=32, bf16 H=256 B=8) they
+# were 0.03-0.05 ms slower: the product is too short to hide them.
+LATE_LOADS_MIN_MMA = 16
+
+
+def late_loads_pay(plan) -> bool:
+    """A tensor-core backward under grid.sync whose warps run >= LATE_LOADS_MIN_MMA mma per step."""
+    return (plan.pass_name == "backward" and not plan.tagged
+            and plan.k_tiles * plan.n_tiles * plan.mma_per_tile >= LATE_LOADS_MIN_MMA)
+
