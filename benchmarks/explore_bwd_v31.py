@@ -1,6 +1,6 @@
 """v31 exploration: a training call (bench_persistent_v31.training_ms) under engine-flag modes alternated
 in one process (ab_modes.alternate_rounds): v31's plans ("auto": late loads and the 16-bit dy where
-rules.late_loads_pay), late loads wherever grid.sync, nowhere, and v30's backward I/O. Calls 5-7 ran the
+rules.late_loads_pay), late loads nowhere (the 16-bit gradients alone), and v30's backward I/O. Calls 5-7 ran the
 exploration's earlier modes (flags since folded into the plans; results/persistent_v31/README.md).
 
     python benchmarks/explore_bwd_v31.py OUT_DIR [--rounds N] [--repeats N]
@@ -17,7 +17,7 @@ from bench_persistent_v31 import training_ms  # noqa: E402
 
 CELLS = [("float16", 1024, 16), ("float16", 1024, 8), ("float16", 256, 32), ("bfloat16", 1024, 4),
          ("float16", 512, 16), ("bfloat16", 256, 8), ("bfloat16", 512, 32), ("float16", 1536, 8)]
-MODES = {"v31": {}, "late everywhere": {"BWD_LATE_LOADS": True}, "no late loads": {"BWD_LATE_LOADS": False},
+MODES = {"v31": {}, "no late loads": {"BWD_LATE_LOADS": False},
          "v30": {"BWD_LATE_LOADS": False, "BACKWARD_16BIT_DY": False, "BACKWARD_16BIT_GRADS": False}}
 
 

@@ -71,6 +71,7 @@ def test_the_flag_false_gives_v29s_plans(monkeypatch):
     config = LSTMConfig(1024, 1024, 1, False, "float16", 16, 8)
     monkeypatch.setattr(persistent, "_props", cap.h100_properties)
     monkeypatch.setattr(persistent, "BATCH_GROUPS", False)
+    monkeypatch.setattr(persistent, "BWD_LATE_LOADS", False)   # v31's kernel option, decided after planning
     assert persistent.plans_for(config, True) == _plans("float16", 1024, 16, groups=False)
     assert all(p.batch_groups == 1 for p in persistent.plans_for(config, True).values())
     ablation_key = persistent._graph_mode("auto")   # a captured graph belongs to one setting
