@@ -91,6 +91,10 @@
 // per-group barrier option)
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DGROUPS=2
 // ecornn-check: -DPASS=1 -DBF16=1 -DBATCH=8 -DNWARPS=16 -DM_TILES=1 -DK_TILES=16 -DREG_K_TILES=16 -DTAGGED=0 -DGROUPS=2 -DGROUP_BARRIERS=1
+// v31: the backward's next-step loads after the barrier (fp16 H=1024 B=16 grouped; fp16 H=1536 B=8, 2 k-tiles
+// per warp in shared memory)
+// ecornn-check: -DPASS=1 -DBF16=0 -DBATCH=8 -DNWARPS=16 -DM_TILES=1 -DK_TILES=16 -DREG_K_TILES=16 -DTAGGED=0 -DGROUPS=2 -DBWD_LATE_LOADS=1
+// ecornn-check: -DPASS=1 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=1 -DK_TILES=48 -DREG_K_TILES=46 -DTAGGED=0 -DBWD_LATE_LOADS=1
 #include <cooperative_groups.h>
 
 #include "mma_common.cuh"

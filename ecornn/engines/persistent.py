@@ -1351,8 +1351,9 @@ def _backward_eager(reserve: PersistentReserve, dy, dhT, dcT):
             reserve.c0[states], dhT[states], dcT[states], dz, dh0[states], dc0[states],
             np.int32(steps), np.int32(hidden), np.int32(plan.units), np.int32(plan.blocks_per_dir),
             np.int32(dirs * hidden)), dirs, dz16=dz16, dy16=dy16)
-        h_prevs = [_hidden_operand(to_operand(save.output), h0_operand[s0 + d], d, hidden,
-                                   shifted=gemm_dtype is not None) for d in range(dirs)]
+        output_operand = to_operand(save.output)
+        h_prevs = [_hidden_operand(output_operand, h0_operand[s0 + d], d, hidden, shifted=gemm_dtype is not None)
+                   for d in range(dirs)]
         if dz16:
             d_out = _layer_grads_16bit(config, reserve, layer, dz, h_prevs, grads, dy.dtype if direct16 else None)
         else:
