@@ -129,6 +129,22 @@ def kernel_launcher(config, prepared, x, h0, c0, plan):
     return lambda: persistent._launch(plan, args, 1, bias)
 
 
+def training_call(dtype, hidden, batch, seed=0):
+    """(train, prepared): one training call of the persistent engine on prepared weights (forward with
+    training=True, then the backward with a random 16-bit-or-fp32 dy of x's dtype and zero dhT, dcT)."""
+    import cupy as cp
+    from ecornn.engines import persistent
+    config, weights, x, h0, c0 = _problem(dtype, hidden, batch, seed=seed)
+    prepared = persistent.prepare(config, weights)
+    dy = cp.asarray(np.random.default_rng(1).standard_normal(config.output_shape, dtype=np.float32)).astype(x.dtype)
+    zeros = cp.zeros(config.state_shape, x.dtype)
+
+    def train():
+        out = persistent.forward(config, x, weights, h0, c0, training=True, prepared=prepared)
+        persistent.backward(out[3], dy, zeros, zeros)
+    return train, prepared
+
+
 def cudnn_times(dtype, hidden, batch, tf32=True, repeats=20):
     import torch
     torch.backends.cudnn.allow_tf32 = tf32

@@ -12,25 +12,15 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_persistent import _median_ms, _problem, bench_args, bench_meta, cudnn_times, save_rows  # noqa: E402
+from bench_persistent import _median_ms, bench_args, bench_meta, cudnn_times, save_rows, training_call  # noqa: E402
 
 ROWS = [("float16", 1024, 16), ("bfloat16", 1024, 16), ("float16", 1024, 8), ("float16", 512, 16),
         ("float16", 256, 32)]
 
 
 def training_ms(dtype, hidden, batch, repeats):
-    """Median ms of one training call (16-bit dy of x's dtype, zero dhT / dcT) on prepared weights."""
-    import cupy as cp
-    from ecornn.engines import persistent
-    config, weights, x, h0, c0 = _problem(dtype, hidden, batch, seed=hidden + batch)
-    prepared = persistent.prepare(config, weights)
-    dy = cp.asarray(np.random.default_rng(1).standard_normal(config.output_shape, dtype=np.float32)).astype(x.dtype)
-    zeros = cp.zeros(config.state_shape, x.dtype)
-
-    def train():
-        out = persistent.forward(config, x, weights, h0, c0, training=True, prepared=prepared)
-        persistent.backward(out[3], dy, zeros, zeros)
-    return _median_ms(train, repeats)
+    """Median ms of one training call (bench_persistent.training_call) on prepared weights."""
+    return _median_ms(training_call(dtype, hidden, batch, seed=hidden + batch)[0], repeats)
 
 
 def markdown(rows) -> str:

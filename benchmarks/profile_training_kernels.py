@@ -13,10 +13,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_persistent import STEPS, _problem, bench_args, bench_meta, fmt, measure_rows  # noqa: E402
+from bench_persistent import STEPS, bench_args, bench_meta, fmt, measure_rows, training_call  # noqa: E402
 
 ROWS = [("float16", 1024, 8), ("float16", 1024, 16), ("float32", 1024, 8), ("bfloat16", 1024, 4)]
 
@@ -61,16 +59,8 @@ def _graph_gpu_us(training_set, repeats=20):
 
 
 def profile_row(dtype, hidden, batch, iterations):
-    import cupy as cp
-    from ecornn.engines import persistent, persistent_train_graph
-    config, weights, x, h0, c0 = _problem(dtype, hidden, batch)
-    prepared = persistent.prepare(config, weights)
-    dy = cp.asarray(np.random.default_rng(1).standard_normal(config.output_shape, dtype=np.float32)).astype(x.dtype)
-    zeros = cp.zeros(config.state_shape, x.dtype)
-
-    def train():
-        out = persistent.forward(config, x, weights, h0, c0, training=True, prepared=prepared)
-        persistent.backward(out[3], dy, zeros, zeros)
+    from ecornn.engines import persistent_train_graph
+    train, prepared = training_call(dtype, hidden, batch)
     for _ in range(3):
         train()                                     # compiles, captures the training set
     row = {"dtype": dtype, "hidden": hidden, "batch": batch, "steps": STEPS}

@@ -17,10 +17,9 @@ from tests.test_persistent_mma_emulated import HALF_TOL, _dtype, cpu_engine  # n
 KERNEL = Path(__file__).resolve().parents[1] / "kernels" / "persistent_mma.cu"
 
 
-@pytest.fixture
-def launches(cpu_engine, monkeypatch):
-    """The backward launches' (dz16, dy16) flags, in order."""
-    seen, real = [], grid_emulation._emulated_launch
+def record_backward_launches(monkeypatch, real) -> list:
+    """persistent._launch as ``real``, the backward launches' (dz16, dy16) flags recorded in order."""
+    seen = []
 
     def launch(plan, args, *a, **kw):
         if plan.pass_name == "backward":
@@ -28,6 +27,11 @@ def launches(cpu_engine, monkeypatch):
         return real(plan, args, *a, **kw)
     monkeypatch.setattr(persistent, "_launch", launch)
     return seen
+
+
+@pytest.fixture
+def launches(cpu_engine, monkeypatch):  # noqa: F811
+    return record_backward_launches(monkeypatch, grid_emulation._emulated_launch)
 
 
 def _problem(rng, config, dy_dtype):

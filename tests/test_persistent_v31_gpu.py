@@ -9,7 +9,7 @@ from ecornn import LSTMConfig
 from ecornn.engines import persistent
 from tests.test_persistent_gpu import HALF_TOL, _as64, _assert_bitwise_reruns, _compare, _gradient_seeds, _run
 from tests.helpers import random_problem, rel_err
-from tests.test_persistent_v31_cpu import _expected_flags
+from tests.test_persistent_v31_cpu import _expected_flags, record_backward_launches
 
 pytestmark = pytest.mark.gpu
 
@@ -17,14 +17,7 @@ pytestmark = pytest.mark.gpu
 @pytest.fixture
 def launches(monkeypatch):
     """The backward launches' (dz16, dy16) flags, in order."""
-    seen, real = [], persistent._launch
-
-    def launch(plan, args, *a, **kw):
-        if plan.pass_name == "backward":
-            seen.append((kw.get("dz16", False), kw.get("dy16", False)))
-        return real(plan, args, *a, **kw)
-    monkeypatch.setattr(persistent, "_launch", launch)
-    return seen
+    return record_backward_launches(monkeypatch, persistent._launch)
 
 
 @pytest.mark.parametrize("late", ["auto", True])
