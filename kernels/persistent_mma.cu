@@ -994,9 +994,9 @@ __device__ __forceinline__ float unit_sum(const float* red_s, int u, int b) {
 // dy [T][B][ldy] (direction d at columns d*H); gates [D][T][B][4H] activated, cells [D][T][B][H];
 // c0, dhT, dcT, dh0, dc0 [D][B][H]; dz [D][T][B][4H] gate-interleaved output, fp32 or (v30, dz16) the
 // layer's 16-bit values (the bits of the exchange: what the 16-bit GEMMs after the kernel take, so no
-// conversion pass; v31 measured gate-blocked stores, 4 per thread, 60-130 us per call slower: the
-// barrier's fence waits for them); dy16: dy holds the layer's 16-bit values (v31: the caller's dy, or
-// the layer above's 16-bit dX);
+// conversion pass; v31 tried dz gate-blocked, 4 two-byte stores per thread: the kernel measured the
+// same, not kept); dy16: dy holds the layer's 16-bit values (v31: the caller's dy, or the layer above's
+// 16-bit dX);
 // xch zeroed: [D][2][B][4H] tagged words (TAGGED=1) or 16-bit values (TAGGED=0);
 // barrier: zeroed words, a counter per (direction, group) 32 words apart (v30, GROUP_BARRIERS only).
 extern "C" __global__ void __launch_bounds__(kThreads, 1)

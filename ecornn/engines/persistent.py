@@ -1394,8 +1394,8 @@ def _layer_grads_16bit(config, reserve, layer: int, dz, h_prevs, grads, out16):
     """v31: one layer's weight gradients (into ``grads``) and dX [T, B, input] from the mma backward's
     16-bit dz. With ``out16`` (the caller's 16-bit dy dtype) every GEMM rounds its fp32 sums to it
     itself (dX too where one direction gives it whole; two are summed in fp32), and the weight
-    gradients' deinterleave is a 16-bit copy; else the GEMMs write fp32. (dz itself stays
-    gate-interleaved: the kernel's four gate-blocked stores per thread cost more, notes v31.)"""
+    gradients' deinterleave is a 16-bit copy; else the GEMMs write fp32. (dz stays gate-interleaved:
+    v31's gate-blocked stores measured no faster in the kernel, notes v31.)"""
     steps, batch, hidden, dirs = config.seq_len, config.batch, config.hidden_size, config.num_directions
     a_type = _gemm_dtype(config)
     save, s0 = reserve.layers[layer], slot(layer, 0, dirs)
