@@ -36,6 +36,23 @@ def gate_deinterleave_as(a, hidden: int, dtype):
     return view.astype(dtype, order="C").reshape(a.shape)
 
 
+def gate_deinterleave_copy(a, hidden: int):
+    """gate_deinterleave(a) as a new C-ordered array of a's dtype. A C-contiguous 2-D CuPy ``a`` goes as
+    four strided 2-D memcpys on the current stream, gate q's rows (every 4th from row q) to rows q*H...:
+    CuPy's strided copy of the same view ran at ~0.7 TB/s (persistent v31); else gate_deinterleave_as."""
+    xp = _module(a)
+    if xp is np or a.ndim != 2 or not a.flags.c_contiguous:
+        return gate_deinterleave_as(a, hidden, a.dtype)
+    _split_rows(a, hidden)   # the shape check
+    out = xp.empty_like(a)
+    row = a.shape[1] * a.itemsize
+    stream = xp.cuda.get_current_stream().ptr
+    for q in range(4):
+        xp.cuda.runtime.memcpy2DAsync(out.data.ptr + q * hidden * row, row, a.data.ptr + q * row, 4 * row, row,
+                                      hidden, xp.cuda.runtime.memcpyDeviceToDevice, stream)
+    return out
+
+
 def interleaved_permutation(hidden: int) -> np.ndarray:
     """Index array p with gate_interleave(a) == a[p]."""
     return gate_interleave(np.arange(4 * hidden), hidden)

@@ -4,8 +4,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ecornn import LSTMConfig, LayerWeights, lstm_forward
-from ecornn.layouts import (block_tiles, gate_deinterleave, gate_deinterleave_as, gate_interleave,
-                            interleaved_permutation, unblock_tiles)
+from ecornn.layouts import (block_tiles, gate_deinterleave, gate_deinterleave_as, gate_deinterleave_copy,
+                            gate_interleave, interleaved_permutation, unblock_tiles)
 from ecornn.engines.reference import sigmoid
 from tests.helpers import random_problem, rel_err
 
@@ -35,6 +35,15 @@ def test_deinterleave_as_casts_in_one_copy(hidden, cols, seed):
         got = gate_deinterleave_as(a, hidden, dtype)
         assert got.dtype == dtype and got.flags.c_contiguous and not np.shares_memory(got, a)
         assert np.array_equal(got, gate_deinterleave(a, hidden).astype(dtype))
+
+
+def test_deinterleave_copy_keeps_the_dtype_and_checks_the_rows():
+    a = np.random.default_rng(0).standard_normal((12, 5)).astype(np.float16)
+    got = gate_deinterleave_copy(a, 3)   # NumPy: the strided copy (CuPy 2-D: memcpys, GPU tests of v31)
+    assert got.dtype == np.float16 and got.flags.c_contiguous and not np.shares_memory(got, a)
+    assert np.array_equal(got, gate_deinterleave(a, 3))
+    with np.testing.assert_raises_regex(ValueError, "expected 4\\*hidden = 16 rows, got 12"):
+        gate_deinterleave_copy(a, 4)
 
 
 @settings(max_examples=60, deadline=None)

@@ -173,12 +173,8 @@ def test_the_late_loads_flag_forces_them_or_leaves_them_out(monkeypatch):
         assert plans["backward"].loads_late == want and not plans["forward"].late_loads
     assert persistent._graph_mode("auto") != key
     monkeypatch.setattr(persistent, "BWD_LATE_LOADS", True)
-    tagged = capacity_with_exchange(persistent.plans_for(config, training=True)["backward"], True)
+    tagged = persistent.plans_for(config, training=True)["backward"].with_exchange(True)
     assert not tagged.loads_late and "BWD_LATE_LOADS" not in tagged.defines()   # the tagged exchange has no fence
-
-
-def capacity_with_exchange(plan, tagged):
-    return plan.with_exchange(tagged)
 
 
 def test_the_kernel_prefetches_dy_and_loads_late_only_when_built_so():

@@ -912,7 +912,7 @@ def with_late_loads(plan, mode="auto"):
     apply (True) or nowhere (False); other plans as they are."""
     if plan.kind != "mma" or plan.pass_name != "backward":
         return plan
-    late = rules.late_loads_pay(plan) if mode == "auto" else bool(mode) and not plan.tagged
+    late = rules.late_loads_pay(plan) if mode == "auto" else bool(mode)   # (loads_late: never tagged)
     return plan if plan.late_loads == late else replace(plan, late_loads=late)
 
 
