@@ -359,10 +359,10 @@ def split_x_parts(split, rows: int, k: int) -> tuple:
             floats[padded:])
 
 
-def matmul_fp16_split3(a3, a_exp, b3_t, b_exp, out, *, stream=None):
+def matmul_fp16_split3(a3, a_exp, b3_t, b_exp, out, *, stream=None, unscale=True):
     """Row-major fp32 ``out = a @ b`` from (a3, a_exp) = fp16_split3(a, False) and (b3_t, b_exp)
     = fp16_split3(b.T, True) (prepared weights): one fp16 GEMM, then every element times 2 to its row's
-    a_exp plus its column's b_exp."""
+    a_exp plus its column's b_exp (``unscale=False``: left to the caller, out in the scaled units)."""
     rows, k3 = a3.shape
     if b3_t.shape[1] != k3 or out.shape != (rows, b3_t.shape[0]) or a_exp.shape != (rows,) \
             or b_exp.shape != (b3_t.shape[0],):
@@ -372,9 +372,12 @@ def matmul_fp16_split3(a3, a_exp, b3_t, b_exp, out, *, stream=None):
     from .arrays import module_of
     xp = module_of(out)
     if xp is np:
-        out[...] = np.ldexp(a3.astype(np.float32) @ b3_t.astype(np.float32).T, a_exp[:, None] + b_exp[None, :])
+        product = a3.astype(np.float32) @ b3_t.astype(np.float32).T
+        out[...] = np.ldexp(product, a_exp[:, None] + b_exp[None, :]) if unscale else product
         return out
     matmul(a3, b3_t.T, out, a_type="float16", stream=stream)
+    if not unscale:
+        return out
     n = out.shape[1]
     blocks = min(-(-rows * n // 256), 8 * 1024)
     _fp16_split_kernels(xp.cuda.Device().id)[1]((blocks,), (256,), (out, np.int64(rows), np.int32(n), a_exp, b_exp))

@@ -846,6 +846,12 @@ __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
     return z;
 }
 
+// v32: four xw values of one row brought back from the fp16-split GEMM's scaled units.
+__device__ __forceinline__ float4 unscaled(float4 v, int row_exp, int4 col_exp) {
+    return make_float4(ldexpf(v.x, row_exp + col_exp.x), ldexpf(v.y, row_exp + col_exp.y),
+                       ldexpf(v.z, row_exp + col_exp.z), ldexpf(v.w, row_exp + col_exp.w));
+}
+
 // tiles [D][blocks][NWARPS][K_TILES][M_TILES][32] uint4; xin: xw [D][T][B][4H] fp32 (gate-interleaved,
 // without biases), or with IN_K_TILES the layer input x [T][B][in_size] as 16-bit values (in_size a
 // multiple of 8) and in_tiles [D][blocks][NWARPS][IN_K_TILES][M_TILES][32] the packed W_ih rows;
@@ -859,9 +865,13 @@ __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
 // to nearest even: what a cast of the fp32 outputs would give) instead of fp32, so an inference
 // forward whose caller wants 16-bit outputs needs no cast kernel after this one (6-22 us at T=256);
 // states16: v23, h0 and c0 are read as the layer's 16-bit values (no conversion kernels before it).
-// SPLIT ignores h0: the host adds W_hh h0 to the first step's xw in fp32 (h0 is unbounded, fp16 is not);
-// v29, SPLIT with IN_K_TILES (no xw): h0 is that fp32 product W_hh h0 [D][B][4H] (gate-interleaved),
-// added at step 0; xin the split input (see kInTileU4); in_tiles W_ih's hi fragments; w_unscale [D][2].
+// SPLIT: h0 is the fp32 product W_hh h0 [D][B][4H] (gate-interleaved; h0 is unbounded, fp16 is not),
+// added at step 0 (v32; before, the host added it to xw); v29, SPLIT with IN_K_TILES (no xw): xin the
+// split input (see kInTileU4), in_tiles W_ih's hi fragments, w_unscale [D][2].
+// xw_row_exp [T][B], xw_col_exp [D][4H]: v32, SPLIT without IN_K_TILES, xw as the fp16-split GEMM left
+// it (gpu_blas.matmul_fp16_split3 without its unscale pass): xw[t][b][r] is brought back as
+// ldexpf(xw, xw_row_exp[t][b] + xw_col_exp[d][r]) where it is loaded, exact, as the pass did (null: xw
+// is unscaled).
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ xin,
                     const float* __restrict__ h0, const float* __restrict__ c0, float* y, float* hT,
@@ -869,7 +879,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
                     int blocks_per_dir, int ldy, int dir0, unsigned int* xch, const float* __restrict__ bias,
                     const uint4* __restrict__ in_tiles, int in_size, unsigned int* barrier,
                     const float* __restrict__ w_unscale, const long long* __restrict__ x_at, int out16,
-                    int states16) {
+                    int states16, const int* __restrict__ xw_row_exp, const int* __restrict__ xw_col_exp) {
     extern __shared__ __align__(16) uint4 smem[];
     const Carve s = carve(smem);
     const Slot p = slot_of(H, units, blocks_per_dir, dir0);
@@ -896,6 +906,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     const float unscale = kSplit ? w_unscale[kInput ? 2 * p.d : p.d] : 1.0f;
     const float input_ratio = kSplit && kInput ? w_unscale[2 * p.d + 1] / unscale : 1.0f;
     const float lo_product_unscale = kSplit && kInput ? w_unscale[2 * p.d + 1] * (1.0f / kLoScale) : 1.0f;
+    const bool xw_scaled = kSplit && !kInput && xw_row_exp != nullptr;   // v32
     // h0 is "step -1": slot 1 (tagged: tag 1; h_t of step t gets tag t + 2)
     if (p.active) publish_h(xch, p.x, -1, H, p.b, p.j, kSplit ? 0.0f : load_state(h0, p.state_at, states16), 1u);
     cg::grid_group grid = cg::this_grid();
@@ -924,17 +935,20 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         // Issued now, used after the product: the load's latency hides behind it.
         float4 xz = b4;
         if (!kInput && p.active) {
-            const float4 x4 = __ldg(reinterpret_cast<const float4*>(xin + row * G + 4 * (size_t)p.j));
+            float4 x4 = __ldg(reinterpret_cast<const float4*>(xin + row * G + 4 * (size_t)p.j));
+            if (xw_scaled)   // the unit's 4 column exponents are loaded per step: registers are short at B=8
+                x4 = unscaled(x4, __ldg(xw_row_exp + (size_t)t * kBatchAll + batch_column(p)),
+                              __ldg(reinterpret_cast<const int4*>(xw_col_exp + p.d * G + 4 * (size_t)p.j)));
             xz = make_float4(x4.x + b4.x, x4.y + b4.y, x4.z + b4.z, x4.w + b4.w);
         }
-        if (kSplit && kInput && p.active) {   // v29: x_hi . W_lo^T, scaled; W_hh h0 (in h0) at step 0
+        if (kSplit && kInput && p.active) {   // v29: x_hi . W_lo^T, scaled
             const float f = sx.factors[(size_t)t * kBatch + p.b] * lo_product_unscale;
             const float4 x4 = __ldg(reinterpret_cast<const float4*>(sx.lo_product + row * G + 4 * (size_t)p.j));
             xz = make_float4(fmaf(x4.x, f, b4.x), fmaf(x4.y, f, b4.y), fmaf(x4.z, f, b4.z), fmaf(x4.w, f, b4.w));
-            if (step == 0) {
-                const float4 r = __ldg(reinterpret_cast<const float4*>(h0 + ((size_t)p.d * kBatch + p.b) * G + 4 * (size_t)p.j));
-                xz = make_float4(xz.x + r.x, xz.y + r.y, xz.z + r.z, xz.w + r.w);
-            }
+        }
+        if (kSplit && step == 0 && p.active) {   // W_hh h0 (in h0's place)
+            const float4 r = __ldg(reinterpret_cast<const float4*>(h0 + ((size_t)p.d * kBatch + p.b) * G + 4 * (size_t)p.j));
+            xz = make_float4(xz.x + r.x, xz.y + r.y, xz.z + r.z, xz.w + r.w);
         }
         if constexpr (kTagged) {   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1
             tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.x, step - 1, H), H, (step + 1) & 0xffffu,

@@ -55,20 +55,23 @@ def _sig(z):
     return 1.0 / (1.0 + np.exp(-z))
 
 
-def emulate_forward(plan, args, dir0, bias=None, input_projection=None, unscale=None):
+def emulate_forward(plan, args, dir0, bias=None, input_projection=None, unscale=None, xw_exponents=None):
     """``input_projection``: a function of the kernel's x argument that returns xw (the mma kernel's
     in-kernel projection, v12: args[1] is then the 16-bit layer input). ``unscale`` [D]: the fp32
-    split's factors (v13): the product is scaled by them, and the kernel starts from h = 0 (the
-    engine put W_hh h0 into xw); [D, 2] (v29, the split's in-kernel projection): W_hh's then W_ih's,
-    and args[2] is W_hh h0 [D, B, 4H], added at the first step."""
+    split's factors (v13): the product is scaled by them, the kernel starts from h = 0, and args[2] is
+    W_hh h0 [D, B, 4H], added at the first step (v32; v29's in-kernel projection before); [D, 2] (v29):
+    W_hh's then W_ih's. ``xw_exponents`` (v32): xw as the fp16-split GEMM left it, brought back by
+    2^(row exponent [T B] + column exponent [D, 4H])."""
     tiles, xw, h0, c0, y, hT, cT, gates, cells, steps, hidden = args[:11]
     steps, hidden = int(steps), int(hidden)
     if input_projection is not None:
         xw = input_projection(xw)
+    if xw_exponents is not None:
+        row_exp, col_exp = xw_exponents
+        xw = np.ldexp(xw, row_exp.reshape(1, xw.shape[1], xw.shape[2], 1) + col_exp.reshape(-1, 1, 1, xw.shape[3]))
     if bias is not None:   # the mma kernel adds the biases itself (xw comes without them)
         xw = xw + bias[:, None, None, :]
-    initial_term = unscale is not None and np.ndim(unscale) == 2
-    if initial_term:
+    if unscale is not None:   # a split forward: W_hh h0 in h0's place
         xw = xw.copy()
         for d in range(xw.shape[0]):
             xw[d, steps - 1 if d == 1 else 0] += h0[d]
@@ -82,7 +85,7 @@ def emulate_forward(plan, args, dir0, bias=None, input_projection=None, unscale=
                 h_prev = np.zeros((h_prev.shape[0], hidden), np.float32)   # (v29: h0 holds W_hh h0)
             sums = _block_sums(plan, tiles[d], _vector(_exchanged(plan, h_prev, step), plan.tile_shape().padded_cols))
             if unscale is not None:
-                sums = sums * (unscale[d, 0] if initial_term else unscale[d])
+                sums = sums * (unscale[d, 0] if np.ndim(unscale) == 2 else unscale[d])
             z = _own_rows(plan, sums, 4 * hidden).T.reshape(-1, hidden, 4) + xw[d, t].reshape(-1, hidden, 4)
             gi, gf, gg, go = _sig(z[..., 0]), _sig(z[..., 1]), np.tanh(z[..., 2]), _sig(z[..., 3])
             c = gf * c.T + gi * gg
@@ -181,8 +184,9 @@ split_input_emulator = None   # v29: (plan, x split, input_tiles, input size, un
 
 
 def _emulated_launch(plan, args, directions=1, bias=None, input_tiles=None, input_size=0, unscale=None, x_at=None,
-                     out16=False, states16=False, dz16=False, dy16=False):
+                     out16=False, states16=False, dz16=False, dy16=False, xw_exponents=None):
     assert x_at is None   # v21's x by reference exists in captured graphs only (GPU)
+    assert xw_exponents is None or (plan.kind == "mma" and plan.parts == 2 and input_tiles is None)
     # v23: 16-bit outputs (y, hT, cT) exactly where the engine asks the kernel for them; the
     # emulation's stores into them round as the kernel's do (to nearest even)
     assert bool(out16) == (np.dtype(args[4].dtype) != np.float32) == (np.dtype(args[5].dtype) != np.float32)
@@ -204,7 +208,7 @@ def _emulated_launch(plan, args, directions=1, bias=None, input_tiles=None, inpu
                 assert input_size == args[1].shape[-1]
                 emulator = grid_input_projection if plan.kind == "grid" else input_projection_emulator
                 project = lambda x: emulator(plan, x, input_tiles)  # noqa: E731
-            emulate_forward(plan, args, launch, bias, project, unscale)
+            emulate_forward(plan, args, launch, bias, project, unscale, xw_exponents)
         else:
             emulate_backward(plan, args, launch, dy16)
 

@@ -141,6 +141,8 @@ BWD_LATE_LOADS = "auto"   # v31: the grid.sync mma backward loads the next step'
                           # reads the 16-bit dy, prefetched into L2) where rules.late_loads_pay; True: wherever
                           # grid.sync, False: nowhere (the ablation)
 DEINTERLEAVE_BY_MEMCPY = True  # v31: 16-bit weight gradients deinterleave as 4 strided 2-D memcpys per matrix
+XW_UNSCALE_IN_KERNEL = True   # v32: the fp32 split forward unscales the fp16-split GEMM's xw where it loads it
+                              # (no pass over xw); False: gpu_blas.matmul_fp16_split3's unscale pass (ablation)
 GROUP_BARRIERS = False    # v30: True: grouped grid.sync plans synchronise each (direction, group) on a counter of
                           # its own (kernel GROUP_BARRIERS); measured slower than grid.sync() over the whole grid
                           # (results/persistent_v30, 14_), so an option only
@@ -361,6 +363,11 @@ def _refresh_eager(prepared: PersistentWeights, config, weights) -> None:
             s0 = slot(key[1], 0, packed.shape[0])
             for d in range(packed.shape[0]):
                 cp.copyto(packed[d], prepared.slots[s0 + d].bias)
+            continue
+        if key[0] == "xw_col_exp":               # _xw_column_exponents: [D, 4H]
+            s0 = slot(key[1], 0, packed.shape[0])
+            for d in range(packed.shape[0]):
+                cp.copyto(packed[d], prepared.slots[s0 + d].input_weight_split16()[1])
             continue
         if key[0] in ("unscale", "input_lo"):    # rewritten with their split tiles
             continue
@@ -650,14 +657,15 @@ def _final(plan):
 
 
 def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tiles=None, input_size: int = 0,
-            unscale=None, x_at=None, out16=False, states16=False, dz16=False, dy16=False):
+            unscale=None, x_at=None, out16=False, states16=False, dz16=False, dy16=False, xw_exponents=None):
     """Launch ``plan``'s kernel once per direction group (dir0 follows ``args_before_dir``). The
     kernels take their zeroed exchange buffer next; the mma forward then the biases [D, 4H] (its xw
     comes without them), the packed W_ih tiles and input size of an in-kernel projection (v12;
     null and 0 otherwise), a zeroed barrier word (one memset with the exchange buffer) and the [D]
     unscale factors of split tiles (v13; null otherwise) and the replay ring's fetched addresses where
     it reads the caller's x there (v21, ``x_at``; null otherwise), whether it stores its outputs as
-    16-bit values and whether it reads h0 and c0 as such (v23, ``out16``, ``states16``). The grid
+    16-bit values and whether it reads h0 and c0 as such (v23, ``out16``, ``states16``), and the row and
+    column exponents of an xw left scaled by the fp16-split GEMM (v32, ``xw_exponents``; nulls otherwise). The grid
     forward takes the biases (v15 with its in-kernel projection, v23 with kernel_bias; else null), the
     W_ih tiles and input size of its in-kernel projection (v15; null, 0 otherwise). The mma backward
     takes whether it stores dz as 16-bit values (v30, ``dz16``), whether it reads dy as such (v31,
@@ -673,6 +681,7 @@ def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tile
         tail += (bias, input_tiles if input_tiles is not None else _null(), np.int32(input_size), zeroed[words:],
                  unscale if unscale is not None else _null(), x_at if x_at is not None else _null(),
                  np.int32(bool(out16)), np.int32(bool(states16)))
+        tail += tuple(xw_exponents) if xw_exponents is not None else (_null(), _null())
     elif final.kind == "mma":
         tail += (np.int32(bool(dz16)), np.int32(bool(dy16)), zeroed[words:])
     elif final.kind == "grid" and final.pass_name == "forward":
@@ -886,12 +895,17 @@ def _matmul(a, b, out=None, *, accumulate=False, tf32=False, a_parts=None, b_par
     return cp.matmul(a, b, out=out)
 
 
+def _fp32_projection_mode(rows: int, prep, tf32: bool) -> str:
+    """How an fp32 projection of ``rows`` rows is computed: TF32 ("strict" with tf32) with ``tf32``; else,
+    from MIN_3XTF32_FLOPS on a GPU, as FP32_GEMMS says; else "strict"."""
+    flops = 2.0 * rows * prep.w_ih.shape[0] * prep.w_ih.shape[1]
+    return "strict" if tf32 or flops < MIN_3XTF32_FLOPS or not is_gpu_array(prep.w_ih) else FP32_GEMMS
+
+
 def _fp32_projection(flat, prep, out, tf32: bool, split=None):
-    """out = flat W_ih^T on fp32 operands: TF32 with ``tf32``; else, from MIN_3XTF32_FLOPS on a GPU,
-    3xTF32 as FP32_GEMMS says (the weight side prepared), else strict. Returns flat's one-pass split
-    (``split``: made for an earlier direction of the same input) or None."""
-    flops = 2.0 * flat.shape[0] * prep.w_ih.shape[0] * prep.w_ih.shape[1]
-    mode = "strict" if tf32 or flops < MIN_3XTF32_FLOPS or not is_gpu_array(prep.w_ih) else FP32_GEMMS
+    """out = flat W_ih^T on fp32 operands (_fp32_projection_mode; the weight side prepared). Returns
+    flat's one-pass split (``split``: made for an earlier direction of the same input) or None."""
+    mode = _fp32_projection_mode(flat.shape[0], prep, tf32)
     if mode == "fp16split":   # v28
         from ..gpu_blas import fp16_split3, matmul_fp16_split3
         split = fp16_split3(flat, False) if split is None else split
@@ -923,6 +937,37 @@ def _input_projections(layer_input, preps, tf32=False, with_bias=True, input_16b
         if with_bias:
             out[d] += prep.bias
     return out.reshape(len(preps), steps, batch, -1)
+
+
+def _scaled_split_projections(layer_input, preps):
+    """v32: ([D, T, B, 4H] every direction's x W_ih^T as the fp16-split GEMM leaves it, in its operands'
+    scaled units and without biases; x's row exponents [T B]). The split kernel unscales each value
+    where it loads it (xw_exponents), so no pass reads and writes xw for that."""
+    from ..gpu_blas import fp16_split3, matmul_fp16_split3
+    steps, batch, k = layer_input.shape
+    out = _cp().empty((len(preps), steps * batch, preps[0].w_ih.shape[0]), np.float32)
+    split = fp16_split3(layer_input.reshape(steps * batch, k), False)
+    for d, prep in enumerate(preps):
+        matmul_fp16_split3(*split, *prep.input_weight_split16(), out[d], unscale=False)
+    return out.reshape(len(preps), steps, batch, -1), split[1]
+
+
+def _xw_column_exponents(prepared: PersistentWeights, layer: int, directions: int):
+    """[D, 4H] exponents of ``layer``'s fp16-split W_ih rows (the xw columns' units): one direction's
+    own array, two directions' stacked once (rewritten by refresh)."""
+    s0 = slot(layer, 0, directions)
+    if directions == 1:
+        return prepared.slots[s0].input_weight_split16()[1]
+    key = ("xw_col_exp", layer)
+    if key not in prepared.tiles:
+        prepared.tiles[key] = _cp().stack([p.input_weight_split16()[1] for p in prepared.slots[s0:s0 + directions]])
+    return prepared.tiles[key]
+
+
+def _unscales_xw_in_kernel(config, built, prep) -> bool:
+    """v32: whether a split forward's xw comes from the fp16-split GEMM left scaled (XW_UNSCALE_IN_KERNEL)."""
+    return (XW_UNSCALE_IN_KERNEL and _is_split(built) and not built.in_kernel_projection
+            and _fp32_projection_mode(config.seq_len * config.batch, prep, _tf32_for(config)) == "fp16split")
 
 
 def _biases(prepared: PersistentWeights, layer: int, directions: int):
@@ -982,7 +1027,8 @@ def _graph_mode(variant) -> tuple:
             IN_KERNEL_PROJECTION, UNITS_FASTEST, FP32_TENSOR_CORES, PAIRED_SPLIT, SPLIT_WORDS, POLL_DELAY,
             DIRECT_16BIT_INPUT, ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS, X_PREFETCH,
             FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER, BATCH_GROUPS, GROUP_BARRIERS,
-            BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY)
+            BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY,
+            XW_UNSCALE_IN_KERNEL)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
@@ -1066,12 +1112,17 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
         if reads_f32:
             layer_in = _f32(layer_in)
         split = _is_split(built)
+        preps = prep.slots[s0:s0 + dirs]
+        xw_exponents = None
         if projection_in_kernel and split:   # v29: x as the split kernel's scaled rows, x_hi W_lo^T after them
             xin = _split_input(layer_in, prep, layer, dirs, built)
+        elif _unscales_xw_in_kernel(config, built, preps[0]):   # v32
+            xin, row_exp = _scaled_split_projections(layer_in, preps)
+            xw_exponents = (row_exp, _xw_column_exponents(prep, layer, dirs))
         elif projection_in_kernel:   # v12 / v15: the kernel reads x (16-bit / fp32) and W_ih tiles itself
             xin = layer_in_16bit if fwd.kind == "mma" else layer_in
         else:
-            xin = cp.ascontiguousarray(_input_projections(layer_in, prep.slots[s0:s0 + dirs], _tf32_for(config),
+            xin = cp.ascontiguousarray(_input_projections(layer_in, preps, _tf32_for(config),
                                                           not in_kernel_bias, layer_in_16bit, gemm_dtype))
         y = y_last if layer == config.num_layers - 1 else _output((steps, batch, dirs * hidden), out_dtype)
         gates = _output((dirs, steps, batch, 4 * hidden)) if training else None
@@ -1081,11 +1132,12 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
                 y, h_final[states], c_final[states],
                 gates if training else _null(), cells if training else _null(),
                 np.int32(steps), np.int32(hidden), np.int32(fwd.units))
+        if split:   # W_hh h0 (fp32: h0 is unbounded, fp16 is not) in h0's place, added at step 0
+            args = args[:2] + (_initial_recurrence(h0[states], preps),) + args[3:]
         if fwd is cluster:
             _launch_cluster(fwd, args + (np.int32(dirs * hidden),))
-        elif projection_in_kernel and split:   # v29: W_hh h0 (fp32) in h0's place, added at step 0
+        elif projection_in_kernel and split:   # v29
             input_tiles = _tiles(prep, layer, dirs, built, "w_ih")
-            args = args[:2] + (_initial_recurrence(h0[states], prep.slots[s0:s0 + dirs]),) + args[3:]
             _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs,
                     _biases(prep, layer, dirs), input_tiles, config.layer_input_size(layer),
                     unscale=_split_unscale(prep, layer, built))
@@ -1095,12 +1147,10 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
                     _biases(prep, layer, dirs), _tiles(prep, layer, dirs, built, "w_ih"),
                     config.layer_input_size(layer), x_at=x_at, out16=out16, states16=states16)
         else:
-            if split:   # the kernel starts from h = 0: W_hh h0 joins the first step's xw, in fp32
-                _add_initial_recurrence(xin, h0[states], prep.slots[s0:s0 + dirs])
             _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs,
                     _biases(prep, layer, dirs) if in_kernel_bias else None,
                     unscale=_split_unscale(prep, layer, built) if split else None, out16=out16,
-                    states16=states16)
+                    states16=states16, xw_exponents=xw_exponents)
         if training:
             reserve.layers.append(LayerSave(layer_in, y, gates, cells, layer_in_16bit))
         layer_in = y
@@ -1175,18 +1225,12 @@ def _split_input(layer_in, prep: PersistentWeights, layer: int, directions: int,
 
 
 def _initial_recurrence(h0, preps):
-    """h0[d] W_hh^T [D, B, 4H] (gate-interleaved, strict fp32): the v29 split kernel's first step adds it."""
+    """h0[d] W_hh^T [D, B, 4H] (gate-interleaved, strict fp32): the split kernel's first step adds it (v32:
+    every split forward; before, v29's only, the others' host added it to xw)."""
     out = _cp().empty((len(preps), h0.shape[1], preps[0].w_hh.shape[0]), np.float32)
     for d, prep in enumerate(preps):
         _matmul(h0[d], prep.w_hh.T, out[d])
     return out
-
-
-def _add_initial_recurrence(xw, h0, preps) -> None:
-    """xw[d, first step of d] += h0[d] W_hh^T (direction 1 runs from t = T-1), strict fp32."""
-    steps = xw.shape[1]
-    for d, prep in enumerate(preps):
-        _matmul(h0[d], prep.w_hh.T, xw[d, steps - 1 if d == 1 else 0], accumulate=True)
 
 
 # ---- backward ---------------------------------------------------------------------------------

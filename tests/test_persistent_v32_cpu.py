@@ -1,0 +1,171 @@
+"""`persistent` v32 on the CPU: the fp32 split forward takes xw as the fp16-split GEMM leaves it (scaled,
+no unscale pass) with x's row exponents and W_ih's column exponents, and unscales each value where it
+loads it (XW_UNSCALE_IN_KERNEL); W_hh h0 reaches every split kernel through h0's argument. The engine
+through the fragment emulation against float64 at fp32's 1e-5, bitwise the ablation (the pass); a
+mutation (column exponents dropped) fails; which plans take it; the refresh of the stacked exponents;
+the flag in the graph key. tests/test_persistent_v32_gpu.py runs the kernel."""
+import numpy as np
+import pytest
+
+from ecornn import LSTMConfig, LayerWeights, gpu_blas
+from ecornn.engines import persistent
+from ecornn.engines import reference
+from tests.helpers import random_problem, rel_err
+from tests.test_persistent_mma_emulated import cpu_engine, fake_gemm  # noqa: F401 (fixture)
+from tests.test_persistent_v22_cpu import _logging_gemm
+
+FP32_TOL = 1e-5
+
+
+@pytest.fixture
+def split_engine(cpu_engine, monkeypatch):  # noqa: F811 - the imported fixture
+    """The emulated engine on split plans, every fp32 projection on the fp16-split GEMM; records each
+    forward launch's xw_exponents and each split GEMM's unscale argument."""
+    monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", True)
+    monkeypatch.setattr(persistent, "is_gpu_array", lambda a: isinstance(a, np.ndarray))
+    fp32_gemm = _logging_gemm([])   # strict fp32 GEMMs; v29's split projection runs a 16-bit one
+    monkeypatch.setattr(gpu_blas, "gemm", lambda *args, a_type="float32", **kw: (
+        fp32_gemm if a_type == "float32" else fake_gemm)(*args, a_type=a_type, **kw))
+    monkeypatch.setattr(persistent, "MIN_3XTF32_FLOPS", 0)
+    monkeypatch.setattr(persistent, "FP32_BACKWARD_GEMMS", "strict")
+    launches, unscales = [], []
+    launch, gemm = persistent._launch, gpu_blas.matmul_fp16_split3
+
+    def recording_launch(plan, *args, **kwargs):
+        if plan.pass_name == "forward":
+            launches.append(kwargs.get("xw_exponents"))
+        return launch(plan, *args, **kwargs)
+
+    def recording_gemm(*args, **kwargs):
+        unscales.append(kwargs.get("unscale", True))
+        return gemm(*args, **kwargs)
+    monkeypatch.setattr(persistent, "_launch", recording_launch)
+    monkeypatch.setattr(gpu_blas, "matmul_fp16_split3", recording_gemm)
+    cpu_engine.launches, cpu_engine.unscales = launches, unscales
+    return cpu_engine
+
+
+def _run(engine, config, weights, x, h0, c0, dy, dh, dc):
+    """[y, hT, cT, dx, dh0, dc0, every weight gradient] of one training call."""
+    out = engine.forward(config, x, weights, h0, c0, training=True)
+    grads = engine.backward(out[3], dy, dh, dc)
+    return list(out[:3]) + list(grads[:3]) + [g for w in grads[3] for g in w]
+
+
+def _problem(rng, config, w_hh_gain=1.0, h0_gain=1.0):
+    weights, x, h0, c0 = random_problem(rng, config)
+    weights = [LayerWeights(w.w_ih, w.w_hh * np.float32(w_hh_gain), w.b_ih, w.b_hh) for w in weights]
+    seeds = [rng.standard_normal(config.output_shape).astype(np.float32)]
+    seeds += [rng.standard_normal(config.state_shape).astype(np.float32) for _ in range(2)]
+    return (weights, x, h0 * np.float32(h0_gain), c0, *seeds)
+
+
+def _worst_error(config, problem, got):
+    f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
+    weights, x, h0, c0, dy, dh, dc = problem
+    want = reference.forward(config.replace(dtype="float64"), f64(x), [LayerWeights(*map(f64, w)) for w in weights],
+                             f64(h0), f64(c0), training=True)
+    grads = reference.backward(want[3], f64(dy), f64(dh), f64(dc))
+    want_all = list(want[:3]) + list(grads[:3]) + [g for w in grads[3] for g in w]
+    return max(rel_err(g, w) for g, w in zip(got, want_all))
+
+
+@pytest.mark.parametrize("inp, hidden, layers, bidir, batch, steps, w_hh_gain, h0_gain", [
+    (20, 40, 1, False, 4, 6, 1.0, 1.0),     # the paired split (B=4)
+    (16, 24, 2, True, 3, 5, 1.0, 1.0),      # two layers, two directions: [D, 4H] column exponents
+    (30, 64, 1, False, 8, 3, 1.0, 1.0),     # the unpaired split
+    (9, 40, 1, True, 2, 3, 1e-5, 1e5),      # h0 past fp16's range: W_hh h0 in fp32 through h0's argument
+])
+def test_xw_unscaled_in_kernel_matches_float64_and_the_pass_bitwise(split_engine, rng, monkeypatch, inp, hidden,
+                                                                    layers, bidir, batch, steps, w_hh_gain, h0_gain):
+    config = LSTMConfig(inp, hidden, layers, bidir, "float32", batch, steps)
+    problem = _problem(rng, config, w_hh_gain, h0_gain)
+    got = _run(split_engine, config, *problem)
+    assert persistent.last_kinds["forward"] == "mma"
+    assert split_engine.launches and all(e is not None for e in split_engine.launches)
+    assert split_engine.unscales and not any(split_engine.unscales)   # no pass over xw
+    if w_hh_gain == 1.0:
+        assert _worst_error(config, problem, got) <= FP32_TOL
+    else:   # saturated gates make fp32 gradients ill-conditioned (any kernel): the forward is the point
+        assert max(rel_err(g, w) for g, w in zip(got[:3], _reference_forward(config, problem))) <= FP32_TOL
+    split_engine.launches.clear()
+    split_engine.unscales.clear()
+    monkeypatch.setattr(persistent, "XW_UNSCALE_IN_KERNEL", False)
+    passed = _run(split_engine, config, *problem)
+    assert not any(e is not None for e in split_engine.launches) and all(split_engine.unscales)
+    for a, b in zip(got, passed):
+        assert np.array_equal(a, b)
+
+
+def _reference_forward(config, problem):
+    f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
+    weights, x, h0, c0 = problem[:4]
+    return reference.forward(config.replace(dtype="float64"), f64(x), [LayerWeights(*map(f64, w)) for w in weights],
+                             f64(h0), f64(c0))[:3]
+
+
+def test_dropping_the_column_exponents_fails(split_engine, rng, monkeypatch):
+    config = LSTMConfig(20, 40, 1, False, "float32", 4, 6)
+    problem = _problem(rng, config)
+    monkeypatch.setattr(persistent, "_xw_column_exponents",
+                        lambda prepared, layer, dirs: np.zeros((dirs, 4 * config.hidden_size), np.int32))
+    got = split_engine.forward(config, problem[1], problem[0], *problem[2:4], training=True)
+    assert max(rel_err(g, w) for g, w in zip(got[:3], _reference_forward(config, problem))) > 10 * FP32_TOL
+
+
+@pytest.mark.parametrize("change", ["onepass", "strict", "in_kernel_projection", "grid", "bfloat16"])
+def test_only_split_forwards_over_the_fp16_split_gemm_take_a_scaled_xw(split_engine, rng, monkeypatch, change):
+    dtype = "bfloat16" if change == "bfloat16" else "float32"
+    config = LSTMConfig(16, 32, 1, False, dtype, 4, 8)
+    if change == "onepass":
+        monkeypatch.setattr(persistent, "FP32_GEMMS", "onepass")
+    elif change == "strict":
+        monkeypatch.setattr(persistent, "MIN_3XTF32_FLOPS", 1e30)
+    elif change == "in_kernel_projection":   # v29's split projection (forced)
+        monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", True)
+    elif change == "grid":
+        monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", False)
+    weights, x, h0, c0 = random_problem(rng, config)
+    split_engine.forward(config, x, weights, h0, c0, training=True)
+    assert split_engine.launches and all(e is None for e in split_engine.launches)
+
+
+def test_refresh_rewrites_the_stacked_column_exponents(split_engine, rng):
+    config = LSTMConfig(20, 24, 1, True, "float32", 3, 5)
+    weights, x, h0, c0 = random_problem(rng, config)
+    prepared = split_engine.prepare(config, weights)
+    split_engine.forward(config, x, weights, h0, c0, training=True, prepared=prepared)
+    key = ("xw_col_exp", 0)
+    assert key in prepared.tiles and prepared.tiles[key].shape == (2, 4 * config.hidden_size)
+    new, _, _, _ = random_problem(rng, config)
+    new = [LayerWeights(w.w_ih * np.float32(1e3), w.w_hh, w.b_ih, w.b_hh) for w in new]   # other exponents
+    split_engine.refresh(prepared, config, new)
+    fresh = split_engine.prepare(config, new)
+    want = np.stack([s.input_weight_split16()[1] for s in fresh.slots])
+    assert not np.array_equal(want, np.stack([s.input_weight_split16()[1] for s in
+                                              split_engine.prepare(config, weights).slots]))
+    np.testing.assert_array_equal(prepared.tiles[key], want)
+
+
+def test_the_flag_is_part_of_the_graph_key(monkeypatch):
+    on = persistent._graph_mode("auto")
+    monkeypatch.setattr(persistent, "XW_UNSCALE_IN_KERNEL", False)
+    assert persistent._graph_mode("auto") != on
+
+
+def test_the_split_gemm_leaves_its_product_scaled_when_asked(rng):
+    a = (rng.standard_normal((5, 12)) * 1e3).astype(np.float32)
+    b = (rng.standard_normal((12, 7)) * 1e-3).astype(np.float32)
+    a3, a_exp = gpu_blas.fp16_split3(a, False)
+    b3, b_exp = gpu_blas.fp16_split3(np.ascontiguousarray(b.T), True)
+    scaled = gpu_blas.matmul_fp16_split3(a3, a_exp, b3, b_exp, np.empty((5, 7), np.float32), unscale=False)
+    whole = gpu_blas.matmul_fp16_split3(a3, a_exp, b3, b_exp, np.empty((5, 7), np.float32))
+    np.testing.assert_array_equal(np.ldexp(scaled, a_exp[:, None] + b_exp[None, :]), whole)
+    assert rel_err(whole, a.astype(np.float64) @ b) <= 1e-6 and rel_err(scaled, whole) > 1.0
+
+
+def test_the_kernel_unscales_xw_at_its_load():
+    from ecornn.kernels import sources
+    text = next(p for p in sources() if p.name == "persistent_mma.cu").read_text()
+    assert "if (xw_scaled)" in text and "ldexpf(v.x, row_exp + col_exp.x)" in text
+    assert "if (kSplit && step == 0 && p.active)" in text   # W_hh h0 for every split forward
