@@ -21,21 +21,27 @@ MODES = {"v31": {}, "no late loads": {"BWD_LATE_LOADS": False},
          "v30": {"BWD_LATE_LOADS": False, "BACKWARD_16BIT_DY": False, "BACKWARD_16BIT_GRADS": False}}
 
 
-def main(argv=None):
+def explore(argv, cells, modes, name):
+    """Training calls of ``cells`` under ``modes`` alternated (the first round dropped); table and JSON
+    under OUT_DIR/``name``."""
     def configure(parser):
         parser.add_argument("--rounds", type=int, default=3)
     args, out = bench_args(argv, repeats=15, configure=configure)
     meta = bench_meta()
-    measure = lambda: {f"{d} H={h} B={b}": training_ms(d, h, b, args.repeats) for d, h, b in CELLS}  # noqa: E731
-    times = alternate_rounds(MODES, args.rounds, measure)
-    lines = ["| cell | " + " | ".join(MODES) + " |", "|---|" + "---|" * len(MODES)]
-    for d, h, b in CELLS:
+    measure = lambda: {f"{d} H={h} B={b}": training_ms(d, h, b, args.repeats) for d, h, b in cells}  # noqa: E731
+    times = alternate_rounds(modes, args.rounds, measure)
+    lines = ["| cell | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes)]
+    for d, h, b in cells:
         key = f"{d} H={h} B={b}"
         lines.append(f"| {key} | " + " | ".join(f"{np.median(times[m][key]):.3f} ({' / '.join(f'{v:.3f}' for v in times[m][key])})"
-                                               for m in MODES) + " |")
+                                               for m in modes) + " |")
     table = "\n".join(lines)
-    save_rows(out, "explore_bwd_v31", meta, [times], table)
+    save_rows(out, name, meta, [times], table)
     print(table)
+
+
+def main(argv=None):
+    explore(argv, CELLS, MODES, "explore_bwd_v31")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,9 @@
 // ecornn-check: -DBATCH=8 -DNWARPS=16 -DG_ROWS=16 -DCOLS_PER_THREAD=1 -DBLOCKS=128
 // ecornn-check: -DBATCH=3 -DNWARPS=16 -DG_ROWS=32 -DCOLS_PER_THREAD=2 -DBLOCKS=125
 // ecornn-check: -DBATCH=16 -DNWARPS=8 -DG_ROWS=32 -DCOLS_PER_THREAD=4 -DBLOCKS=128
+// v32, the late loads: H=1024 B=8 and B=16.
+// ecornn-check: -DBATCH=8 -DNWARPS=16 -DG_ROWS=32 -DCOLS_PER_THREAD=2 -DBLOCKS=128 -DBWD_LATE_LOADS=1
+// ecornn-check: -DBATCH=16 -DNWARPS=8 -DG_ROWS=32 -DCOLS_PER_THREAD=4 -DBLOCKS=128 -DBWD_LATE_LOADS=1
 #include <cooperative_groups.h>
 
 #include "persistent_common.cuh"
@@ -151,11 +154,14 @@ persistent_lstm_bwd(const float* __restrict__ tiles, const float* __restrict__ d
             dz_s[(4 * u + 2) * kBatch + b] = out.z;
             dz_s[(4 * u + 3) * kBatch + b] = out.w;
             dc_next = dc * in.g.y;
-            if (step > 0) in = load_bwd_inputs<kBatch>(gates, cells, c0, dy, d, T, H, ldy, step - 1, reverse, b, j);
+            if (!BWD_LATE_LOADS && step > 0)
+                in = load_bwd_inputs<kBatch>(gates, cells, c0, dy, d, T, H, ldy, step - 1, reverse, b, j);
         }
         __syncthreads();
         publish_partials(w, dz_s, part + (size_t)blk * kPaddedH * kBatch);
         grid.sync();   // every block's partials are written; also orders dz_s reads before the next writes
+        if (BWD_LATE_LOADS && lead && step > 0)   // v32: not in flight at the barrier's fence
+            in = load_bwd_inputs<kBatch>(gates, cells, c0, dy, d, T, H, ldy, step - 1, reverse, b, j);
         const float dh = reduce_partials(part, (size_t)blk * units * kBatch, red_s);
         if (lead) dh_rec = dh;
     }

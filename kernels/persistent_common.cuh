@@ -22,6 +22,13 @@
 #define FAST_FP32_GATES 1
 #endif
 
+// v31, every grid.sync backward (v32: the fp32 grid and rows kernels too): the next step's inputs
+// loaded after the barrier, not before it (its fence waited for them in flight); the tensor-core
+// kernel also prefetches a 16-bit dy into L2 first.
+#ifndef BWD_LATE_LOADS
+#define BWD_LATE_LOADS 0
+#endif
+
 // e^(-|x|) and 1 / (1 + e^(-|x|)) on the hardware units.
 __device__ __forceinline__ float exp_neg_abs(float x) {
     float e;

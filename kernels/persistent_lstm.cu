@@ -57,6 +57,9 @@
 // ecornn-check: -DPASS=0 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=2 -DCOLS_PER_LANE=32 -DREG_COLS=32 -DTAGGED=0 -DKERNEL_BIAS=1
 // ecornn-check: -DPASS=0 -DBATCH=8 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=2 -DCOLS_PER_LANE=32 -DREG_COLS=32 -DTAGGED=0
 // ecornn-check: -DPASS=1 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=8 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=64 -DREG_COLS=64 -DTAGGED=1
+// v32, the late loads: the grid.sync backward at B=4 (H=512) and B=1 (H=1024).
+// ecornn-check: -DPASS=1 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=8 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=64 -DREG_COLS=64 -DTAGGED=0 -DBWD_LATE_LOADS=1
+// ecornn-check: -DPASS=1 -DBATCH=1 -DNWARPS=16 -DLANE_ROWS=4 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=32 -DREG_COLS=16 -DTAGGED=0 -DBWD_LATE_LOADS=1
 // v15 (input projection in the kernel): H=512 B=4 tagged, bidirectional layer 2 (input 2H), B=1, B=3
 // with odd slices, grid.sync.
 // ecornn-check: -DPASS=0 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=16 -DREG_COLS=16 -DTAGGED=1 -DIN_COLS=16
@@ -423,6 +426,7 @@ persistent_lstm_bwd(const float* __restrict__ tiles, const float* __restrict__ d
     float w[kRowsPerLane][kRegCols > 0 ? kRegCols : 1];
     const auto [s, d, reverse, pw, state_at] = start_block(w, smem, tiles, H, units, blocks_per_dir, dir0);
     float dc_next = 0.0f, dh_rec = 0.0f;   // dh_rec: W_hh^T . dz of the step after (dhT first)
+    constexpr bool kLateLoads = BWD_LATE_LOADS != 0 && !kTagged;
     BwdInputs in{};
     if (pw.active) {
         dc_next = dcT[state_at];
@@ -445,9 +449,12 @@ persistent_lstm_bwd(const float* __restrict__ tiles, const float* __restrict__ d
             publish(xch, d, n, 4 * pw.j + 2, pw.b, out.z);
             publish(xch, d, n, 4 * pw.j + 3, pw.b, out.w);
             dc_next = dc * in.g.y;
-            if (step > 0) in = load_bwd_inputs<kBatch>(gates, cells, c0, dy, d, T, H, ldy, step - 1, reverse, pw.b, pw.j);
+            if (!kLateLoads && step > 0)
+                in = load_bwd_inputs<kBatch>(gates, cells, c0, dy, d, T, H, ldy, step - 1, reverse, pw.b, pw.j);
         }
         if constexpr (!kTagged) grid.sync();
+        if (kLateLoads && pw.active && step > 0)   // v32: not in flight at the barrier's fence
+            in = load_bwd_inputs<kBatch>(gates, cells, c0, dy, d, T, H, ldy, step - 1, reverse, pw.b, pw.j);
         float* red = s.red + (kTagged ? (n & 1) * kRedFloats : 0);
         stage_slice(s.vec, xch + xch_slot(d, n), (int)G, xch_tag(n));
         float acc[kRowsPerLane][kBatch] = {};

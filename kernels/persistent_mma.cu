@@ -129,9 +129,6 @@ namespace cg = cooperative_groups;
 #ifndef GROUP_BARRIERS  // v30, grouped grid.sync plans: a split barrier per (direction, group) instead of grid.sync()
 #define GROUP_BARRIERS 0
 #endif
-#ifndef BWD_LATE_LOADS  // v31, grid.sync backward: the next step's inputs loaded after the barrier, not before
-#define BWD_LATE_LOADS 0  // it (its fence waited for them in flight), and a 16-bit dy prefetched into L2 first
-#endif
 #ifndef SPLIT_BARRIER   // grid.sync plans: the split barrier (default with the in-kernel projection) or grid.sync()
 #define SPLIT_BARRIER (IN_K_TILES > 0)
 #endif

@@ -169,3 +169,46 @@ def test_the_kernel_unscales_xw_at_its_load():
     text = next(p for p in sources() if p.name == "persistent_mma.cu").read_text()
     assert "if (xw_scaled)" in text and "ldexpf(v.x, row_exp + col_exp.x)" in text
     assert "if (kSplit && step == 0 && p.active)" in text   # W_hh h0 for every split forward
+
+
+# ---- the fp32 backwards' late loads (BWD_LATE_LOADS=True; "auto" leaves them off: rules.FP32_LATE_LOADS) ----
+@pytest.mark.parametrize("hidden, batch, kind", [(1024, 8, "rows"), (1024, 4, "rows"), (1024, 1, "grid"),
+                                                 (512, 16, "grid")])
+def test_fp32_backwards_load_late_only_when_asked(monkeypatch, hidden, batch, kind):
+    from ecornn.engines import persistent_capacity as cap, persistent_rules as rules
+    monkeypatch.setattr(persistent, "_props", cap.h100_properties)
+    config = LSTMConfig(hidden, hidden, 1, False, "float32", batch, 16)
+    auto = persistent.plans_for(config, training=True)["backward"]
+    assert auto.kind == kind and not auto.loads_late and "BWD_LATE_LOADS" not in auto.defines()
+    assert not rules.FP32_LATE_LOADS
+    monkeypatch.setattr(persistent, "BWD_LATE_LOADS", True)
+    late = persistent.plans_for(config, training=True)["backward"]
+    assert late.kind == kind and late.loads_late == (not late.tagged)
+    if late.loads_late:
+        assert late.defines()["BWD_LATE_LOADS"] == 1 and cap.LATE_LOADS_TEXT in late.describe()
+        assert late.defines() == {**auto.defines(), "BWD_LATE_LOADS": 1}
+    forward = persistent.plans_for(config, training=True)["forward"]
+    assert "BWD_LATE_LOADS" not in forward.defines()
+
+
+def test_a_tagged_fp32_backward_never_loads_late(monkeypatch):
+    from ecornn.engines import persistent_capacity as cap
+    monkeypatch.setattr(persistent, "_props", cap.h100_properties)
+    monkeypatch.setattr(persistent, "BWD_LATE_LOADS", True)
+    monkeypatch.setattr(persistent, "TAGGED_EXCHANGE", True)
+    plan = persistent.plans_for(LSTMConfig(512, 512, 1, False, "float32", 4, 16), training=True)["backward"]
+    assert plan.kind == "grid" and plan.tagged and plan.late_loads and not plan.loads_late
+    assert "BWD_LATE_LOADS" not in plan.defines()
+
+
+def test_the_fp32_backward_kernels_load_after_the_barrier_only_under_the_define():
+    from ecornn.kernels import sources
+    texts = {p.name: p.read_text() for p in sources()}
+    common = next(p for p in sources()).with_name("persistent_common.cuh").read_text()
+    grid = texts["persistent_lstm.cu"]
+    assert grid.index("if constexpr (!kTagged) grid.sync();\n        if (kLateLoads && pw.active && step > 0)") > 0
+    assert "if (!kLateLoads && step > 0)" in grid
+    rows = texts["persistent_bwd_rows.cu"]
+    assert "grid.sync();   // every block's partials are written" in rows
+    assert rows.index("if (BWD_LATE_LOADS && lead && step > 0)") > rows.index("grid.sync();   // every block")
+    assert "#define BWD_LATE_LOADS 0" in common

@@ -103,3 +103,27 @@ def test_a_refresh_reaches_the_replayed_column_exponents(rng, monkeypatch, launc
     want = persistent.forward(config, *args)   # unprepared: eager, fresh splits
     for g, w in zip(got[:3], want[:3]):
         assert cp.array_equal(g, w)
+
+
+# ---- the fp32 backwards' late loads (BWD_LATE_LOADS=True) ----
+@pytest.mark.parametrize("inp, hidden, layers, bidir, batch, steps, kind", [
+    (1024, 1024, 1, False, 8, 40, "rows"),     # the rows backward (H=1024 B=8)
+    (1024, 1024, 1, False, 16, 12, "rows"),    # its B=16 plan (8 warps)
+    (512, 512, 1, False, 4, 40, "grid"),       # the grid backward under grid.sync
+    (100, 100, 3, True, 3, 20, "grid"),        # odd H, three layers, both directions
+    (256, 256, 1, False, 8, 1, "grid"),        # T=1: no step loads after the barrier
+])
+def test_fp32_late_loads_match_float64_and_the_early_loads_bitwise(rng, monkeypatch, inp, hidden, layers, bidir,
+                                                                    batch, steps, kind):
+    monkeypatch.setattr(persistent, "TAGGED_EXCHANGE", False)   # (a tagged backward has no barrier to load after)
+    config = LSTMConfig(inp, hidden, layers, bidir, "float32", batch, steps)
+    monkeypatch.setattr(persistent, "BWD_LATE_LOADS", True)
+    plan = persistent._final(persistent.plans_for(config, training=True)["backward"])
+    assert plan.kind == kind and plan.loads_late and plan.defines()["BWD_LATE_LOADS"] == 1
+    seed = int(rng.integers(1 << 30))
+    late = _compare(np.random.default_rng(seed), config, FP32_TOL)
+    assert persistent.last_kinds["backward"] == kind
+    monkeypatch.setattr(persistent, "BWD_LATE_LOADS", False)
+    early = _compare(np.random.default_rng(seed), config, FP32_TOL)
+    for a, b in zip(late, early):
+        assert np.array_equal(np.asarray(a), np.asarray(b))

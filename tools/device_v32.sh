@@ -4,6 +4,7 @@
 #   tests     GPU test files ($TESTS; default the v32 file), TEST_TIMEOUT (default 300)
 #   ab        v32 against v31's unscale pass, alternated in one process (ab_alternate.py, bench_persistent_v32)
 #   pair      the same pair with fwd+bwd and cuDNN (bench_persistent_v32.py)
+#   explore   fp32 training calls with the backwards' late loads against without, alternated (explore_bwd_v32.py)
 #   quick     the quick bench (#5's table, cuDNN in the process)
 #   rest      the GPU test files not run on this code yet ($REST), TEST_TIMEOUT
 #   cache     the NVRTC cache
@@ -18,6 +19,7 @@ for stage in ${STAGES:-"tests cache"}; do
     ab) timeout "${AB_TIMEOUT:-240}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v32 \
       --rounds "${ROUNDS:-3}" --name ab_alternate_v32 2>&1 | tail -8 ;;
     pair) timeout "${PAIR_TIMEOUT:-150}" python3 benchmarks/bench_persistent_v32.py "$OUT" 2>&1 | tail -6 ;;
+    explore) timeout "${EXPLORE_TIMEOUT:-200}" python3 benchmarks/explore_bwd_v32.py "$OUT" --rounds "${ROUNDS:-3}" 2>&1 | tail -8 ;;
     quick) timeout "${QUICK_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     rest) run_gpu_tests "$OUT/rest.log" $(for f in ${REST:-}; do echo "$REPO/tests/$f"; done) ;;
     cache) save_cupy_cache "$OUT" ;;

@@ -137,7 +137,8 @@ BACKWARD_16BIT_GRADS = True  # v31: with a 16-bit dy of the layer's dtype, the m
 BACKWARD_16BIT_DY = True     # v31: there, a kernel with late loads reads that dy (and a layer above's 16-bit
                              # dX) as it is; False, and elsewhere: converted to fp32 first (v30; it measured
                              # faster without the late loads)
-BWD_LATE_LOADS = "auto"   # v31: the grid.sync mma backward loads the next step's inputs after the barrier (and
+BWD_LATE_LOADS = "auto"   # v31: the grid.sync mma backward (v32: the fp32 grid and rows ones too, off under "auto"
+                          # until measured: rules.FP32_LATE_LOADS) loads the next step's inputs after the barrier (and
                           # reads the 16-bit dy, prefetched into L2) where rules.late_loads_pay; True: wherever
                           # grid.sync, False: nowhere (the ablation)
 DEINTERLEAVE_BY_MEMCPY = True  # v31: 16-bit weight gradients deinterleave as 4 strided 2-D memcpys per matrix
@@ -234,8 +235,8 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
         plans = {k: p.with_exchange(bool(TAGGED_EXCHANGE)) for k, p in plans.items()}
     if not GRID_KERNEL_BIAS:
         plans = {k: p.without_kernel_bias() if p.kind == "grid" else p for k, p in plans.items()}
-    return {k: capacity.with_late_loads(capacity.with_poll_delay(p, POLL_DELAY), BWD_LATE_LOADS)
-            if p.kind in ("mma", "grid") else p for k, p in plans.items()}   # after the overrides
+    return {k: capacity.with_late_loads(capacity.with_poll_delay(p, POLL_DELAY) if p.kind in ("mma", "grid") else p,
+                                        BWD_LATE_LOADS) for k, p in plans.items()}   # after the overrides
 
 
 def plans_for(config, training: bool = False, variant: str = "auto") -> dict:

@@ -116,6 +116,11 @@ class KernelPlan(_PassGeometry, _TiledPlan, _LayerLaunch):
                             # (with_input_projection); 0: the input projection is a GEMM before it
     poll_delay_ns: int = 0  # v16: sleep before a warp's first poll of the tagged exchange (with_poll_delay)
     kernel_bias: bool = False   # v23 forward: the kernel adds the biases to xw (with_kernel_bias)
+    late_loads: bool = False    # v32 backward: the next step's inputs loaded after grid.sync (with_late_loads)
+
+    @property
+    def loads_late(self) -> bool:
+        return self.pass_name == "backward" and self.late_loads and not self.tagged
 
     def defines(self) -> dict:
         """Compile-time constants of kernels/persistent_lstm.cu."""
@@ -125,7 +130,8 @@ class KernelPlan(_PassGeometry, _TiledPlan, _LayerLaunch):
                 "REG_COLS": self.reg_cols, "TAGGED": int(self.tagged),
                 **({"IN_COLS": self.input_cols} if self.input_cols else {}),
                 **({"POLL_DELAY_NS": self.poll_delay_ns} if self.poll_delay_ns else {}),
-                **({"KERNEL_BIAS": 1} if self.kernel_bias else {})}
+                **({"KERNEL_BIAS": 1} if self.kernel_bias else {}),
+                **({"BWD_LATE_LOADS": 1} if self.loads_late else {})}
 
     @property
     def in_kernel_projection(self) -> bool:
@@ -161,10 +167,14 @@ class KernelPlan(_PassGeometry, _TiledPlan, _LayerLaunch):
 
     def describe(self) -> str:
         projection = f", input projection in the kernel ({self.input_cols} columns)" if self.input_cols else ""
+        projection += LATE_LOADS_TEXT if self.loads_late else ""
         return (f"{self.pass_name}: {self.grid} blocks x {self.threads} threads, {self.units} units/block, "
                 f"{self.reg_cols}/{self.cols_per_lane} columns in registers, "
                 f"{self.smem_bytes // 1024} KB smem, {self.launches} launch(es){projection}, "
                 f"{exchange_text(self.tagged, self.poll_delay_ns)}")
+
+
+LATE_LOADS_TEXT = ", next-step loads after the barrier"
 
 
 def exchange_text(tagged: bool, poll_delay_ns: int) -> str:
@@ -446,11 +456,17 @@ class RowsPlan(_LayerLaunch):
     cols_per_thread: int
     regs_per_thread: int    # estimate; the compiled kernel reports the real count
     smem_bytes: int = 0     # the kernel's shared memory is static
+    late_loads: bool = False    # v32: the next step's inputs loaded after grid.sync (with_late_loads)
+
+    @property
+    def loads_late(self) -> bool:
+        return self.late_loads
 
     def defines(self) -> dict:
         """Compile-time constants of kernels/persistent_bwd_rows.cu."""
         return {"BATCH": self.batch, "NWARPS": self.warps, "G_ROWS": 4 * self.units,
-                "COLS_PER_THREAD": self.cols_per_thread, "BLOCKS": self.blocks_per_dir}
+                "COLS_PER_THREAD": self.cols_per_thread, "BLOCKS": self.blocks_per_dir,
+                **({"BWD_LATE_LOADS": 1} if self.loads_late else {})}
 
     def tile_shape(self) -> ColumnTileShape:
         return ColumnTileShape(blocks=self.blocks_per_dir, rows_per_block=4 * self.units,
@@ -466,7 +482,8 @@ class RowsPlan(_LayerLaunch):
 
     def describe(self) -> str:
         return (f"backward by gate rows: {self.grid} blocks x {self.threads} threads, {self.units} units/block, "
-                f"{self.cols_per_thread} columns x {4 * self.units} rows in registers, {self.launches} launch(es)")
+                f"{self.cols_per_thread} columns x {4 * self.units} rows in registers, {self.launches} launch(es)"
+                f"{LATE_LOADS_TEXT if self.loads_late else ''}")
 
 
 def _rows_plan_for(props, hidden, batch, directions):
@@ -786,7 +803,7 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
             if self.barrier_per_group:
                 split += ", a barrier per group"
         if self.loads_late:
-            split += ", next-step loads after the barrier"
+            split += LATE_LOADS_TEXT
         return (f"{self.pass_name} (tensor cores, {self.dtype}{split}): {self.grid} blocks x {self.threads} threads, "
                 f"{self.units} units/block, {self.reg_k_tiles}/{self.k_tiles} k-tiles in registers, "
                 f"{self.smem_bytes // 1024} KB smem, {self.launches} launch(es){projection}, "
@@ -908,9 +925,9 @@ def without_split_words(plan):
 
 
 def with_late_loads(plan, mode="auto"):
-    """A tensor-core ``plan`` with v31's late loads where rules.late_loads_pay ("auto"), wherever they
-    apply (True) or nowhere (False); other plans as they are."""
-    if plan.kind != "mma" or plan.pass_name != "backward":
+    """A backward ``plan`` (tensor-core v31; fp32 grid and rows v32) with the late loads where
+    rules.late_loads_pay ("auto"), wherever they apply (True) or nowhere (False); forwards as they are."""
+    if plan.kind not in ("mma", "grid", "rows") or plan.pass_name != "backward":
         return plan
     late = rules.late_loads_pay(plan) if mode == "auto" else bool(mode)   # (loads_late: never tagged)
     return plan if plan.late_loads == late else replace(plan, late_loads=late)

@@ -253,8 +253,15 @@ def batch_groups_pay(grouped) -> bool:
 LATE_LOADS_MIN_MMA = 16
 
 
+FP32_LATE_LOADS = False   # v32: the fp32 grid and rows backwards (an option until measured)
+
+
 def late_loads_pay(plan) -> bool:
-    """A tensor-core backward under grid.sync whose warps run >= LATE_LOADS_MIN_MMA mma per step."""
-    return (plan.pass_name == "backward" and not plan.tagged
-            and plan.k_tiles * plan.n_tiles * plan.mma_per_tile >= LATE_LOADS_MIN_MMA)
+    """A tensor-core backward under grid.sync whose warps run >= LATE_LOADS_MIN_MMA mma per step; the
+    fp32 backwards where FP32_LATE_LOADS."""
+    if plan.pass_name != "backward" or plan.tagged:
+        return False
+    if plan.kind != "mma":
+        return FP32_LATE_LOADS
+    return plan.k_tiles * plan.n_tiles * plan.mma_per_tile >= LATE_LOADS_MIN_MMA
 
