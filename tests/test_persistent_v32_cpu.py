@@ -171,22 +171,27 @@ def test_the_kernel_unscales_xw_at_its_load():
     assert "if (kSplit && step == 0 && p.active)" in text   # W_hh h0 for every split forward
 
 
-# ---- the fp32 backwards' late loads (BWD_LATE_LOADS=True; "auto" leaves them off: rules.FP32_LATE_LOADS) ----
-@pytest.mark.parametrize("hidden, batch, kind", [(1024, 8, "rows"), (1024, 4, "rows"), (1024, 1, "grid"),
-                                                 (512, 16, "grid")])
-def test_fp32_backwards_load_late_only_when_asked(monkeypatch, hidden, batch, kind):
-    from ecornn.engines import persistent_capacity as cap, persistent_rules as rules
+# ---- the fp32 backwards' late loads ("auto": the grid backward under grid.sync; True: the rows one too) ----
+@pytest.mark.parametrize("hidden, batch, kind, auto_late", [
+    (1024, 8, "rows", False), (1024, 4, "rows", False),   # measured slower (call 3)
+    (1024, 1, "grid", False), (512, 4, "grid", False),    # tagged: no barrier to load after
+    (512, 8, "grid", True), (512, 16, "grid", True),      # grid.sync: measured faster (calls 3, 4)
+])
+def test_fp32_backwards_load_late_where_the_rule_says(monkeypatch, hidden, batch, kind, auto_late):
+    from ecornn.engines import persistent_capacity as cap
     monkeypatch.setattr(persistent, "_props", cap.h100_properties)
     config = LSTMConfig(hidden, hidden, 1, False, "float32", batch, 16)
     auto = persistent.plans_for(config, training=True)["backward"]
-    assert auto.kind == kind and not auto.loads_late and "BWD_LATE_LOADS" not in auto.defines()
-    assert not rules.FP32_LATE_LOADS
+    assert auto.kind == kind and auto.loads_late == auto_late == ("BWD_LATE_LOADS" in auto.defines())
+    monkeypatch.setattr(persistent, "BWD_LATE_LOADS", False)
+    early = persistent.plans_for(config, training=True)["backward"]
+    assert not early.loads_late and "BWD_LATE_LOADS" not in early.defines()
     monkeypatch.setattr(persistent, "BWD_LATE_LOADS", True)
     late = persistent.plans_for(config, training=True)["backward"]
     assert late.kind == kind and late.loads_late == (not late.tagged)
     if late.loads_late:
         assert late.defines()["BWD_LATE_LOADS"] == 1 and cap.LATE_LOADS_TEXT in late.describe()
-        assert late.defines() == {**auto.defines(), "BWD_LATE_LOADS": 1}
+        assert late.defines() == {**early.defines(), "BWD_LATE_LOADS": 1}
     forward = persistent.plans_for(config, training=True)["forward"]
     assert "BWD_LATE_LOADS" not in forward.defines()
 

@@ -19,7 +19,7 @@ for stage in ${STAGES:-"tests cache"}; do
     ab) timeout "${AB_TIMEOUT:-240}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v32 \
       --rounds "${ROUNDS:-3}" --name ab_alternate_v32 2>&1 | tail -8 ;;
     pair) timeout "${PAIR_TIMEOUT:-150}" python3 benchmarks/bench_persistent_v32.py "$OUT" 2>&1 | tail -6 ;;
-    explore) timeout "${EXPLORE_TIMEOUT:-200}" python3 benchmarks/explore_bwd_v32.py "$OUT" --rounds "${ROUNDS:-3}" 2>&1 | tail -8 ;;
+    explore) timeout "${EXPLORE_TIMEOUT:-200}" python3 benchmarks/explore_bwd_v32.py "$OUT" ${EXPLORE_ARGS:-} --rounds "${ROUNDS:-3}" 2>&1 | tail -8 ;;
     quick) timeout "${QUICK_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     rest) run_gpu_tests "$OUT/rest.log" $(for f in ${REST:-}; do echo "$REPO/tests/$f"; done) ;;
     cache) save_cupy_cache "$OUT" ;;

@@ -137,8 +137,8 @@ BACKWARD_16BIT_GRADS = True  # v31: with a 16-bit dy of the layer's dtype, the m
 BACKWARD_16BIT_DY = True     # v31: there, a kernel with late loads reads that dy (and a layer above's 16-bit
                              # dX) as it is; False, and elsewhere: converted to fp32 first (v30; it measured
                              # faster without the late loads)
-BWD_LATE_LOADS = "auto"   # v31: the grid.sync mma backward (v32: the fp32 grid and rows ones too, off under "auto"
-                          # until measured: rules.FP32_LATE_LOADS) loads the next step's inputs after the barrier (and
+BWD_LATE_LOADS = "auto"   # v31: the grid.sync mma backward (v32: the fp32 grid one, rules.FP32_LATE_LOAD_KINDS; the
+                          # rows one only with True) loads the next step's inputs after the barrier (and
                           # reads the 16-bit dy, prefetched into L2) where rules.late_loads_pay; True: wherever
                           # grid.sync, False: nowhere (the ablation)
 DEINTERLEAVE_BY_MEMCPY = True  # v31: 16-bit weight gradients deinterleave as 4 strided 2-D memcpys per matrix

@@ -253,15 +253,18 @@ def batch_groups_pay(grouped) -> bool:
 LATE_LOADS_MIN_MMA = 16
 
 
-FP32_LATE_LOADS = False   # v32: the fp32 grid and rows backwards (an option until measured)
+# v32 (H100, fp32 fwd+bwd, explore_bwd_v32): the fp32 grid backward under grid.sync gained with the late loads
+# (H=512 B=8 2.13 vs 2.20 ms); the rows backward lost (H=1024 B=4 1.92 vs 1.89, B=8 3.33 vs 3.29): its
+# reduction right after the barrier reads the partials the loads would overlap, not a product.
+FP32_LATE_LOAD_KINDS = ("grid",)
 
 
 def late_loads_pay(plan) -> bool:
-    """A tensor-core backward under grid.sync whose warps run >= LATE_LOADS_MIN_MMA mma per step; the
-    fp32 backwards where FP32_LATE_LOADS."""
+    """A tensor-core backward under grid.sync whose warps run >= LATE_LOADS_MIN_MMA mma per step; an fp32
+    backward under grid.sync of a kind in FP32_LATE_LOAD_KINDS."""
     if plan.pass_name != "backward" or plan.tagged:
         return False
     if plan.kind != "mma":
-        return FP32_LATE_LOADS
+        return plan.kind in FP32_LATE_LOAD_KINDS
     return plan.k_tiles * plan.n_tiles * plan.mma_per_tile >= LATE_LOADS_MIN_MMA
 
