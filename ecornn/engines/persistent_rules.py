@@ -253,9 +253,10 @@ def batch_groups_pay(grouped) -> bool:
 LATE_LOADS_MIN_MMA = 16
 
 
-# v32 (H100, fp32 fwd+bwd, explore_bwd_v32): the fp32 grid backward under grid.sync gained with the late loads
-# (H=512 B=8 2.13 vs 2.20 ms); the rows backward lost (H=1024 B=4 1.92 vs 1.89, B=8 3.33 vs 3.29): its
-# reduction right after the barrier reads the partials the loads would overlap, not a product.
+# v32 (H100, fp32 fwd+bwd, explore_bwd_v32 calls 3-4): the fp32 grid backward under grid.sync gained with the
+# late loads in 7 of 7 cells, -0.02 to -0.08 ms per training call (H=512 B=8 2.12 vs 2.18-2.20, H=768 B=8 2.73
+# vs 2.81); the rows backward lost (H=1024 B=4 1.92 vs 1.89, B=8 3.33 vs 3.29): right after its barrier it
+# reduces the partials from L2, no product to hide the loads behind.
 FP32_LATE_LOAD_KINDS = ("grid",)
 
 
