@@ -82,7 +82,7 @@ def emulate_forward(plan, args, dir0, bias=None, input_projection=None, unscale=
             tp = t + 1 if d == 1 else t - 1
             h_prev = h0[d] if step == 0 else y[tp, :, d * hidden:(d + 1) * hidden]
             if step == 0 and unscale is not None:
-                h_prev = np.zeros((h_prev.shape[0], hidden), np.float32)   # (v29: h0 holds W_hh h0)
+                h_prev = np.zeros((h_prev.shape[0], hidden), np.float32)   # (h0 holds W_hh h0)
             sums = _block_sums(plan, tiles[d], _vector(_exchanged(plan, h_prev, step), plan.tile_shape().padded_cols))
             if unscale is not None:
                 sums = sums * (unscale[d, 0] if np.ndim(unscale) == 2 else unscale[d])

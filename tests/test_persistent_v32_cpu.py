@@ -9,12 +9,13 @@ import pytest
 
 from ecornn import LSTMConfig, LayerWeights, gpu_blas
 from ecornn.engines import persistent
-from ecornn.engines import reference
 from tests.helpers import random_problem, rel_err
 from tests.test_persistent_mma_emulated import cpu_engine, fake_gemm  # noqa: F401 (fixture)
+from tests.test_persistent_split_emulated import _reference, _worst
 from tests.test_persistent_v22_cpu import _logging_gemm
 
 FP32_TOL = 1e-5
+NO_GRADS = ((), (), (), ())   # _worst's gradients when only the forward is compared
 
 
 @pytest.fixture
@@ -46,10 +47,22 @@ def split_engine(cpu_engine, monkeypatch):  # noqa: F811 - the imported fixture
 
 
 def _run(engine, config, weights, x, h0, c0, dy, dh, dc):
-    """[y, hT, cT, dx, dh0, dc0, every weight gradient] of one training call."""
+    """((y, hT, cT), (dx, dh0, dc0, weight gradients)) of one training call."""
     out = engine.forward(config, x, weights, h0, c0, training=True)
-    grads = engine.backward(out[3], dy, dh, dc)
-    return list(out[:3]) + list(grads[:3]) + [g for w in grads[3] for g in w]
+    return out[:3], engine.backward(out[3], dy, dh, dc)
+
+
+def _flat(result) -> list:
+    outputs, grads = result
+    return [*outputs, *grads[:3], *(g for w in grads[3] for g in w)]
+
+
+def _worst_error(config, problem, outputs, grads=NO_GRADS):
+    """The largest relative error to float64 (test_persistent_split_emulated's helpers); only the forward's
+    with NO_GRADS."""
+    weights, x, h0, c0, dy, dh, dc = problem
+    want, want_grads = _reference(config, x, weights, h0, c0, dy, dh, dc)
+    return _worst(outputs, want, grads, want_grads if grads is not NO_GRADS else NO_GRADS)[1]
 
 
 def _problem(rng, config, w_hh_gain=1.0, h0_gain=1.0):
@@ -58,16 +71,6 @@ def _problem(rng, config, w_hh_gain=1.0, h0_gain=1.0):
     seeds = [rng.standard_normal(config.output_shape).astype(np.float32)]
     seeds += [rng.standard_normal(config.state_shape).astype(np.float32) for _ in range(2)]
     return (weights, x, h0 * np.float32(h0_gain), c0, *seeds)
-
-
-def _worst_error(config, problem, got):
-    f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
-    weights, x, h0, c0, dy, dh, dc = problem
-    want = reference.forward(config.replace(dtype="float64"), f64(x), [LayerWeights(*map(f64, w)) for w in weights],
-                             f64(h0), f64(c0), training=True)
-    grads = reference.backward(want[3], f64(dy), f64(dh), f64(dc))
-    want_all = list(want[:3]) + list(grads[:3]) + [g for w in grads[3] for g in w]
-    return max(rel_err(g, w) for g, w in zip(got, want_all))
 
 
 @pytest.mark.parametrize("inp, hidden, layers, bidir, batch, steps, w_hh_gain, h0_gain", [
@@ -84,24 +87,15 @@ def test_xw_unscaled_in_kernel_matches_float64_and_the_pass_bitwise(split_engine
     assert persistent.last_kinds["forward"] == "mma"
     assert split_engine.launches and all(e is not None for e in split_engine.launches)
     assert split_engine.unscales and not any(split_engine.unscales)   # no pass over xw
-    if w_hh_gain == 1.0:
-        assert _worst_error(config, problem, got) <= FP32_TOL
-    else:   # saturated gates make fp32 gradients ill-conditioned (any kernel): the forward is the point
-        assert max(rel_err(g, w) for g, w in zip(got[:3], _reference_forward(config, problem))) <= FP32_TOL
+    # saturated gates (w_hh_gain) make fp32 gradients ill-conditioned (any kernel): the forward is the point
+    assert _worst_error(config, problem, *(got if w_hh_gain == 1.0 else got[:1])) <= FP32_TOL
     split_engine.launches.clear()
     split_engine.unscales.clear()
     monkeypatch.setattr(persistent, "XW_UNSCALE_IN_KERNEL", False)
     passed = _run(split_engine, config, *problem)
     assert not any(e is not None for e in split_engine.launches) and all(split_engine.unscales)
-    for a, b in zip(got, passed):
+    for a, b in zip(_flat(got), _flat(passed)):
         assert np.array_equal(a, b)
-
-
-def _reference_forward(config, problem):
-    f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
-    weights, x, h0, c0 = problem[:4]
-    return reference.forward(config.replace(dtype="float64"), f64(x), [LayerWeights(*map(f64, w)) for w in weights],
-                             f64(h0), f64(c0))[:3]
 
 
 def test_dropping_the_column_exponents_fails(split_engine, rng, monkeypatch):
@@ -110,7 +104,7 @@ def test_dropping_the_column_exponents_fails(split_engine, rng, monkeypatch):
     monkeypatch.setattr(persistent, "_xw_column_exponents",
                         lambda prepared, layer, dirs: np.zeros((dirs, 4 * config.hidden_size), np.int32))
     got = split_engine.forward(config, problem[1], problem[0], *problem[2:4], training=True)
-    assert max(rel_err(g, w) for g, w in zip(got[:3], _reference_forward(config, problem))) > 10 * FP32_TOL
+    assert _worst_error(config, problem, got[:3]) > 10 * FP32_TOL
 
 
 @pytest.mark.parametrize("change", ["onepass", "strict", "in_kernel_projection", "grid", "bfloat16"])

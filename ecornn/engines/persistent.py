@@ -235,8 +235,8 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
         plans = {k: p.with_exchange(bool(TAGGED_EXCHANGE)) for k, p in plans.items()}
     if not GRID_KERNEL_BIAS:
         plans = {k: p.without_kernel_bias() if p.kind == "grid" else p for k, p in plans.items()}
-    return {k: capacity.with_late_loads(capacity.with_poll_delay(p, POLL_DELAY) if p.kind in ("mma", "grid") else p,
-                                        BWD_LATE_LOADS) for k, p in plans.items()}   # after the overrides
+    plans = {k: capacity.with_poll_delay(p, POLL_DELAY) if p.kind in ("mma", "grid") else p for k, p in plans.items()}
+    return {k: capacity.with_late_loads(p, BWD_LATE_LOADS) for k, p in plans.items()}   # after the overrides
 
 
 def plans_for(config, training: bool = False, variant: str = "auto") -> dict:
