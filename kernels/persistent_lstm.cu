@@ -330,6 +330,14 @@ __device__ __forceinline__ Start start_block(float (&w)[kRowsPerLane][kRegCols >
 }
 
 #if PASS == 0
+// v33: four xw values of one row brought back from the fp16-split GEMM's scaled units, exact, as its
+// unscale pass would (persistent_mma.cu's `unscaled`, v32; not moved into persistent_common.cuh so that
+// the other kernels' texts, and so their compiled caches, stay as they were).
+__device__ __forceinline__ float4 unscaled_xw(float4 v, int row_exp, int4 col_exp) {
+    return make_float4(ldexpf(v.x, row_exp + col_exp.x), ldexpf(v.y, row_exp + col_exp.y),
+                       ldexpf(v.z, row_exp + col_exp.z), ldexpf(v.w, row_exp + col_exp.w));
+}
+
 // tiles [D][blocks][NWARPS][COLS_PER_LANE][ROWS_PER_LANE][32]; xw [D][T][B][4H] (gate-interleaved),
 // or with IN_COLS the layer input x [T][B][in_size] and in_tiles [D][blocks][NWARPS][IN_COLS]
 // [ROWS_PER_LANE][32] the packed W_ih rows (null otherwise); bias [D][4H] (gate-interleaved), added
@@ -337,12 +345,16 @@ __device__ __forceinline__ Start start_block(float (&w)[kRowsPerLane][kRegCols >
 // own before this one, ~11 us at fp32 H=512 B=4 T=256), else null (xw has them); h0, c0, hT, cT
 // [D][B][H]; y [T][B][ldy] (direction d at columns d*H); gates_out [D][T][B][4H] activated,
 // cells_out [D][T][B][H] (both null at inference); xch zeroed [D][2][COLS][B] words.
+// xw_row_exp [T][B], xw_col_exp [D][4H]: v33 (v32's split fold), xw as the fp16-split GEMM left it
+// (without IN_COLS): each value is brought back by ldexpf with its row's and column's exponents where
+// it is loaded, exact, instead of by a pass over all of xw (null: xw is unscaled).
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ xw,
                     const float* __restrict__ h0, const float* __restrict__ c0, float* y, float* hT,
                     float* cT, float* gates_out, float* cells_out, int T, int H, int units,
                     int blocks_per_dir, int ldy, int dir0, unsigned int* xch,
-                    const float* __restrict__ bias, const float* __restrict__ in_tiles, int in_size) {
+                    const float* __restrict__ bias, const float* __restrict__ in_tiles, int in_size,
+                    const int* __restrict__ xw_row_exp, const int* __restrict__ xw_col_exp) {
     extern __shared__ __align__(16) float smem[];
     float w[kRowsPerLane][kRegCols > 0 ? kRegCols : 1];
     const auto [s, d, reverse, pw, state_at] = start_block(w, smem, tiles, H, units, blocks_per_dir, dir0);
@@ -376,6 +388,9 @@ persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ x
             if (step + 1 < T) load_x_slice(xv, xw + (size_t)(reverse ? t - 1 : t + 1) * kBatch * in_size, in_size);
         } else if (pw.active) {
             xz = __ldg(reinterpret_cast<const float4*>(xw + row * G + 4 * (size_t)pw.j));
+            if (xw_row_exp != nullptr)   // v33: the column exponents per step, as the split kernel (registers)
+                xz = unscaled_xw(xz, __ldg(xw_row_exp + (size_t)t * kBatch + pw.b),
+                              __ldg(reinterpret_cast<const int4*>(xw_col_exp + (size_t)d * G + 4 * (size_t)pw.j)));
         }
         float* red = s.red + (kTagged ? (step & 1) * kRedFloats : 0);
         stage_slice(s.vec, xch + xch_slot(d, step), H, xch_tag(step));   // h_{step-1}: publication step

@@ -186,7 +186,9 @@ split_input_emulator = None   # v29: (plan, x split, input_tiles, input size, un
 def _emulated_launch(plan, args, directions=1, bias=None, input_tiles=None, input_size=0, unscale=None, x_at=None,
                      out16=False, states16=False, dz16=False, dy16=False, xw_exponents=None):
     assert x_at is None   # v21's x by reference exists in captured graphs only (GPU)
-    assert xw_exponents is None or (plan.kind == "mma" and plan.parts == 2 and input_tiles is None)
+    # v32: the split forward, v33: the grid forward that adds its biases; never with an in-kernel projection
+    assert xw_exponents is None or (input_tiles is None and plan.pass_name == "forward" and (
+        (plan.kind == "mma" and plan.parts == 2) or (plan.kind == "grid" and plan.kernel_bias and bias is not None)))
     # v23: 16-bit outputs (y, hT, cT) exactly where the engine asks the kernel for them; the
     # emulation's stores into them round as the kernel's do (to nearest even)
     assert bool(out16) == (np.dtype(args[4].dtype) != np.float32) == (np.dtype(args[5].dtype) != np.float32)

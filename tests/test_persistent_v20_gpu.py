@@ -42,10 +42,26 @@ def test_more_queued_replays_than_slots_each_fetch_their_own_inputs(rng, monkeyp
     wait = persistent_graph._wait_for_last_replay
     monkeypatch.setattr(persistent_graph, "_wait_for_last_replay", lambda: (waits.append(1), wait())[1])
     cp.cuda.Device().synchronize()
-    outs = [persistent.forward(config, x, gpu_weights, h0, c0, prepared=prepared)[:3] for x, h0, c0 in calls]
+    x, h0, c0 = calls[0]
+    outs = [persistent.forward(config, x, gpu_weights, h0, c0, prepared=prepared)[:3]]   # eager: captures the graph
+    _keep_gpu_busy(0.2)   # the replays queue behind it: the host runs a ring ahead whatever its speed
+    outs += [persistent.forward(config, x, gpu_weights, h0, c0, prepared=prepared)[:3] for x, h0, c0 in calls[1:]]
     cp.cuda.Device().synchronize()
     assert waits, "the host never ran a ring ahead: the overrun wait went untested"
     assert_replays_fetched_their_own(monkeypatch, config, host_weights, gpu_weights, prepared, calls, outs)
+
+
+def _keep_gpu_busy(seconds: float):
+    """One thread spinning ~``seconds`` on the current stream. Before, the queued-replays test relied on
+    the host outrunning the GPU, which a slow host visit may not do (session 26's unidentified failure)."""
+    import cupy as cp
+    import numpy as np
+    spin = cp.RawKernel(r"""extern "C" __global__ void spin(long long ns) {
+        long long t0, t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+        do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+    }""", "spin")
+    spin((1,), (1,), (np.int64(seconds * 1e9),))
 
 
 def assert_replays_fetched_their_own(monkeypatch, config, host_weights, gpu_weights, prepared, calls, outs):

@@ -107,8 +107,10 @@ def test_dropping_the_column_exponents_fails(split_engine, rng, monkeypatch):
     assert _worst_error(config, problem, got[:3]) > 10 * FP32_TOL
 
 
-@pytest.mark.parametrize("change", ["onepass", "strict", "in_kernel_projection", "grid", "bfloat16"])
+@pytest.mark.parametrize("change", ["onepass", "strict", "in_kernel_projection", "grid_without_kernel_bias",
+                                    "bfloat16"])
 def test_only_split_forwards_over_the_fp16_split_gemm_take_a_scaled_xw(split_engine, rng, monkeypatch, change):
+    """(v33: the grid forward with kernel_bias takes it too: test_persistent_v33_cpu.)"""
     dtype = "bfloat16" if change == "bfloat16" else "float32"
     config = LSTMConfig(16, 32, 1, False, dtype, 4, 8)
     if change == "onepass":
@@ -117,8 +119,9 @@ def test_only_split_forwards_over_the_fp16_split_gemm_take_a_scaled_xw(split_eng
         monkeypatch.setattr(persistent, "MIN_3XTF32_FLOPS", 1e30)
     elif change == "in_kernel_projection":   # v29's split projection (forced)
         monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", True)
-    elif change == "grid":
+    elif change == "grid_without_kernel_bias":   # its xw gets the biases from a pass, so it comes unscaled
         monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", False)
+        monkeypatch.setattr(persistent, "GRID_KERNEL_BIAS", False)
     weights, x, h0, c0 = random_problem(rng, config)
     split_engine.forward(config, x, weights, h0, c0, training=True)
     assert split_engine.launches and all(e is None for e in split_engine.launches)

@@ -142,7 +142,7 @@ BWD_LATE_LOADS = "auto"   # v31: the grid.sync mma backward (v32: the fp32 grid 
                           # reads the 16-bit dy, prefetched into L2) where rules.late_loads_pay; True: wherever
                           # grid.sync, False: nowhere (the ablation)
 DEINTERLEAVE_BY_MEMCPY = True  # v31: 16-bit weight gradients deinterleave as 4 strided 2-D memcpys per matrix
-XW_UNSCALE_IN_KERNEL = True   # v32: the fp32 split forward unscales the fp16-split GEMM's xw where it loads it
+XW_UNSCALE_IN_KERNEL = True   # v32: the fp32 split forward (v33: and the grid forward) unscales the fp16-split GEMM's xw where it loads it
                               # (no pass over xw); False: gpu_blas.matmul_fp16_split3's unscale pass (ablation)
 GROUP_BARRIERS = False    # v30: True: grouped grid.sync plans synchronise each (direction, group) on a counter of
                           # its own (kernel GROUP_BARRIERS); measured slower than grid.sync() over the whole grid
@@ -668,7 +668,8 @@ def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tile
     16-bit values and whether it reads h0 and c0 as such (v23, ``out16``, ``states16``), and the row and
     column exponents of an xw left scaled by the fp16-split GEMM (v32, ``xw_exponents``; nulls otherwise). The grid
     forward takes the biases (v15 with its in-kernel projection, v23 with kernel_bias; else null), the
-    W_ih tiles and input size of its in-kernel projection (v15; null, 0 otherwise). The mma backward
+    W_ih tiles and input size of its in-kernel projection (v15; null, 0 otherwise) and xw's exponents
+    (v33, as the mma forward). The mma backward
     takes whether it stores dz as 16-bit values (v30, ``dz16``), whether it reads dy as such (v31,
     ``dy16``) and the barrier words."""
     cp = _cp()
@@ -688,6 +689,7 @@ def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tile
     elif final.kind == "grid" and final.pass_name == "forward":
         tail += (bias if bias is not None else _null(), input_tiles if input_tiles is not None else _null(),
                  np.int32(input_size))
+        tail += tuple(xw_exponents) if xw_exponents is not None else (_null(), _null())
     for launch in range(final.launches):
         kern((final.grid,), (final.threads,), args_before_dir + (np.int32(launch),) + tail,
              shared_mem=final.smem_bytes)
@@ -966,8 +968,11 @@ def _xw_column_exponents(prepared: PersistentWeights, layer: int, directions: in
 
 
 def _unscales_xw_in_kernel(config, built, prep) -> bool:
-    """v32: whether a split forward's xw comes from the fp16-split GEMM left scaled (XW_UNSCALE_IN_KERNEL)."""
-    return (XW_UNSCALE_IN_KERNEL and _is_split(built) and not built.in_kernel_projection
+    """Whether a forward's xw comes from the fp16-split GEMM left scaled, unscaled by the kernel where it
+    loads it (XW_UNSCALE_IN_KERNEL): v32 the split forward, v33 the fp32 grid forward that adds its biases
+    (kernel_bias: the scaled xw comes without them)."""
+    takes_scaled = _is_split(built) or (built.kind == "grid" and built.kernel_bias)
+    return (XW_UNSCALE_IN_KERNEL and takes_scaled and not built.in_kernel_projection
             and _fp32_projection_mode(config.seq_len * config.batch, prep, _tf32_for(config)) == "fp16split")
 
 

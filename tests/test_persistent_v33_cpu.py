@@ -1,0 +1,136 @@
+"""`persistent` v33 on the CPU: the fp32 grid (FFMA) forward takes xw as the fp16-split GEMM leaves it
+(scaled, no unscale pass) with x's row exponents and W_ih's column exponents, and unscales each value
+where it loads it, as v32's split forward does (XW_UNSCALE_IN_KERNEL). The engine through the grid
+kernel's emulation against float64 at fp32's 1e-5 and bitwise the ablation (the pass); a mutation (the
+column exponents dropped) fails; which grid plans take it (kernel_bias, no in-kernel projection, the
+fp16-split GEMM); the kernel's lines. tests/test_persistent_v33_gpu.py runs the kernel."""
+import numpy as np
+import pytest
+
+from ecornn import LSTMConfig, gpu_blas
+from ecornn.engines import persistent, persistent_capacity as cap
+from tests.helpers import random_problem
+from tests.test_persistent_emulated import cpu_engine  # noqa: F401 (fixture)
+from tests.test_persistent_split_emulated import _reference, _worst
+from tests.test_persistent_v22_cpu import _logging_gemm
+
+FP32_TOL = 1e-5
+
+
+@pytest.fixture
+def grid_engine(cpu_engine, monkeypatch):  # noqa: F811 - the imported fixture
+    """The emulated engine on grid (FFMA) plans, every fp32 projection on the fp16-split GEMM; records each
+    forward launch's xw_exponents and each split GEMM's unscale argument."""
+    monkeypatch.setattr(persistent, "is_gpu_array", lambda a: isinstance(a, np.ndarray))
+    monkeypatch.setattr(gpu_blas, "gemm", _logging_gemm([]))   # strict fp32 GEMMs for the rest
+    monkeypatch.setattr(persistent, "MIN_3XTF32_FLOPS", 0)
+    monkeypatch.setattr(persistent, "FP32_BACKWARD_GEMMS", "strict")
+    launches, unscales = [], []
+    launch, gemm = persistent._launch, gpu_blas.matmul_fp16_split3
+
+    def recording_launch(plan, *args, **kwargs):
+        if plan.pass_name == "forward":
+            launches.append((plan, kwargs.get("xw_exponents")))
+        return launch(plan, *args, **kwargs)
+
+    def recording_gemm(*args, **kwargs):
+        unscales.append(kwargs.get("unscale", True))
+        return gemm(*args, **kwargs)
+    monkeypatch.setattr(persistent, "_launch", recording_launch)
+    monkeypatch.setattr(gpu_blas, "matmul_fp16_split3", recording_gemm)
+    cpu_engine.launches, cpu_engine.unscales = launches, unscales
+    return cpu_engine
+
+
+def _problem(rng, config, h0_gain=1.0):
+    weights, x, h0, c0 = random_problem(rng, config)
+    seeds = [rng.standard_normal(config.output_shape).astype(np.float32)]
+    seeds += [rng.standard_normal(config.state_shape).astype(np.float32) for _ in range(2)]
+    return (weights, x, h0 * np.float32(h0_gain), c0, *seeds)
+
+
+def _run(engine, config, problem):
+    """((y, hT, cT), (dx, dh0, dc0, weight gradients)) of one training call."""
+    weights, x, h0, c0, dy, dh, dc = problem
+    out = engine.forward(config, x, weights, h0, c0, training=True)
+    return out[:3], engine.backward(out[3], dy, dh, dc)
+
+
+def _flat(result) -> list:
+    outputs, grads = result
+    return [*outputs, *grads[:3], *(g for w in grads[3] for g in w)]
+
+
+def _worst_error(config, problem, outputs, grads):
+    weights, x, h0, c0, dy, dh, dc = problem
+    want, want_grads = _reference(config, x, weights, h0, c0, dy, dh, dc)
+    return _worst(outputs, want, grads, want_grads)[1]
+
+
+@pytest.mark.parametrize("inp, hidden, layers, bidir, batch, steps, h0_gain", [
+    (20, 40, 1, False, 4, 6, 1.0),      # one direction: W_ih's own [1, 4H] exponents
+    (16, 24, 2, True, 3, 5, 1.0),       # two layers, two directions: the stacked [D, 4H] exponents
+    (30, 64, 1, False, 1, 4, 1.0),      # B=1
+    (9, 40, 1, True, 2, 3, 1e3),        # large h0 (the grid kernel reads h0 itself: no W_hh h0 term)
+])
+def test_grid_xw_unscaled_in_kernel_matches_float64_and_the_pass_bitwise(grid_engine, rng, monkeypatch, inp,
+                                                                         hidden, layers, bidir, batch, steps,
+                                                                         h0_gain):
+    config = LSTMConfig(inp, hidden, layers, bidir, "float32", batch, steps)
+    problem = _problem(rng, config, h0_gain)
+    got = _run(grid_engine, config, problem)
+    assert persistent.last_kinds["forward"] == "grid"
+    assert grid_engine.launches and all(p.kernel_bias and e is not None for p, e in grid_engine.launches)
+    assert all(e[1].size == config.num_directions * 4 * hidden for _, e in grid_engine.launches)
+    assert grid_engine.unscales and not any(grid_engine.unscales)   # no pass over xw
+    if h0_gain == 1.0:   # a large h0 saturates gates: the comparison is the bitwise one below
+        assert _worst_error(config, problem, *got) <= FP32_TOL
+    grid_engine.launches.clear()
+    grid_engine.unscales.clear()
+    monkeypatch.setattr(persistent, "XW_UNSCALE_IN_KERNEL", False)
+    passed = _run(grid_engine, config, problem)
+    assert all(e is None for _, e in grid_engine.launches) and all(grid_engine.unscales)
+    for a, b in zip(_flat(got), _flat(passed)):
+        assert np.array_equal(a, b)
+
+
+def test_dropping_the_column_exponents_fails(grid_engine, rng, monkeypatch):
+    config = LSTMConfig(20, 40, 1, False, "float32", 4, 6)
+    problem = _problem(rng, config)
+    monkeypatch.setattr(persistent, "_xw_column_exponents",
+                        lambda prepared, layer, dirs: np.zeros((dirs, 4 * config.hidden_size), np.int32))
+    got = _run(grid_engine, config, problem)
+    assert grid_engine.launches[0][1] is not None
+    assert _worst_error(config, problem, *got) > 10 * FP32_TOL
+
+
+@pytest.mark.parametrize("change", ["without_kernel_bias", "in_kernel_projection", "onepass", "strict"])
+def test_grid_forwards_that_take_xw_unscaled(grid_engine, rng, monkeypatch, change):
+    """Without kernel_bias the pass adds the biases (so it unscales too); v15's in-kernel projection has no
+    xw; the one-pass and strict GEMMs leave nothing scaled."""
+    config = LSTMConfig(16, 32, 1, False, "float32", 4, 8)
+    monkeypatch.setattr(persistent, {"without_kernel_bias": "GRID_KERNEL_BIAS",
+                                     "in_kernel_projection": "IN_KERNEL_PROJECTION",
+                                     "onepass": "FP32_GEMMS", "strict": "MIN_3XTF32_FLOPS"}[change],
+                        {"without_kernel_bias": False, "in_kernel_projection": True,
+                         "onepass": "onepass", "strict": 1e30}[change])
+    weights, x, h0, c0 = random_problem(rng, config)
+    grid_engine.forward(config, x, weights, h0, c0, training=True)   # (inference would ask for the cluster's device)
+    assert grid_engine.launches and all(e is None for _, e in grid_engine.launches)
+    assert all(grid_engine.unscales)
+
+
+@pytest.mark.parametrize("hidden, batch", [(512, 4), (1024, 1), (1024, 2), (256, 8), (768, 4)])
+def test_the_h100_grid_plans_that_take_it(hidden, batch):
+    """The fp32 cells on the grid kernel with a GEMM projection (v33's scope): kernel_bias and no
+    in-kernel projection, so the engine hands them the scaled xw."""
+    plan = cap.plan_config(cap.h100_properties(), LSTMConfig(hidden, hidden, batch=batch, seq_len=256), False)["forward"]
+    assert plan.kind == "grid" and plan.kernel_bias and not plan.in_kernel_projection
+
+
+def test_the_grid_kernel_unscales_xw_at_its_load():
+    from ecornn.kernels import source
+    text = source("persistent_lstm.cu")
+    assert "const int* __restrict__ xw_row_exp, const int* __restrict__ xw_col_exp" in text
+    assert "xz = unscaled_xw(xz, __ldg(xw_row_exp + (size_t)t * kBatch + pw.b)" in text
+    assert "ldexpf(v.x, row_exp + col_exp.x)" in text
