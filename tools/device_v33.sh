@@ -4,6 +4,7 @@
 #   tests     GPU test files ($TESTS; default the v33 file), TEST_TIMEOUT (default 300)
 #   ab        v33 against the unscale pass, alternated in one process (ab_alternate.py, bench_persistent_v33)
 #   profile   the fp32 whole forward's parts outside the kernel (profile_fp32_projection_v33.py)
+#   kernels   every kernel and copy of the graph-replayed forwards, by CUPTI (profile_replay_kernels_v33.py)
 #   quick     the quick bench (#5's table, cuDNN in the process)
 #   rest      more GPU test files ($REST), TEST_TIMEOUT
 #   cache     the NVRTC cache
@@ -18,6 +19,7 @@ for stage in ${STAGES:-"tests cache"}; do
     ab) timeout "${AB_TIMEOUT:-240}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v33 \
       --rounds "${ROUNDS:-3}" --name ab_alternate_v33 2>&1 | tail -10 ;;
     profile) timeout "${PROFILE_TIMEOUT:-120}" python3 benchmarks/profile_fp32_projection_v33.py "$OUT" 2>&1 | tail -6 ;;
+    kernels) timeout "${PROFILE_TIMEOUT:-120}" python3 benchmarks/profile_replay_kernels_v33.py "$OUT" 2>&1 | tail -70 ;;
     quick) timeout "${QUICK_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     rest) run_gpu_tests "$OUT/rest.log" $(for f in ${REST:-}; do echo "$REPO/tests/$f"; done) ;;
     cache) save_cupy_cache "$OUT" ;;
