@@ -11,7 +11,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ab_modes  # noqa: E402
 
-ROWS = [("float32", h, b) for h, b in ((512, 4), (1024, 1), (1024, 2), (768, 4), (256, 8), (1536, 2), (1024, 4))]
+ROWS = [("float32", h, b) for h, b in ((512, 4), (1024, 1), (1024, 2), (768, 4), (256, 8), (1536, 2), (1024, 4),
+                                       (1024, 8), (1536, 4))]
 MODES = {"v33": {}, "pass": {"XW_UNSCALE_IN_KERNEL": False}}
 TRAIN_ROWS = [("float32", 512, 4)]
 row, markdown, main = ab_modes.pair_bench(TRAIN_ROWS, MODES, ("v33", "pass"), "persistent_v33_bench", "--pass-first",

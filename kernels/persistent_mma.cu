@@ -929,23 +929,21 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         const size_t row = ((size_t)p.d * T + t) * kBatchAll + batch_column(p);
         ColumnFactors next_factors;   // v29 split: x_{t+1}'s, for the input product in the wait
         if (kInput && step + 1 < T) load_column_factors(next_factors, sx.factors + (size_t)t_next * kBatch, input_ratio);
-        // Issued now, used after the product: the load's latency hides behind it.
-        float4 xz = b4;
+        // Issued now, used after the product: the loads' latency hides behind it.
+        float4 xz = b4, xw4 = make_float4(0.f, 0.f, 0.f, 0.f);
+        int row_exp = 0;
+        int4 col_exp = make_int4(0, 0, 0, 0);
         if (!kInput && p.active) {
-            float4 x4 = __ldg(reinterpret_cast<const float4*>(xin + row * G + 4 * (size_t)p.j));
-            if (xw_scaled)   // the unit's 4 column exponents are loaded per step: registers are short at B=8
-                x4 = unscaled(x4, __ldg(xw_row_exp + (size_t)t * kBatchAll + batch_column(p)),
-                              __ldg(reinterpret_cast<const int4*>(xw_col_exp + p.d * G + 4 * (size_t)p.j)));
-            xz = make_float4(x4.x + b4.x, x4.y + b4.y, x4.z + b4.z, x4.w + b4.w);
+            xw4 = __ldg(reinterpret_cast<const float4*>(xin + row * G + 4 * (size_t)p.j));
+            if (xw_scaled) {   // the unit's 4 column exponents are loaded per step: registers are short at B=8
+                row_exp = __ldg(xw_row_exp + (size_t)t * kBatchAll + batch_column(p));
+                col_exp = __ldg(reinterpret_cast<const int4*>(xw_col_exp + p.d * G + 4 * (size_t)p.j));
+            }
         }
         if (kSplit && kInput && p.active) {   // v29: x_hi . W_lo^T, scaled
             const float f = sx.factors[(size_t)t * kBatch + p.b] * lo_product_unscale;
             const float4 x4 = __ldg(reinterpret_cast<const float4*>(sx.lo_product + row * G + 4 * (size_t)p.j));
             xz = make_float4(fmaf(x4.x, f, b4.x), fmaf(x4.y, f, b4.y), fmaf(x4.z, f, b4.z), fmaf(x4.w, f, b4.w));
-        }
-        if (kSplit && step == 0 && p.active) {   // W_hh h0 (in h0's place)
-            const float4 r = __ldg(reinterpret_cast<const float4*>(h0 + ((size_t)p.d * kBatch + p.b) * G + 4 * (size_t)p.j));
-            xz = make_float4(xz.x + r.x, xz.y + r.y, xz.z + r.z, xz.w + r.w);
         }
         if constexpr (kTagged) {   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1
             tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.x, step - 1, H), H, (step + 1) & 0xffffu,
@@ -956,6 +954,15 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         }
         if (p.active) {
             const float4 z = unit_sums(s.red, p.u, p.b);
+            if (!kInput) {   // v33: xw unscaled (v32) here, not where loaded: there the ldexpf waited for the
+                             // exponents before the step's polls (the grid kernel's SASS, results/persistent_v33)
+                if (xw_scaled) xw4 = unscaled(xw4, row_exp, col_exp);
+                xz = make_float4(xw4.x + b4.x, xw4.y + b4.y, xw4.z + b4.z, xw4.w + b4.w);
+            }
+            if (kSplit && step == 0) {   // W_hh h0 (in h0's place); read here, once: no registers held for it
+                const float4 r = __ldg(reinterpret_cast<const float4*>(h0 + ((size_t)p.d * kBatch + p.b) * G + 4 * (size_t)p.j));
+                xz = make_float4(xz.x + r.x, xz.y + r.y, xz.z + r.z, xz.w + r.w);
+            }
             const float gi = gate_sigmoid(fmaf(z.x, unscale, xz.x)), gf = gate_sigmoid(fmaf(z.y, unscale, xz.y));
             const float gg = gate_tanh(fmaf(z.z, unscale, xz.z)), go = gate_sigmoid(fmaf(z.w, unscale, xz.w));
             c = gf * c + gi * gg;

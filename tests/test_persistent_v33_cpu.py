@@ -132,5 +132,19 @@ def test_the_grid_kernel_unscales_xw_at_its_load():
     from ecornn.kernels import source
     text = source("persistent_lstm.cu")
     assert "const int* __restrict__ xw_row_exp, const int* __restrict__ xw_col_exp" in text
-    assert "xz = unscaled_xw(xz, __ldg(xw_row_exp + (size_t)t * kBatch + pw.b)" in text
+    assert "row_exp = __ldg(xw_row_exp + (size_t)t * kBatch + pw.b);" in text
     assert "ldexpf(v.x, row_exp + col_exp.x)" in text
+
+
+@pytest.mark.parametrize("name, loaded, applied", [
+    ("persistent_lstm.cu", "row_exp = __ldg(xw_row_exp", "xz = unscaled_xw(xz, row_exp, col_exp);"),
+    ("persistent_mma.cu", "row_exp = __ldg(xw_row_exp", "xw4 = unscaled(xw4, row_exp, col_exp);"),
+])
+def test_the_exponents_are_applied_after_the_product(name, loaded, applied):
+    """v33: loaded at the step's start, applied in the pointwise (after the product and the polls): applied
+    where loaded, the ldexpf waited for the exponents before the polls (the grid kernel's SASS, call 7)."""
+    from ecornn.kernels import sources
+    text = next(p for p in sources() if p.name == name).read_text()
+    start = text.index("for (int step = 0; step < T; ++step)")
+    product = text.index("_product(", start) if name == "persistent_mma.cu" else text.index("warp_product(", start)
+    assert start < text.index(loaded, start) < product < text.index(applied, start)
