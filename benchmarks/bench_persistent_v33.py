@@ -14,6 +14,10 @@ import ab_modes  # noqa: E402
 ROWS = [("float32", h, b) for h, b in ((512, 4), (1024, 1), (1024, 2), (768, 4), (256, 8), (1536, 2), (1024, 4),
                                        (1024, 8), (1536, 4))]
 MODES = {"v33": {}, "pass": {"XW_UNSCALE_IN_KERNEL": False}}
+# ab_alternate's modes: where xw is applied (the pointwise, v33; where loaded, v32) x the unscale (in the kernel;
+# the pass): "pass at load" is v31's kernel code, "at load" v32's
+ALTERNATE_MODES = {"v33": {}, "at load": {"XW_AT_LOAD": True}, "pass": {"XW_UNSCALE_IN_KERNEL": False},
+                   "pass at load": {"XW_UNSCALE_IN_KERNEL": False, "XW_AT_LOAD": True}}
 TRAIN_ROWS = [("float32", 512, 4)]
 row, markdown, main = ab_modes.pair_bench(TRAIN_ROWS, MODES, ("v33", "pass"), "persistent_v33_bench", "--pass-first",
                                           "time the pass mode first (order bias check)")

@@ -128,6 +128,9 @@ constexpr int kRedBuffers = kTagged ? 2 : 1;
 // added to xw after the product, as the add kernel they replace did (xw + b, then + the product).
 // Read from shared memory at each gate instead, each read sat on the critical path (+0.13 us/step at
 // fp32 H=512 B=4); plans without 4 spare registers go without (persistent_capacity.with_kernel_bias).
+#ifndef XW_AT_LOAD      // v33's ablation: xw unscaled where loaded, not in the pointwise
+#define XW_AT_LOAD 0
+#endif
 #ifndef KERNEL_BIAS
 #define KERNEL_BIAS 0
 #endif
@@ -393,6 +396,7 @@ persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ x
             if (xw_row_exp != nullptr) {   // v33: xw's exponents (the column ones per step: registers are short)
                 row_exp = __ldg(xw_row_exp + (size_t)t * kBatch + pw.b);
                 col_exp = __ldg(reinterpret_cast<const int4*>(xw_col_exp + (size_t)d * G + 4 * (size_t)pw.j));
+                if constexpr (XW_AT_LOAD != 0) xz = unscaled_xw(xz, row_exp, col_exp);   // the ablation
             }
         }
         float* red = s.red + (kTagged ? (step & 1) * kRedFloats : 0);
@@ -403,7 +407,7 @@ persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ x
             const float4 z = gate_sums(red, pw.u, pw.b);
             // v33: unscaled here, not where loaded: there its ldexpf waited for the exponents before the
             // step's polls (H=1024 B=1: +0.08 us/step, SASS in results/persistent_v33)
-            if (xw_row_exp != nullptr) xz = unscaled_xw(xz, row_exp, col_exp);
+            if (XW_AT_LOAD == 0 && xw_row_exp != nullptr) xz = unscaled_xw(xz, row_exp, col_exp);
             if constexpr (kKernelBias) xz = make_float4(xz.x + b4.x, xz.y + b4.y, xz.z + b4.z, xz.w + b4.w);
             const float gi = sigmoidf_(z.x + xz.x), gf = sigmoidf_(z.y + xz.y);
             const float gg = tanhf_(z.z + xz.z), go = sigmoidf_(z.w + xz.w);

@@ -129,6 +129,9 @@ namespace cg = cooperative_groups;
 #ifndef GROUP_BARRIERS  // v30, grouped grid.sync plans: a split barrier per (direction, group) instead of grid.sync()
 #define GROUP_BARRIERS 0
 #endif
+#ifndef XW_AT_LOAD      // v33's ablation: xw (its unscale, v32) and the biases applied where loaded, not in the pointwise
+#define XW_AT_LOAD 0
+#endif
 #ifndef SPLIT_BARRIER   // grid.sync plans: the split barrier (default with the in-kernel projection) or grid.sync()
 #define SPLIT_BARRIER (IN_K_TILES > 0)
 #endif
@@ -939,6 +942,10 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
                 row_exp = __ldg(xw_row_exp + (size_t)t * kBatchAll + batch_column(p));
                 col_exp = __ldg(reinterpret_cast<const int4*>(xw_col_exp + p.d * G + 4 * (size_t)p.j));
             }
+            if constexpr (XW_AT_LOAD != 0) {   // v32's place (the ablation)
+                if (xw_scaled) xw4 = unscaled(xw4, row_exp, col_exp);
+                xz = make_float4(xw4.x + b4.x, xw4.y + b4.y, xw4.z + b4.z, xw4.w + b4.w);
+            }
         }
         if (kSplit && kInput && p.active) {   // v29: x_hi . W_lo^T, scaled
             const float f = sx.factors[(size_t)t * kBatch + p.b] * lo_product_unscale;
@@ -954,7 +961,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         }
         if (p.active) {
             const float4 z = unit_sums(s.red, p.u, p.b);
-            if (!kInput) {   // v33: xw unscaled (v32) here, not where loaded: there the ldexpf waited for the
+            if (!kInput && XW_AT_LOAD == 0) {   // v33: xw unscaled (v32) here, not where loaded: there the ldexpf waited for the
                              // exponents before the step's polls (the grid kernel's SASS, results/persistent_v33)
                 if (xw_scaled) xw4 = unscaled(xw4, row_exp, col_exp);
                 xz = make_float4(xw4.x + b4.x, xw4.y + b4.y, xw4.z + b4.z, xw4.w + b4.w);

@@ -148,3 +148,16 @@ def test_the_exponents_are_applied_after_the_product(name, loaded, applied):
     start = text.index("for (int step = 0; step < T; ++step)")
     product = text.index("_product(", start) if name == "persistent_mma.cu" else text.index("warp_product(", start)
     assert start < text.index(loaded, start) < product < text.index(applied, start)
+
+
+def test_the_at_load_ablation_is_a_define_and_in_the_graph_key(monkeypatch):
+    """XW_AT_LOAD=True (v32's place: the unscale and biases where xw is loaded) compiles every persistent
+    kernel with XW_AT_LOAD=1 and keys graphs and builds apart from the default."""
+    key = persistent._graph_mode("auto")
+    assert "XW_AT_LOAD" not in persistent._flag_defines()
+    monkeypatch.setattr(persistent, "XW_AT_LOAD", True)
+    assert persistent._graph_mode("auto") != key and persistent._flag_defines()["XW_AT_LOAD"] == 1
+    from ecornn.kernels import sources
+    for name in ("persistent_lstm.cu", "persistent_mma.cu"):
+        text = next(p for p in sources() if p.name == name).read_text()
+        assert "#define XW_AT_LOAD 0" in text and "XW_AT_LOAD != 0" in text and "XW_AT_LOAD == 0" in text

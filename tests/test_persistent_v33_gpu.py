@@ -16,14 +16,14 @@ pytestmark = pytest.mark.gpu
 @pytest.fixture
 def launches(monkeypatch):
     """The grid forward launches' xw_exponents (None or the two arrays), in order; every fp32 projection
-    on the fp16-split GEMM (MIN_3XTF32_FLOPS=0: the small test shapes too); fp32 on the grid kernels."""
+    on the fp16-split GEMM (MIN_3XTF32_FLOPS=0: the small test shapes too); fp32 on the grid kernels
+    (FP32_TENSOR_CORES=False; a test may set it back)."""
     monkeypatch.setattr(persistent, "MIN_3XTF32_FLOPS", 0)
     monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", False)
     seen, launch = [], persistent._launch
 
     def recording(plan, *args, **kwargs):
         if plan.pass_name == "forward":
-            assert plan.kind == "grid"
             seen.append(kwargs.get("xw_exponents"))
         return launch(plan, *args, **kwargs)
     monkeypatch.setattr(persistent, "_launch", recording)
@@ -88,3 +88,19 @@ def test_a_refresh_reaches_the_replayed_grid_exponents(rng, launches):
     want = persistent.forward(config, *args)   # unprepared: eager, fresh splits
     for g, w in zip(got[:3], want[:3]):
         assert cp.array_equal(g, w)
+
+
+@pytest.mark.parametrize("tensor_cores, hidden, batch", [(False, 512, 4), (False, 1024, 1), (True, 1024, 4), (True, 1024, 8)])
+def test_applying_xw_where_loaded_is_bitwise_the_same(rng, monkeypatch, launches, tensor_cores, hidden, batch):
+    """XW_AT_LOAD (v32's place of the unscale and the biases, the ablation) against v33's (the pointwise):
+    the same arithmetic in the same order, so bitwise the same outputs and gradients."""
+    monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", tensor_cores)
+    config = LSTMConfig(hidden, hidden, 1, False, "float32", batch, 50)
+    seed = int(rng.integers(1 << 30))
+    pointwise = _compare(np.random.default_rng(seed), config, FP32_TOL)
+    assert persistent.last_kinds["forward"] == ("mma" if tensor_cores else "grid")
+    monkeypatch.setattr(persistent, "XW_AT_LOAD", True)
+    at_load = _compare(np.random.default_rng(seed), config, FP32_TOL)
+    assert launches and all(e is not None for e in launches)
+    for a, b in zip(pointwise, at_load):
+        assert np.array_equal(np.asarray(a), np.asarray(b))

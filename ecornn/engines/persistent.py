@@ -143,6 +143,8 @@ BWD_LATE_LOADS = "auto"   # v31: the grid.sync mma backward (v32: the fp32 grid 
                           # grid.sync, False: nowhere (the ablation)
 DEINTERLEAVE_BY_MEMCPY = True  # v31: 16-bit weight gradients deinterleave as 4 strided 2-D memcpys per matrix
 XW_UNSCALE_IN_KERNEL = True   # v32: the fp32 split forward (v33: and the grid forward) unscales the fp16-split GEMM's xw where it loads it
+XW_AT_LOAD = False   # v33: the forwards apply xw (its unscale, the biases) in the pointwise, after the polls; True:
+                     # where loaded (v32: the ldexpf waited for the exponents before the polls), compiled XW_AT_LOAD=1
                               # (no pass over xw); False: gpu_blas.matmul_fp16_split3's unscale pass (ablation)
 GROUP_BARRIERS = False    # v30: True: grouped grid.sync plans synchronise each (direction, group) on a counter of
                           # its own (kernel GROUP_BARRIERS); measured slower than grid.sync() over the whole grid
@@ -555,7 +557,8 @@ def _fewer_register_tiles(plan, props: dict):
 
 def _flag_defines() -> dict:
     """Compile-time constants that engine flags (ablations) set on every persistent kernel."""
-    return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0})}
+    return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0}),
+            **({"XW_AT_LOAD": 1} if XW_AT_LOAD else {})}
 
 
 def _compile_without_spills(plan, function: str, cooperative: bool):
@@ -580,7 +583,7 @@ def _remembered(build):
 
     @functools.wraps(build)
     def cached(plan, device_id: int):
-        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES)
+        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -1034,7 +1037,7 @@ def _graph_mode(variant) -> tuple:
             DIRECT_16BIT_INPUT, ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS, X_PREFETCH,
             FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER, BATCH_GROUPS, GROUP_BARRIERS,
             BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY,
-            XW_UNSCALE_IN_KERNEL)
+            XW_UNSCALE_IN_KERNEL, XW_AT_LOAD)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
