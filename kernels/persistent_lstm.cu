@@ -128,9 +128,6 @@ constexpr int kRedBuffers = kTagged ? 2 : 1;
 // added to xw after the product, as the add kernel they replace did (xw + b, then + the product).
 // Read from shared memory at each gate instead, each read sat on the critical path (+0.13 us/step at
 // fp32 H=512 B=4); plans without 4 spare registers go without (persistent_capacity.with_kernel_bias).
-#ifndef XW_AT_LOAD      // v33's ablation: xw unscaled where loaded, not in the pointwise
-#define XW_AT_LOAD 0
-#endif
 #ifndef KERNEL_BIAS
 #define KERNEL_BIAS 0
 #endif
@@ -387,17 +384,16 @@ persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ x
         const size_t row = ((size_t)d * T + t) * kBatch + pw.b;
         // Issued now, used after the product: the loads' latency hides behind it.
         float4 xz = b4;
-        int row_exp = 0;
-        int4 col_exp = make_int4(0, 0, 0, 0);
         if constexpr (kInput) {
             if (step + 1 < T) load_x_slice(xv, xw + (size_t)(reverse ? t - 1 : t + 1) * kBatch * in_size, in_size);
         } else if (pw.active) {
             xz = __ldg(reinterpret_cast<const float4*>(xw + row * G + 4 * (size_t)pw.j));
-            if (xw_row_exp != nullptr) {   // v33: xw's exponents (the column ones per step: registers are short)
-                row_exp = __ldg(xw_row_exp + (size_t)t * kBatch + pw.b);
-                col_exp = __ldg(reinterpret_cast<const int4*>(xw_col_exp + (size_t)d * G + 4 * (size_t)pw.j));
-                if constexpr (XW_AT_LOAD != 0) xz = unscaled_xw(xz, row_exp, col_exp);   // the ablation
-            }
+            // v33: the column exponents per step (registers are short). Unscaled where loaded: applied in the
+            // pointwise, as the split kernel does, the exponents stay live over the product, and the plans at
+            // the 128-register cap measured 0.04-0.33 us/step slower (results/persistent_v33, call 10)
+            if (xw_row_exp != nullptr)
+                xz = unscaled_xw(xz, __ldg(xw_row_exp + (size_t)t * kBatch + pw.b),
+                              __ldg(reinterpret_cast<const int4*>(xw_col_exp + (size_t)d * G + 4 * (size_t)pw.j)));
         }
         float* red = s.red + (kTagged ? (step & 1) * kRedFloats : 0);
         stage_slice(s.vec, xch + xch_slot(d, step), H, xch_tag(step));   // h_{step-1}: publication step
@@ -405,9 +401,6 @@ persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ x
         __syncthreads();
         if (pw.active) {
             const float4 z = gate_sums(red, pw.u, pw.b);
-            // v33: unscaled here, not where loaded: there its ldexpf waited for the exponents before the
-            // step's polls (H=1024 B=1: +0.08 us/step, SASS in results/persistent_v33)
-            if (XW_AT_LOAD == 0 && xw_row_exp != nullptr) xz = unscaled_xw(xz, row_exp, col_exp);
             if constexpr (kKernelBias) xz = make_float4(xz.x + b4.x, xz.y + b4.y, xz.z + b4.z, xz.w + b4.w);
             const float gi = sigmoidf_(z.x + xz.x), gf = sigmoidf_(z.y + xz.y);
             const float gg = tanhf_(z.z + xz.z), go = sigmoidf_(z.w + xz.w);

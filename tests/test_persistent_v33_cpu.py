@@ -1,9 +1,10 @@
 """`persistent` v33 on the CPU: the fp32 grid (FFMA) forward takes xw as the fp16-split GEMM leaves it
 (scaled, no unscale pass) with x's row exponents and W_ih's column exponents, and unscales each value
-where it loads it, as v32's split forward does (XW_UNSCALE_IN_KERNEL). The engine through the grid
-kernel's emulation against float64 at fp32's 1e-5 and bitwise the ablation (the pass); a mutation (the
-column exponents dropped) fails; which grid plans take it (kernel_bias, no in-kernel projection, the
-fp16-split GEMM); the kernel's lines. tests/test_persistent_v33_gpu.py runs the kernel."""
+where it loads it, as v32's split forward does (XW_UNSCALE_IN_KERNEL), from B=4. The engine through the
+grid kernel's emulation against float64 at fp32's 1e-5 and bitwise the ablation (the pass); a mutation
+(the column exponents dropped) fails; which grid plans take it (kernel_bias, no in-kernel projection, the
+fp16-split GEMM, B >= 4); the kernels' lines (the split kernel now applies xw in its pointwise, XW_AT_LOAD
+the ablation). tests/test_persistent_v33_gpu.py runs the kernels."""
 import numpy as np
 import pytest
 
@@ -69,9 +70,9 @@ def _worst_error(config, problem, outputs, grads):
 
 @pytest.mark.parametrize("inp, hidden, layers, bidir, batch, steps, h0_gain", [
     (20, 40, 1, False, 4, 6, 1.0),      # one direction: W_ih's own [1, 4H] exponents
-    (16, 24, 2, True, 3, 5, 1.0),       # two layers, two directions: the stacked [D, 4H] exponents
-    (30, 64, 1, False, 1, 4, 1.0),      # B=1
-    (9, 40, 1, True, 2, 3, 1e3),        # large h0 (the grid kernel reads h0 itself: no W_hh h0 term)
+    (16, 24, 2, True, 5, 5, 1.0),       # two layers, two directions: the stacked [D, 4H] exponents
+    (30, 64, 1, False, 8, 4, 1.0),      # B=8
+    (9, 40, 1, True, 4, 3, 1e3),        # large h0 (the grid kernel reads h0 itself: no W_hh h0 term)
 ])
 def test_grid_xw_unscaled_in_kernel_matches_float64_and_the_pass_bitwise(grid_engine, rng, monkeypatch, inp,
                                                                          hidden, layers, bidir, batch, steps,
@@ -104,50 +105,60 @@ def test_dropping_the_column_exponents_fails(grid_engine, rng, monkeypatch):
     assert _worst_error(config, problem, *got) > 10 * FP32_TOL
 
 
-@pytest.mark.parametrize("change", ["without_kernel_bias", "in_kernel_projection", "onepass", "strict"])
+@pytest.mark.parametrize("change", ["without_kernel_bias", "in_kernel_projection", "onepass", "strict", "batch_1",
+                                    "batch_3"])
 def test_grid_forwards_that_take_xw_unscaled(grid_engine, rng, monkeypatch, change):
     """Without kernel_bias the pass adds the biases (so it unscales too); v15's in-kernel projection has no
-    xw; the one-pass and strict GEMMs leave nothing scaled."""
-    config = LSTMConfig(16, 32, 1, False, "float32", 4, 8)
-    monkeypatch.setattr(persistent, {"without_kernel_bias": "GRID_KERNEL_BIAS",
-                                     "in_kernel_projection": "IN_KERNEL_PROJECTION",
-                                     "onepass": "FP32_GEMMS", "strict": "MIN_3XTF32_FLOPS"}[change],
-                        {"without_kernel_bias": False, "in_kernel_projection": True,
-                         "onepass": "onepass", "strict": 1e30}[change])
+    xw; the one-pass and strict GEMMs leave nothing scaled; below rules.GRID_XW_UNSCALE_MIN_BATCH the pass
+    measured faster (B=1) or the same (B=2)."""
+    batch = {"batch_1": 1, "batch_3": 3}.get(change, 4)
+    config = LSTMConfig(16, 32, 1, False, "float32", batch, 8)
+    if not change.startswith("batch"):
+        monkeypatch.setattr(persistent, {"without_kernel_bias": "GRID_KERNEL_BIAS",
+                                         "in_kernel_projection": "IN_KERNEL_PROJECTION",
+                                         "onepass": "FP32_GEMMS", "strict": "MIN_3XTF32_FLOPS"}[change],
+                            {"without_kernel_bias": False, "in_kernel_projection": True,
+                             "onepass": "onepass", "strict": 1e30}[change])
     weights, x, h0, c0 = random_problem(rng, config)
     grid_engine.forward(config, x, weights, h0, c0, training=True)   # (inference would ask for the cluster's device)
     assert grid_engine.launches and all(e is None for _, e in grid_engine.launches)
     assert all(grid_engine.unscales)
 
 
-@pytest.mark.parametrize("hidden, batch", [(512, 4), (1024, 1), (1024, 2), (256, 8), (768, 4)])
-def test_the_h100_grid_plans_that_take_it(hidden, batch):
-    """The fp32 cells on the grid kernel with a GEMM projection (v33's scope): kernel_bias and no
-    in-kernel projection, so the engine hands them the scaled xw."""
+@pytest.mark.parametrize("hidden, batch, takes", [(512, 4, True), (256, 8, True), (768, 4, True), (384, 8, True),
+                                                  (1024, 1, False), (1024, 2, False)])
+def test_the_h100_grid_plans_that_take_it(hidden, batch, takes):
+    """The fp32 cells on the grid kernel with a GEMM projection: kernel_bias and no in-kernel projection;
+    from B=4 (rules.grid_xw_unscale_pays) the engine hands them the scaled xw."""
+    from ecornn.engines import persistent_rules as rules
     plan = cap.plan_config(cap.h100_properties(), LSTMConfig(hidden, hidden, batch=batch, seq_len=256), False)["forward"]
     assert plan.kind == "grid" and plan.kernel_bias and not plan.in_kernel_projection
+    assert rules.grid_xw_unscale_pays(plan) == takes
 
 
-def test_the_grid_kernel_unscales_xw_at_its_load():
+def test_the_grid_kernel_unscales_xw_where_it_loads_it():
+    """The grid kernel applies the exponents where it loads xw (before the product): applied after it, they
+    stayed live over the product and the plans at the 128-register cap measured slower (call 10)."""
     from ecornn.kernels import source
     text = source("persistent_lstm.cu")
     assert "const int* __restrict__ xw_row_exp, const int* __restrict__ xw_col_exp" in text
-    assert "row_exp = __ldg(xw_row_exp + (size_t)t * kBatch + pw.b);" in text
+    start = text.index("for (int step = 0; step < T; ++step)")
+    assert start < text.index("xz = unscaled_xw(xz, __ldg(xw_row_exp", start) < text.index("warp_product(", start)
     assert "ldexpf(v.x, row_exp + col_exp.x)" in text
 
 
-@pytest.mark.parametrize("name, loaded, applied", [
-    ("persistent_lstm.cu", "row_exp = __ldg(xw_row_exp", "xz = unscaled_xw(xz, row_exp, col_exp);"),
-    ("persistent_mma.cu", "row_exp = __ldg(xw_row_exp", "xw4 = unscaled(xw4, row_exp, col_exp);"),
-])
-def test_the_exponents_are_applied_after_the_product(name, loaded, applied):
-    """v33: loaded at the step's start, applied in the pointwise (after the product and the polls): applied
-    where loaded, the ldexpf waited for the exponents before the polls (the grid kernel's SASS, call 7)."""
+def test_the_split_kernel_applies_the_exponents_after_the_product():
+    """v33: loaded at the step's start, applied in the pointwise (after the product and the polls) unless
+    XW_AT_LOAD: where loaded, the ldexpf can wait for the exponents before the polls (the grid kernel's SASS,
+    call 7); the split forwards measured 0.03-0.14 us/step faster (call 10)."""
     from ecornn.kernels import sources
-    text = next(p for p in sources() if p.name == name).read_text()
+    text = next(p for p in sources() if p.name == "persistent_mma.cu").read_text()
     start = text.index("for (int step = 0; step < T; ++step)")
-    product = text.index("_product(", start) if name == "persistent_mma.cu" else text.index("warp_product(", start)
-    assert start < text.index(loaded, start) < product < text.index(applied, start)
+    loaded = text.index("row_exp = __ldg(xw_row_exp", start)
+    applied = "xw4 = unscaled(xw4, row_exp, col_exp);"
+    ablation = text.index(applied, loaded)   # the first, under XW_AT_LOAD != 0
+    assert "XW_AT_LOAD != 0" in text[loaded:ablation]
+    assert start < loaded < text.index("_product(", start) < text.index(applied, ablation + 1)
 
 
 def test_the_at_load_ablation_is_a_define_and_in_the_graph_key(monkeypatch):
@@ -158,6 +169,5 @@ def test_the_at_load_ablation_is_a_define_and_in_the_graph_key(monkeypatch):
     monkeypatch.setattr(persistent, "XW_AT_LOAD", True)
     assert persistent._graph_mode("auto") != key and persistent._flag_defines()["XW_AT_LOAD"] == 1
     from ecornn.kernels import sources
-    for name in ("persistent_lstm.cu", "persistent_mma.cu"):
-        text = next(p for p in sources() if p.name == name).read_text()
-        assert "#define XW_AT_LOAD 0" in text and "XW_AT_LOAD != 0" in text and "XW_AT_LOAD == 0" in text
+    text = next(p for p in sources() if p.name == "persistent_mma.cu").read_text()
+    assert "#define XW_AT_LOAD 0" in text and "XW_AT_LOAD != 0" in text and "XW_AT_LOAD == 0" in text

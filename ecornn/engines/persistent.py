@@ -143,8 +143,8 @@ BWD_LATE_LOADS = "auto"   # v31: the grid.sync mma backward (v32: the fp32 grid 
                           # grid.sync, False: nowhere (the ablation)
 DEINTERLEAVE_BY_MEMCPY = True  # v31: 16-bit weight gradients deinterleave as 4 strided 2-D memcpys per matrix
 XW_UNSCALE_IN_KERNEL = True   # v32: the fp32 split forward (v33: and the grid forward) unscales the fp16-split GEMM's xw where it loads it
-XW_AT_LOAD = False   # v33: the forwards apply xw (its unscale, the biases) in the pointwise, after the polls; True:
-                     # where loaded (v32: the ldexpf waited for the exponents before the polls), compiled XW_AT_LOAD=1
+XW_AT_LOAD = False   # v33: the split forward applies xw (its unscale, the biases) in the pointwise, after the polls;
+                     # True: where loaded (v32: the ldexpf waited for the exponents before the polls), XW_AT_LOAD=1
                               # (no pass over xw); False: gpu_blas.matmul_fp16_split3's unscale pass (ablation)
 GROUP_BARRIERS = False    # v30: True: grouped grid.sync plans synchronise each (direction, group) on a counter of
                           # its own (kernel GROUP_BARRIERS); measured slower than grid.sync() over the whole grid
@@ -973,8 +973,8 @@ def _xw_column_exponents(prepared: PersistentWeights, layer: int, directions: in
 def _unscales_xw_in_kernel(config, built, prep) -> bool:
     """Whether a forward's xw comes from the fp16-split GEMM left scaled, unscaled by the kernel where it
     loads it (XW_UNSCALE_IN_KERNEL): v32 the split forward, v33 the fp32 grid forward that adds its biases
-    (kernel_bias: the scaled xw comes without them)."""
-    takes_scaled = _is_split(built) or (built.kind == "grid" and built.kernel_bias)
+    (kernel_bias: the scaled xw comes without them) where rules.grid_xw_unscale_pays."""
+    takes_scaled = _is_split(built) or (built.kind == "grid" and built.kernel_bias and rules.grid_xw_unscale_pays(built))
     return (XW_UNSCALE_IN_KERNEL and takes_scaled and not built.in_kernel_projection
             and _fp32_projection_mode(config.seq_len * config.batch, prep, _tf32_for(config)) == "fp16split")
 

@@ -269,3 +269,17 @@ def late_loads_pay(plan) -> bool:
         return plan.kind in FP32_LATE_LOAD_KINDS
     return plan.k_tiles * plan.n_tiles * plan.mma_per_tile >= LATE_LOADS_MIN_MMA
 
+
+
+# v33: the fp32 grid forward takes xw as the fp16-split GEMM leaves it (scaled) and unscales each value where it
+# loads it, from this batch on. H100, whole forward, alternated with the unscale pass in one process
+# (results/persistent_v33, calls 1, 6, 7, 10): B=4-8 gained 0.02-0.10 us/step (H=512 B=4 -0.02 to -0.15, H=768
+# B=4 -0.04 to -0.10 but +0.05 once, H=256 B=8 -0.02 to -0.04); B=2 tied (H=1024 -0.02 to +0.00, H=1536 +/-0.02);
+# B=1 lost in 3 of 4 calls (H=1024 +0.03 to +0.12): its xw is 4 MB, the pass ~0.015 us/step, less than the
+# exponent loads and ldexpf on the step's serial pointwise.
+GRID_XW_UNSCALE_MIN_BATCH = 4
+
+
+def grid_xw_unscale_pays(plan) -> bool:
+    """Whether the fp32 grid forward ``plan`` unscales the fp16-split GEMM's xw where it loads it (v33)."""
+    return plan.kind == "grid" and plan.pass_name == "forward" and plan.batch >= GRID_XW_UNSCALE_MIN_BATCH
