@@ -23,6 +23,7 @@ def split_engine(cpu_engine, monkeypatch):  # noqa: F811 - the imported fixture
     """The emulated engine on split plans, every fp32 projection on the fp16-split GEMM; records each
     forward launch's xw_exponents and each split GEMM's unscale argument."""
     monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", True)
+    monkeypatch.setattr(persistent, "XW_UNSCALE_IN_KERNEL", True)   # v33: every size ("auto" from 4H x B = 24K)
     monkeypatch.setattr(persistent, "is_gpu_array", lambda a: isinstance(a, np.ndarray))
     fp32_gemm = _logging_gemm([])   # strict fp32 GEMMs; v29's split projection runs a 16-bit one
     monkeypatch.setattr(gpu_blas, "gemm", lambda *args, a_type="float32", **kw: (

@@ -18,6 +18,7 @@ def launches(monkeypatch):
     """The forward launches' xw_exponents (None or the two arrays), in order; every fp32 projection on
     the fp16-split GEMM (MIN_3XTF32_FLOPS=0: the small test shapes too)."""
     monkeypatch.setattr(persistent, "MIN_3XTF32_FLOPS", 0)
+    monkeypatch.setattr(persistent, "XW_UNSCALE_IN_KERNEL", True)   # v33: every size ("auto" from 4H x B = 24K)
     seen, launch = [], persistent._launch
 
     def recording(plan, *args, **kwargs):

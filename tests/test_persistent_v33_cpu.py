@@ -171,3 +171,29 @@ def test_the_at_load_ablation_is_a_define_and_in_the_graph_key(monkeypatch):
     from ecornn.kernels import sources
     text = next(p for p in sources() if p.name == "persistent_mma.cu").read_text()
     assert "#define XW_AT_LOAD 0" in text and "XW_AT_LOAD != 0" in text and "XW_AT_LOAD == 0" in text
+
+
+@pytest.mark.parametrize("hidden, batch, pays", [(1024, 4, False), (1024, 8, True), (1536, 4, True), (512, 8, False),
+                                                 (512, 16, True), (1280, 4, False)])
+def test_the_split_rule(hidden, batch, pays):
+    """rules.split_xw_unscale_pays: the split forward takes the scaled xw from 4H x B = 24K values (calls 10, 12:
+    the pass was as fast or faster at H=1024 B=4)."""
+    from ecornn.engines import persistent_rules as rules
+    config = LSTMConfig(hidden, hidden, batch=batch, seq_len=256)
+    plan = cap.plan_config(cap.h100_properties(), config, False)["forward"]
+    assert plan.kind == "mma" and plan.parts == 2
+    assert rules.split_xw_unscale_pays(plan) == pays
+
+
+@pytest.mark.parametrize("mode, batch, takes", [("auto", 4, False), (True, 4, True), (False, 4, False),
+                                                ("auto", 8, False), (True, 8, True)])
+def test_the_flag_on_a_small_split(grid_engine, rng, monkeypatch, mode, batch, takes):
+    """XW_UNSCALE_IN_KERNEL: "auto" leaves a small split forward (4H x B < 24K) on the pass, True gives it the
+    scaled xw, False never."""
+    monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", True)
+    monkeypatch.setattr(persistent, "XW_UNSCALE_IN_KERNEL", mode)
+    config = LSTMConfig(16, 32, 1, False, "float32", batch, 4)
+    plan = persistent.plans_for(config, training=True)["forward"]
+    assert plan.kind == "mma" and plan.parts == 2
+    prep = persistent.prepare(config, random_problem(rng, config)[0]).slots[0]
+    assert persistent._unscales_xw_in_kernel(config, plan, prep) == takes

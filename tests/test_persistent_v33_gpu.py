@@ -97,6 +97,7 @@ def test_applying_xw_where_loaded_is_bitwise_the_same(rng, monkeypatch, launches
     (the pointwise): the same arithmetic in the same order, so bitwise the same outputs and gradients."""
     tensor_cores = True
     monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", tensor_cores)
+    monkeypatch.setattr(persistent, "XW_UNSCALE_IN_KERNEL", True)   # also below the split rule's size
     config = LSTMConfig(hidden, hidden, 1, False, "float32", batch, 50)
     seed = int(rng.integers(1 << 30))
     pointwise = _compare(np.random.default_rng(seed), config, FP32_TOL)
@@ -106,3 +107,13 @@ def test_applying_xw_where_loaded_is_bitwise_the_same(rng, monkeypatch, launches
     assert launches and all(e is not None for e in launches)
     for a, b in zip(pointwise, at_load):
         assert np.array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("hidden, batch, scaled", [(1024, 4, False), (1024, 8, True), (1536, 4, True)])
+def test_the_split_rule_on_the_device(rng, monkeypatch, launches, hidden, batch, scaled):
+    """"auto" (rules.split_xw_unscale_pays): the pass at fp32 H=1024 B=4, the scaled xw from 4H x B = 24K; within
+    1e-5 of float64 either way (T=30)."""
+    monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", True)
+    _compare(rng, LSTMConfig(hidden, hidden, 1, False, "float32", batch, 30), FP32_TOL)
+    assert persistent.last_kinds["forward"] == "mma"
+    assert launches and all((e is not None) == scaled for e in launches)

@@ -142,7 +142,8 @@ BWD_LATE_LOADS = "auto"   # v31: the grid.sync mma backward (v32: the fp32 grid 
                           # reads the 16-bit dy, prefetched into L2) where rules.late_loads_pay; True: wherever
                           # grid.sync, False: nowhere (the ablation)
 DEINTERLEAVE_BY_MEMCPY = True  # v31: 16-bit weight gradients deinterleave as 4 strided 2-D memcpys per matrix
-XW_UNSCALE_IN_KERNEL = True   # v32: the fp32 split forward (v33: and the grid forward) unscales the fp16-split GEMM's xw where it loads it
+XW_UNSCALE_IN_KERNEL = "auto"   # v32/v33: the fp32 split and grid forwards unscale the fp16-split GEMM's xw where
+                                # they load it where rules.*_xw_unscale_pays ("auto"), wherever they can (True), never
 XW_AT_LOAD = False   # v33: the split forward applies xw (its unscale, the biases) in the pointwise, after the polls;
                      # True: where loaded (v32: the ldexpf waited for the exponents before the polls), XW_AT_LOAD=1
                               # (no pass over xw); False: gpu_blas.matmul_fp16_split3's unscale pass (ablation)
@@ -973,10 +974,15 @@ def _xw_column_exponents(prepared: PersistentWeights, layer: int, directions: in
 def _unscales_xw_in_kernel(config, built, prep) -> bool:
     """Whether a forward's xw comes from the fp16-split GEMM left scaled, unscaled by the kernel where it
     loads it (XW_UNSCALE_IN_KERNEL): v32 the split forward, v33 the fp32 grid forward that adds its biases
-    (kernel_bias: the scaled xw comes without them) where rules.grid_xw_unscale_pays."""
-    takes_scaled = _is_split(built) or (built.kind == "grid" and built.kernel_bias and rules.grid_xw_unscale_pays(built))
-    return (XW_UNSCALE_IN_KERNEL and takes_scaled and not built.in_kernel_projection
-            and _fp32_projection_mode(config.seq_len * config.batch, prep, _tf32_for(config)) == "fp16split")
+    (kernel_bias: the scaled xw comes without them); "auto": where rules.split_xw_unscale_pays /
+    rules.grid_xw_unscale_pays."""
+    split, grid = _is_split(built), built.kind == "grid" and built.kernel_bias
+    if not XW_UNSCALE_IN_KERNEL or not (split or grid) or built.in_kernel_projection \
+            or _fp32_projection_mode(config.seq_len * config.batch, prep, _tf32_for(config)) != "fp16split":
+        return False
+    if XW_UNSCALE_IN_KERNEL == "auto":
+        return rules.split_xw_unscale_pays(built) if split else rules.grid_xw_unscale_pays(built)
+    return True
 
 
 def _biases(prepared: PersistentWeights, layer: int, directions: int):

@@ -283,3 +283,17 @@ GRID_XW_UNSCALE_MIN_BATCH = 4
 def grid_xw_unscale_pays(plan) -> bool:
     """Whether the fp32 grid forward ``plan`` unscales the fp16-split GEMM's xw where it loads it (v33)."""
     return plan.kind == "grid" and plan.pass_name == "forward" and plan.batch >= GRID_XW_UNSCALE_MIN_BATCH
+
+
+# v33: the fp32 split forward takes the scaled xw (v32) where its xw per step and direction, 4H x B values, is at
+# least this many (H=1536 B=4, H=1024 B=8, H=512 B=16). The pass over xw costs in proportion to it, the unscale
+# in the kernel a few instructions on the step's serial pointwise. H100, whole forward, both applied in the
+# pointwise, alternated in one process (results/persistent_v33, calls 10 and 12): H=1024 B=8 -0.05 and -0.08
+# us/step, H=1536 B=4 -0.04 and -0.02, H=1024 B=4 +0.01 and +0.09 (16K values: the pass is the faster there);
+# v32's H=512 B=8 (16K) tied.
+SPLIT_XW_UNSCALE_MIN_VALUES = 24576
+
+
+def split_xw_unscale_pays(plan) -> bool:
+    """Whether the fp32 split forward ``plan`` unscales the fp16-split GEMM's xw where it loads it (v32, v33)."""
+    return plan.kind == "mma" and plan.parts == 2 and 4 * plan.hidden * plan.batch >= SPLIT_XW_UNSCALE_MIN_VALUES
