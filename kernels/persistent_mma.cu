@@ -132,6 +132,14 @@ namespace cg = cooperative_groups;
 #ifndef XW_AT_LOAD      // v33's ablation: xw (its unscale, v32) and the biases applied where loaded, not in the pointwise
 #define XW_AT_LOAD 0
 #endif
+// v33: sm_80 keeps v32's place: the pointwise one holds xw's exponents over the product, and the B=8 split plan
+// (16 warps, 128 registers) spilled there (not measured on an A100; loading them in the pointwise instead was
+// spill-free on both but measured 0.23 us/step slower at B=8 on the H100, results/persistent_v33 call 16)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+constexpr bool kXwAtLoad = true;
+#else
+constexpr bool kXwAtLoad = XW_AT_LOAD != 0;
+#endif
 #ifndef SPLIT_BARRIER   // grid.sync plans: the split barrier (default with the in-kernel projection) or grid.sync()
 #define SPLIT_BARRIER (IN_K_TILES > 0)
 #endif
@@ -852,17 +860,6 @@ __device__ __forceinline__ float4 unscaled(float4 v, int row_exp, int4 col_exp) 
                        ldexpf(v.z, row_exp + col_exp.z), ldexpf(v.w, row_exp + col_exp.w));
 }
 
-// v33: the unit's 4 column exponents of xw and its 4 gate biases (the same every step: L1 hits after the
-// first), loaded where they are applied: held over the product, they made the B=8 split plan (16 warps, 128
-// registers) spill on sm_80 or sm_90.
-__device__ __forceinline__ int4 xw_column_exponents(const int* __restrict__ xw_col_exp, const Slot& p, size_t G) {
-    return __ldg(reinterpret_cast<const int4*>(xw_col_exp + p.d * G + 4 * (size_t)p.j));
-}
-
-__device__ __forceinline__ float4 unit_biases(const float* __restrict__ bias, const Slot& p, size_t G) {
-    return __ldg(reinterpret_cast<const float4*>(bias + p.d * G + 4 * (size_t)p.j));
-}
-
 // tiles [D][blocks][NWARPS][K_TILES][M_TILES][32] uint4; xin: xw [D][T][B][4H] fp32 (gate-interleaved,
 // without biases), or with IN_K_TILES the layer input x [T][B][in_size] as 16-bit values (in_size a
 // multiple of 8) and in_tiles [D][blocks][NWARPS][IN_K_TILES][M_TILES][32] the packed W_ih rows;
@@ -911,9 +908,8 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     float c = p.active ? load_state(c0, p.state_at, states16) : 0.0f;   // cell state stays in this thread's register
     const size_t G = 4 * (size_t)H;
     // The unit's 4 gate biases, added here rather than to all of xw by a kernel of its own.
-    // v33: held in registers by the in-kernel projections only; the others load them in the pointwise (an L1
-    // hit after the first step), which keeps registers free over the product (unit_biases)
-    const float4 b4 = kInput && p.active ? unit_biases(bias, p, G) : make_float4(0.f, 0.f, 0.f, 0.f);
+    const float4 b4 = p.active ? __ldg(reinterpret_cast<const float4*>(bias + p.d * G + 4 * (size_t)p.j))
+                               : make_float4(0.f, 0.f, 0.f, 0.f);
     // split: [D] W_hh unscale factors, or (v29, with the projection) [D][2] of W_hh and W_ih
     const float unscale = kSplit ? w_unscale[kInput ? 2 * p.d : p.d] : 1.0f;
     const float input_ratio = kSplit && kInput ? w_unscale[2 * p.d + 1] / unscale : 1.0f;
@@ -947,13 +943,16 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         // Issued now, used after the product: the loads' latency hides behind it.
         float4 xz = b4, xw4 = make_float4(0.f, 0.f, 0.f, 0.f);
         int row_exp = 0;
+        int4 col_exp = make_int4(0, 0, 0, 0);
         if (!kInput && p.active) {
             xw4 = __ldg(reinterpret_cast<const float4*>(xin + row * G + 4 * (size_t)p.j));
-            if (xw_scaled) row_exp = __ldg(xw_row_exp + (size_t)t * kBatchAll + batch_column(p));
-            if constexpr (XW_AT_LOAD != 0) {   // v32's place (the ablation)
-                if (xw_scaled) xw4 = unscaled(xw4, row_exp, xw_column_exponents(xw_col_exp, p, G));
-                const float4 b = unit_biases(bias, p, G);
-                xz = make_float4(xw4.x + b.x, xw4.y + b.y, xw4.z + b.z, xw4.w + b.w);
+            if (xw_scaled) {   // the unit's 4 column exponents are loaded per step: registers are short at B=8
+                row_exp = __ldg(xw_row_exp + (size_t)t * kBatchAll + batch_column(p));
+                col_exp = __ldg(reinterpret_cast<const int4*>(xw_col_exp + p.d * G + 4 * (size_t)p.j));
+            }
+            if constexpr (kXwAtLoad) {   // v32's place (the ablation; sm_80)
+                if (xw_scaled) xw4 = unscaled(xw4, row_exp, col_exp);
+                xz = make_float4(xw4.x + b4.x, xw4.y + b4.y, xw4.z + b4.z, xw4.w + b4.w);
             }
         }
         if (kSplit && kInput && p.active) {   // v29: x_hi . W_lo^T, scaled
@@ -973,10 +972,9 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
             // v33: xw unscaled (v32) and biased here, after the product, not where loaded (where its ldexpf can
             // wait for the exponents before the step's polls, as the grid kernel's SASS showed): fp32 H=1024 B=4,
             // B=8 and H=1536 B=4 forwards 0.03-0.14 us/step faster (results/persistent_v33, call 10)
-            if (!kInput && XW_AT_LOAD == 0) {
-                if (xw_scaled) xw4 = unscaled(xw4, row_exp, xw_column_exponents(xw_col_exp, p, G));
-                const float4 b = unit_biases(bias, p, G);
-                xz = make_float4(xw4.x + b.x, xw4.y + b.y, xw4.z + b.z, xw4.w + b.w);
+            if (!kInput && !kXwAtLoad) {
+                if (xw_scaled) xw4 = unscaled(xw4, row_exp, col_exp);
+                xz = make_float4(xw4.x + b4.x, xw4.y + b4.y, xw4.z + b4.z, xw4.w + b4.w);
             }
             if (kSplit && step == 0) {   // W_hh h0 (in h0's place); read here, once: no registers held for it
                 const float4 r = __ldg(reinterpret_cast<const float4*>(h0 + ((size_t)p.d * kBatch + p.b) * G + 4 * (size_t)p.j));

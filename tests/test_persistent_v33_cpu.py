@@ -149,7 +149,7 @@ def test_the_grid_kernel_unscales_xw_where_it_loads_it():
 
 def test_the_split_kernel_applies_the_exponents_after_the_product():
     """v33: loaded at the step's start, applied in the pointwise (after the product and the polls) unless
-    XW_AT_LOAD: where loaded, the ldexpf can wait for the exponents before the polls (the grid kernel's SASS,
+    XW_AT_LOAD (or on sm_80): where loaded, the ldexpf can wait for the exponents before the polls (the grid kernel's SASS,
     call 7); the split forwards measured 0.03-0.14 us/step faster (call 10)."""
     from ecornn.kernels import sources
     text = next(p for p in sources() if p.name == "persistent_mma.cu").read_text()
@@ -157,7 +157,7 @@ def test_the_split_kernel_applies_the_exponents_after_the_product():
     loaded = text.index("row_exp = __ldg(xw_row_exp", start)
     applied = "xw4 = unscaled(xw4, row_exp, col_exp);"
     ablation = text.index(applied, loaded)   # the first, under XW_AT_LOAD != 0
-    assert "XW_AT_LOAD != 0" in text[loaded:ablation]
+    assert "if constexpr (kXwAtLoad)" in text[loaded:ablation]
     assert start < loaded < text.index("_product(", start) < text.index(applied, ablation + 1)
 
 
@@ -170,7 +170,10 @@ def test_the_at_load_ablation_is_a_define_and_in_the_graph_key(monkeypatch):
     assert persistent._graph_mode("auto") != key and persistent._flag_defines()["XW_AT_LOAD"] == 1
     from ecornn.kernels import sources
     text = next(p for p in sources() if p.name == "persistent_mma.cu").read_text()
-    assert "#define XW_AT_LOAD 0" in text and "XW_AT_LOAD != 0" in text and "XW_AT_LOAD == 0" in text
+    assert "#define XW_AT_LOAD 0" in text and "constexpr bool kXwAtLoad = XW_AT_LOAD != 0;" in text
+    assert "if (!kInput && !kXwAtLoad)" in text
+    sm80 = text.index("__CUDA_ARCH__ < 900")   # sm_80 keeps v32's place (the pointwise one spilled there)
+    assert text.index("constexpr bool kXwAtLoad = true;", sm80) < text.index("#else", sm80)
 
 
 @pytest.mark.parametrize("hidden, batch, pays", [(1024, 4, False), (1024, 8, True), (1536, 4, True), (512, 8, False),
