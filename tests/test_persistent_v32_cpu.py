@@ -28,6 +28,13 @@ def split_engine(cpu_engine, monkeypatch):  # noqa: F811 - the imported fixture
     fp32_gemm = _logging_gemm([])   # strict fp32 GEMMs; v29's split projection runs a 16-bit one
     monkeypatch.setattr(gpu_blas, "gemm", lambda *args, a_type="float32", **kw: (
         fp32_gemm if a_type == "float32" else fake_gemm)(*args, a_type=a_type, **kw))
+    return record_xw_launches(cpu_engine, monkeypatch)
+
+
+def record_xw_launches(engine, monkeypatch, with_plans=False):
+    """``engine`` with every fp32 projection on the fp16-split GEMM and the backward's GEMMs strict, and two
+    records: engine.launches, each forward launch's xw_exponents (with ``with_plans``: (plan, exponents)),
+    and engine.unscales, each split GEMM's unscale argument."""
     monkeypatch.setattr(persistent, "MIN_3XTF32_FLOPS", 0)
     monkeypatch.setattr(persistent, "FP32_BACKWARD_GEMMS", "strict")
     launches, unscales = [], []
@@ -35,7 +42,8 @@ def split_engine(cpu_engine, monkeypatch):  # noqa: F811 - the imported fixture
 
     def recording_launch(plan, *args, **kwargs):
         if plan.pass_name == "forward":
-            launches.append(kwargs.get("xw_exponents"))
+            exponents = kwargs.get("xw_exponents")
+            launches.append((plan, exponents) if with_plans else exponents)
         return launch(plan, *args, **kwargs)
 
     def recording_gemm(*args, **kwargs):
@@ -43,8 +51,8 @@ def split_engine(cpu_engine, monkeypatch):  # noqa: F811 - the imported fixture
         return gemm(*args, **kwargs)
     monkeypatch.setattr(persistent, "_launch", recording_launch)
     monkeypatch.setattr(gpu_blas, "matmul_fp16_split3", recording_gemm)
-    cpu_engine.launches, cpu_engine.unscales = launches, unscales
-    return cpu_engine
+    engine.launches, engine.unscales = launches, unscales
+    return engine
 
 
 def _run(engine, config, weights, x, h0, c0, dy, dh, dc):

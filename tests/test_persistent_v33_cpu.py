@@ -14,6 +14,7 @@ from tests.helpers import random_problem
 from tests.test_persistent_emulated import cpu_engine  # noqa: F401 (fixture)
 from tests.test_persistent_split_emulated import _reference, _worst
 from tests.test_persistent_v22_cpu import _logging_gemm
+from tests.test_persistent_v32_cpu import record_xw_launches
 
 FP32_TOL = 1e-5
 
@@ -24,23 +25,7 @@ def grid_engine(cpu_engine, monkeypatch):  # noqa: F811 - the imported fixture
     forward launch's xw_exponents and each split GEMM's unscale argument."""
     monkeypatch.setattr(persistent, "is_gpu_array", lambda a: isinstance(a, np.ndarray))
     monkeypatch.setattr(gpu_blas, "gemm", _logging_gemm([]))   # strict fp32 GEMMs for the rest
-    monkeypatch.setattr(persistent, "MIN_3XTF32_FLOPS", 0)
-    monkeypatch.setattr(persistent, "FP32_BACKWARD_GEMMS", "strict")
-    launches, unscales = [], []
-    launch, gemm = persistent._launch, gpu_blas.matmul_fp16_split3
-
-    def recording_launch(plan, *args, **kwargs):
-        if plan.pass_name == "forward":
-            launches.append((plan, kwargs.get("xw_exponents")))
-        return launch(plan, *args, **kwargs)
-
-    def recording_gemm(*args, **kwargs):
-        unscales.append(kwargs.get("unscale", True))
-        return gemm(*args, **kwargs)
-    monkeypatch.setattr(persistent, "_launch", recording_launch)
-    monkeypatch.setattr(gpu_blas, "matmul_fp16_split3", recording_gemm)
-    cpu_engine.launches, cpu_engine.unscales = launches, unscales
-    return cpu_engine
+    return record_xw_launches(cpu_engine, monkeypatch, with_plans=True)
 
 
 def _problem(rng, config, h0_gain=1.0):
