@@ -142,11 +142,11 @@ BWD_LATE_LOADS = "auto"   # v31: the grid.sync mma backward (v32: the fp32 grid 
                           # reads the 16-bit dy, prefetched into L2) where rules.late_loads_pay; True: wherever
                           # grid.sync, False: nowhere (the ablation)
 DEINTERLEAVE_BY_MEMCPY = True  # v31: 16-bit weight gradients deinterleave as 4 strided 2-D memcpys per matrix
-XW_UNSCALE_IN_KERNEL = "auto"   # v32/v33: the fp32 split and grid forwards unscale the fp16-split GEMM's xw where
-                                # they load it where rules.*_xw_unscale_pays ("auto"), wherever they can (True), never
+XW_UNSCALE_IN_KERNEL = "auto"   # v32/v33: the fp32 split and grid forwards take the fp16-split GEMM's xw scaled (no
+                                # pass over xw) and unscale it where they load it: "auto" where rules.split_xw_unscale_pays
+                                # / grid_xw_unscale_pays, True wherever they can, False never (matmul_fp16_split3's pass)
 XW_AT_LOAD = False   # v33: the split forward applies xw (its unscale, the biases) in the pointwise, after the polls;
                      # True: where loaded (v32: the ldexpf waited for the exponents before the polls), XW_AT_LOAD=1
-                              # (no pass over xw); False: gpu_blas.matmul_fp16_split3's unscale pass (ablation)
 GROUP_BARRIERS = False    # v30: True: grouped grid.sync plans synchronise each (direction, group) on a counter of
                           # its own (kernel GROUP_BARRIERS); measured slower than grid.sync() over the whole grid
                           # (results/persistent_v30, 14_), so an option only

@@ -270,7 +270,6 @@ def late_loads_pay(plan) -> bool:
     return plan.k_tiles * plan.n_tiles * plan.mma_per_tile >= LATE_LOADS_MIN_MMA
 
 
-
 # v33: the fp32 grid forward takes xw as the fp16-split GEMM leaves it (scaled) and unscales each value where it
 # loads it, from this batch on. H100, whole forward, alternated with the unscale pass in one process
 # (results/persistent_v33, calls 1, 6, 7, 10): B=4-8 gained 0.02-0.10 us/step (H=512 B=4 -0.02 to -0.15, H=768
