@@ -6,6 +6,10 @@ difference is the pass the kernels now skip), W_hh h0 (the split kernels' h0 arg
 (bench_persistent.kernel_launcher), and the whole forward by graph replay. "rest" = whole − kernel −
 split − GEMM − W_hh h0: the replay's own cost (input copies, launches, gaps).
 
+Caveat (call 2): parts whose GPU time is shorter than their host launch time (the split of x, W_hh h0) are
+timed at the host's pace here, so "rest" came out negative; profile_replay_kernels_v33.py (CUPTI) times
+every kernel of the replayed graph instead.
+
     python benchmarks/profile_fp32_projection_v33.py OUT_DIR [--repeats N]
 Writes OUT_DIR/profile_fp32_projection_v33.{json,md}.
 """
