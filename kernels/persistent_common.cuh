@@ -54,6 +54,13 @@ __device__ __forceinline__ float tanhf_(float x) {
     return copysignf((1.0f - e) * rcp_approx(1.0f + e), x);
 }
 
+// v32/v33: four xw values of one row brought back from the fp16-split GEMM's scaled units
+// (gpu_blas.matmul_fp16_split3 without its unscale pass), exact, as that pass is: the split and grid forwards.
+__device__ __forceinline__ float4 unscaled(float4 v, int row_exp, int4 col_exp) {
+    return make_float4(ldexpf(v.x, row_exp + col_exp.x), ldexpf(v.y, row_exp + col_exp.y),
+                       ldexpf(v.z, row_exp + col_exp.z), ldexpf(v.w, row_exp + col_exp.w));
+}
+
 // The B values of one column k of a shared vector stored [k][b]: the widest aligned vector loads.
 template <int B>
 __device__ __forceinline__ void load_column(float (&v)[B], const float* p) {

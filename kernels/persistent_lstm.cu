@@ -330,14 +330,6 @@ __device__ __forceinline__ Start start_block(float (&w)[kRowsPerLane][kRegCols >
 }
 
 #if PASS == 0
-// v33: four xw values of one row brought back from the fp16-split GEMM's scaled units, exact, as its
-// unscale pass would (persistent_mma.cu's `unscaled`, v32; not moved into persistent_common.cuh so that
-// the other kernels' texts, and so their compiled caches, stay as they were).
-__device__ __forceinline__ float4 unscaled_xw(float4 v, int row_exp, int4 col_exp) {
-    return make_float4(ldexpf(v.x, row_exp + col_exp.x), ldexpf(v.y, row_exp + col_exp.y),
-                       ldexpf(v.z, row_exp + col_exp.z), ldexpf(v.w, row_exp + col_exp.w));
-}
-
 // tiles [D][blocks][NWARPS][COLS_PER_LANE][ROWS_PER_LANE][32]; xw [D][T][B][4H] (gate-interleaved),
 // or with IN_COLS the layer input x [T][B][in_size] and in_tiles [D][blocks][NWARPS][IN_COLS]
 // [ROWS_PER_LANE][32] the packed W_ih rows (null otherwise); bias [D][4H] (gate-interleaved), added
@@ -392,8 +384,8 @@ persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ x
             // pointwise, as the split kernel does, the exponents stay live over the product, and the plans at
             // the 128-register cap measured 0.04-0.33 us/step slower (results/persistent_v33, call 10)
             if (xw_row_exp != nullptr)
-                xz = unscaled_xw(xz, __ldg(xw_row_exp + (size_t)t * kBatch + pw.b),
-                              __ldg(reinterpret_cast<const int4*>(xw_col_exp + (size_t)d * G + 4 * (size_t)pw.j)));
+                xz = unscaled(xz, __ldg(xw_row_exp + (size_t)t * kBatch + pw.b),
+                          __ldg(reinterpret_cast<const int4*>(xw_col_exp + (size_t)d * G + 4 * (size_t)pw.j)));
         }
         float* red = s.red + (kTagged ? (step & 1) * kRedFloats : 0);
         stage_slice(s.vec, xch + xch_slot(d, step), H, xch_tag(step));   // h_{step-1}: publication step

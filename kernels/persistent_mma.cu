@@ -854,12 +854,6 @@ __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
     return z;
 }
 
-// v32: four xw values of one row brought back from the fp16-split GEMM's scaled units.
-__device__ __forceinline__ float4 unscaled(float4 v, int row_exp, int4 col_exp) {
-    return make_float4(ldexpf(v.x, row_exp + col_exp.x), ldexpf(v.y, row_exp + col_exp.y),
-                       ldexpf(v.z, row_exp + col_exp.z), ldexpf(v.w, row_exp + col_exp.w));
-}
-
 // tiles [D][blocks][NWARPS][K_TILES][M_TILES][32] uint4; xin: xw [D][T][B][4H] fp32 (gate-interleaved,
 // without biases), or with IN_K_TILES the layer input x [T][B][in_size] as 16-bit values (in_size a
 // multiple of 8) and in_tiles [D][blocks][NWARPS][IN_K_TILES][M_TILES][32] the packed W_ih rows;

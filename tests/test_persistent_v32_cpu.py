@@ -171,8 +171,8 @@ def test_the_split_gemm_leaves_its_product_scaled_when_asked(rng):
 
 
 def test_the_kernel_unscales_xw_at_its_load():
-    from ecornn.kernels import sources
-    text = next(p for p in sources() if p.name == "persistent_mma.cu").read_text()
+    from ecornn.kernels import source
+    text = source("persistent_mma.cu")   # its headers inlined: `unscaled` is in persistent_common.cuh
     assert "if (xw_scaled)" in text and "ldexpf(v.x, row_exp + col_exp.x)" in text
     assert "if (kSplit && step == 0) {" in text   # W_hh h0 for every split forward (v33: in the pointwise)
 

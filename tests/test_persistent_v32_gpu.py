@@ -17,8 +17,14 @@ pytestmark = pytest.mark.gpu
 def launches(monkeypatch):
     """The forward launches' xw_exponents (None or the two arrays), in order; every fp32 projection on
     the fp16-split GEMM (MIN_3XTF32_FLOPS=0: the small test shapes too)."""
-    monkeypatch.setattr(persistent, "MIN_3XTF32_FLOPS", 0)
     monkeypatch.setattr(persistent, "XW_UNSCALE_IN_KERNEL", True)   # v33: every size ("auto" from 4H x B = 24K)
+    return record_xw_exponents(monkeypatch)
+
+
+def record_xw_exponents(monkeypatch) -> list:
+    """The forward launches' xw_exponents (None or the two arrays), appended in order to the list returned;
+    every fp32 projection on the fp16-split GEMM (MIN_3XTF32_FLOPS=0: the small test shapes too)."""
+    monkeypatch.setattr(persistent, "MIN_3XTF32_FLOPS", 0)
     seen, launch = [], persistent._launch
 
     def recording(plan, *args, **kwargs):

@@ -128,7 +128,7 @@ def test_the_grid_kernel_unscales_xw_where_it_loads_it():
     text = source("persistent_lstm.cu")
     assert "const int* __restrict__ xw_row_exp, const int* __restrict__ xw_col_exp" in text
     start = text.index("for (int step = 0; step < T; ++step)")
-    assert start < text.index("xz = unscaled_xw(xz, __ldg(xw_row_exp", start) < text.index("warp_product(", start)
+    assert start < text.index("xz = unscaled(xz, __ldg(xw_row_exp", start) < text.index("warp_product(", start)
     assert "ldexpf(v.x, row_exp + col_exp.x)" in text
 
 

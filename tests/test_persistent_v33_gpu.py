@@ -9,6 +9,7 @@ from ecornn import LSTMConfig, LayerWeights
 from ecornn.engines import persistent
 from tests.helpers import random_problem
 from tests.test_persistent_gpu import FP32_TOL, _assert_bitwise_reruns, _assert_graph_replays_match_float64, _compare
+from tests.test_persistent_v32_gpu import record_xw_exponents
 
 pytestmark = pytest.mark.gpu
 
@@ -18,16 +19,8 @@ def launches(monkeypatch):
     """The grid forward launches' xw_exponents (None or the two arrays), in order; every fp32 projection
     on the fp16-split GEMM (MIN_3XTF32_FLOPS=0: the small test shapes too); fp32 on the grid kernels
     (FP32_TENSOR_CORES=False; a test may set it back)."""
-    monkeypatch.setattr(persistent, "MIN_3XTF32_FLOPS", 0)
     monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", False)
-    seen, launch = [], persistent._launch
-
-    def recording(plan, *args, **kwargs):
-        if plan.pass_name == "forward":
-            seen.append(kwargs.get("xw_exponents"))
-        return launch(plan, *args, **kwargs)
-    monkeypatch.setattr(persistent, "_launch", recording)
-    return seen
+    return record_xw_exponents(monkeypatch)
 
 
 @pytest.mark.parametrize("inp, hidden, layers, bidir, batch, steps", [
