@@ -16,7 +16,7 @@ ENGINE_FLAGS = ("FP32_TENSOR_CORES", "TAGGED_EXCHANGE", "PAIRED_SPLIT", "SPLIT_W
                 "REGISTER_MODEL", "FP32_GEMMS", "FP32_BACKWARD_GEMMS", "KERNEL_WRITES_16BIT", "GRID_KERNEL_BIAS",
                 "X_PREFETCH", "FAST_FP32_GATES", "MIN_3XTF32_FLOPS", "MIN_3XTF32_BACKWARD_FLOPS", "TAGGED_WITH_WAIT",
                 "CLUSTER_DEFAULT", "BATCH_GROUPS", "GROUP_BARRIERS", "BACKWARD_16BIT_GRADS", "BACKWARD_16BIT_DY",
-                "BWD_LATE_LOADS", "DEINTERLEAVE_BY_MEMCPY", "XW_UNSCALE_IN_KERNEL", "XW_AT_LOAD")
+                "BWD_LATE_LOADS", "DEINTERLEAVE_BY_MEMCPY", "XW_UNSCALE_IN_KERNEL", "XW_AT_LOAD", "H0_IN_PRODUCT")
 # The engine's own defaults, read once at import (before any mode sets a flag), so that a changed
 # default in persistent.py needs no second edit here.
 ENGINE_FLAG_DEFAULTS = {name: getattr(persistent, name) for name in ENGINE_FLAGS}

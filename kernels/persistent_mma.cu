@@ -129,6 +129,9 @@ namespace cg = cooperative_groups;
 #ifndef GROUP_BARRIERS  // v30, grouped grid.sync plans: a split barrier per (direction, group) instead of grid.sync()
 #define GROUP_BARRIERS 0
 #endif
+#ifndef H0_IN_PRODUCT   // v34, SPLIT: h0 enters the step-0 product scaled per batch column; 0: the host's W_hh h0 (v32)
+#define H0_IN_PRODUCT 1
+#endif
 #ifndef XW_AT_LOAD      // v33's ablation: xw (its unscale, v32) and the biases applied where loaded, not in the pointwise
 #define XW_AT_LOAD 0
 #endif
@@ -188,6 +191,11 @@ constexpr float kLoScale = 2048.0f;                   // lo = (x - hi) * 2^11
 // instead of 2B, half the polls per lane. Cost: lo keeps 10 bits, ~2^-21 of h instead of 2^-23
 // (the dropped lo.lo term is 2^-22).
 constexpr bool kSplitWords = kSplit && SPLIT_WORDS != 0;
+// v34, H0_IN_PRODUCT: h0 is unbounded and the split's fp16 halves are not, so the split publishes h0 * 2^-e with e
+// per batch column (the exponent of its largest |h0|: the column then lies in (-1, 1) like every h) and multiplies
+// the step-0 product by 2^e in the pointwise. Accuracy as every step's product (~22 bits of the column's largest
+// term); no strict-fp32 W_hh h0 GEMV before the kernel (12-16 us per call at H=1024, B=4-8).
+constexpr bool kH0InProduct = kSplit && H0_IN_PRODUCT != 0;
 constexpr int kXchRows = kSplitWords && kTagged ? BATCH : kVecRows;   // rows of the exchange buffer
 static_assert(!kSplit || (PASS == 0 && BF16 == 0), "SPLIT: fp16 halves, forward only");
 static_assert(kGroups == 1 || !kSplit, "GROUPS: 16-bit layers only");
@@ -802,6 +810,35 @@ __device__ __forceinline__ size_t xch_rows(int d, int step, int k_len) {
 }
 
 #if PASS == 0
+// v34: where column b's h0 exponent stays for step 0: the padding floats of partial row b (never written).
+__device__ __forceinline__ int* h0_exponent_slot(float* red_s, int b) {
+    return reinterpret_cast<int*>(red_s + b * kRedStride + 4 * kNPad);
+}
+static_assert(!kH0InProduct || kBatch <= kWarps * (kRows / 4), "a partial row's padding per batch column");
+
+// v34: the exponent e of max |h0[d][b][:]| over the finite values (0 when they are all zero or subnormal: nothing
+// to scale) of every batch column, as the largest biased exponent (a shared-memory atomicMax per value, or per warp
+// where its 32 values lie in one row); returns this thread's column's. h0 * 2^-e then has its largest value in
+// [0.5, 1). (One flat loop: a loop of warps over columns spilled the 255-register plan on sm_90.)
+__device__ __forceinline__ int h0_column_exponent(const float* __restrict__ h0, float* red_s, const Slot& p, int H) {
+    if (threadIdx.x < kBatch) *h0_exponent_slot(red_s, threadIdx.x) = 0;
+    __syncthreads();
+    const unsigned int* rows = reinterpret_cast<const unsigned int*>(h0) + ((size_t)p.d * kBatchAll + p.g * kBatch) * H;
+    const bool warp_in_one_row = H % 32 == 0;   // the loop's trips are then warp-uniform too
+    for (int i = threadIdx.x; i < kBatch * H; i += kThreads) {
+        unsigned int biased = (__ldg(rows + i) >> 23) & 0xffu;
+        if (biased == 0xffu) biased = 0;   // inf, NaN: they reach the outputs as they are
+        if (warp_in_one_row) biased = __reduce_max_sync(0xffffffffu, biased);
+        if (!warp_in_one_row || threadIdx.x % 32 == 0) atomicMax(reinterpret_cast<unsigned int*>(h0_exponent_slot(red_s, i / H)), biased);
+    }
+    __syncthreads();
+    if (p.b >= kBatch) return 0;
+    const int biased = *h0_exponent_slot(red_s, p.b);
+    return biased == 0 ? 0 : biased - 126;
+}
+#endif
+
+#if PASS == 0
 // Publish h (unit j, batch b) of step `step` to the forward's exchange: its fp16/bf16 bits (SPLIT:
 // the hi bits in row b, the lo bits, (h - hi) * 2^11, in row BATCH + b), tagged or packed.
 __device__ __forceinline__ void publish_h(unsigned int* xch, int d, int step, int H, int b, int j, float h,
@@ -867,8 +904,9 @@ __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
 // to nearest even: what a cast of the fp32 outputs would give) instead of fp32, so an inference
 // forward whose caller wants 16-bit outputs needs no cast kernel after this one (6-22 us at T=256);
 // states16: v23, h0 and c0 are read as the layer's 16-bit values (no conversion kernels before it).
-// SPLIT: h0 is the fp32 product W_hh h0 [D][B][4H] (gate-interleaved; h0 is unbounded, fp16 is not),
-// added at step 0 (v32; before, the host added it to xw); v29, SPLIT with IN_K_TILES (no xw): xin the
+// SPLIT: h0 is h0 itself, published per batch column scaled by a power of two into the split's range (v34,
+// H0_IN_PRODUCT), or (H0_IN_PRODUCT=0) the fp32 product W_hh h0 [D][B][4H] (gate-interleaved; h0 is unbounded,
+// fp16 is not), added at step 0 (v32; before, the host added it to xw); v29, SPLIT with IN_K_TILES (no xw): xin the
 // split input (see kInTileU4), in_tiles W_ih's hi fragments, w_unscale [D][2].
 // xw_row_exp [T][B], xw_col_exp [D][4H]: v32, SPLIT without IN_K_TILES, xw as the fp16-split GEMM left
 // it (gpu_blas.matmul_fp16_split3 without its unscale pass): xw[t][b][r] is brought back as
@@ -887,6 +925,11 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     const Slot p = slot_of(H, units, blocks_per_dir, dir0);
     RegTiles a_reg;
     load_tiles(a_reg, s.a, tiles, p.tile);
+    // v34: h0 scaled per batch column; h0 is "step -1": slot 1 (tagged: tag 1; h_t of step t gets tag t + 2)
+    if constexpr (kH0InProduct) {
+        const int h0_exp = h0_column_exponent(h0, s.red, p, H);
+        if (p.active) publish_h(xch, p.x, -1, H, p.b, p.j, ldexpf(h0[p.state_at], -h0_exp), 1u);
+    }
     if constexpr (kInput)
         for (int i = threadIdx.x; i < kInTileU4; i += kThreads) s.in_a[i] = in_tiles[p.tile * kInTileU4 + i];
     // v21, a replayed graph: x_at = the replay ring's fetched {x, h0, c0, tag matched}; the kernel
@@ -909,8 +952,8 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     const float input_ratio = kSplit && kInput ? w_unscale[2 * p.d + 1] / unscale : 1.0f;
     const float lo_product_unscale = kSplit && kInput ? w_unscale[2 * p.d + 1] * (1.0f / kLoScale) : 1.0f;
     const bool xw_scaled = kSplit && !kInput && xw_row_exp != nullptr;   // v32
-    // h0 is "step -1": slot 1 (tagged: tag 1; h_t of step t gets tag t + 2)
-    if (p.active) publish_h(xch, p.x, -1, H, p.b, p.j, kSplit ? 0.0f : load_state(h0, p.state_at, states16), 1u);
+    // h0 is "step -1" (above with H0_IN_PRODUCT); the split without it starts from 0 (h0 is then W_hh h0, added at step 0)
+    if (!kH0InProduct && p.active) publish_h(xch, p.x, -1, H, p.b, p.j, kSplit ? 0.0f : load_state(h0, p.state_at, states16), 1u);
     cg::grid_group grid = cg::this_grid();
     constexpr bool kSplitBarrier = !kTagged && (SPLIT_BARRIER != 0 || kGroupBarriers);
     unsigned int* const counter = barrier_of(barrier, p.x);
@@ -970,12 +1013,14 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
                 if (xw_scaled) xw4 = unscaled(xw4, row_exp, col_exp);
                 xz = make_float4(xw4.x + b4.x, xw4.y + b4.y, xw4.z + b4.z, xw4.w + b4.w);
             }
-            if (kSplit && step == 0) {   // W_hh h0 (in h0's place); read here, once: no registers held for it
+            if (kSplit && !kH0InProduct && step == 0) {   // W_hh h0 (in h0's place); read here, once: no registers held for it
                 const float4 r = __ldg(reinterpret_cast<const float4*>(h0 + ((size_t)p.d * kBatch + p.b) * G + 4 * (size_t)p.j));
                 xz = make_float4(xz.x + r.x, xz.y + r.y, xz.z + r.z, xz.w + r.w);
             }
-            const float gi = gate_sigmoid(fmaf(z.x, unscale, xz.x)), gf = gate_sigmoid(fmaf(z.y, unscale, xz.y));
-            const float gg = gate_tanh(fmaf(z.z, unscale, xz.z)), go = gate_sigmoid(fmaf(z.w, unscale, xz.w));
+            // v34: the step-0 product with h0's exponent back (powers of two: exact), read where the prologue left it
+            const float zs = kH0InProduct && step == 0 ? ldexpf(unscale, *h0_exponent_slot(s.red, p.b)) : unscale;
+            const float gi = gate_sigmoid(fmaf(z.x, zs, xz.x)), gf = gate_sigmoid(fmaf(z.y, zs, xz.y));
+            const float gg = gate_tanh(fmaf(z.z, zs, xz.z)), go = gate_sigmoid(fmaf(z.w, zs, xz.w));
             c = gf * c + gi * gg;
             const float h = go * gate_tanh(c);
             store_output(y, ((size_t)t * kBatchAll + batch_column(p)) * ldy + (size_t)p.d * H + p.j, h, out16);

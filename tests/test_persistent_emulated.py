@@ -58,10 +58,11 @@ def _sig(z):
 def emulate_forward(plan, args, dir0, bias=None, input_projection=None, unscale=None, xw_exponents=None):
     """``input_projection``: a function of the kernel's x argument that returns xw (the mma kernel's
     in-kernel projection, v12: args[1] is then the 16-bit layer input). ``unscale`` [D]: the fp32
-    split's factors (v13): the product is scaled by them, the kernel starts from h = 0, and args[2] is
-    W_hh h0 [D, B, 4H], added at the first step (v32; v29's in-kernel projection before); [D, 2] (v29):
-    W_hh's then W_ih's. ``xw_exponents`` (v32): xw as the fp16-split GEMM left it, brought back by
-    2^(row exponent [T B] + column exponent [D, 4H])."""
+    split's factors (v13): the product is scaled by them, and (v34, persistent.H0_IN_PRODUCT) h0 is
+    exchanged scaled by 2^-e per batch column (h0_column_exponents) and the step-0 product brought back by
+    2^e, or the kernel starts from h = 0 and args[2] is W_hh h0 [D, B, 4H], added at the first step (v32;
+    v29's in-kernel projection before); [D, 2] (v29): W_hh's then W_ih's. ``xw_exponents`` (v32): xw as the
+    fp16-split GEMM left it, brought back by 2^(row exponent [T B] + column exponent [D, 4H])."""
     tiles, xw, h0, c0, y, hT, cT, gates, cells, steps, hidden = args[:11]
     steps, hidden = int(steps), int(hidden)
     if input_projection is not None:
@@ -71,7 +72,8 @@ def emulate_forward(plan, args, dir0, bias=None, input_projection=None, unscale=
         xw = np.ldexp(xw, row_exp.reshape(1, xw.shape[1], xw.shape[2], 1) + col_exp.reshape(-1, 1, 1, xw.shape[3]))
     if bias is not None:   # the mma kernel adds the biases itself (xw comes without them)
         xw = xw + bias[:, None, None, :]
-    if unscale is not None:   # a split forward: W_hh h0 in h0's place
+    h0_in_product = unscale is not None and persistent.H0_IN_PRODUCT
+    if unscale is not None and not h0_in_product:   # a split forward: W_hh h0 in h0's place
         xw = xw.copy()
         for d in range(xw.shape[0]):
             xw[d, steps - 1 if d == 1 else 0] += h0[d]
@@ -81,12 +83,17 @@ def emulate_forward(plan, args, dir0, bias=None, input_projection=None, unscale=
             t = steps - 1 - step if d == 1 else step
             tp = t + 1 if d == 1 else t - 1
             h_prev = h0[d] if step == 0 else y[tp, :, d * hidden:(d + 1) * hidden]
-            if step == 0 and unscale is not None:
+            column_scale = np.ones((h_prev.shape[0], 1), np.float32)
+            if step == 0 and h0_in_product:   # v34: h0 scaled into the split's range, the product scaled back
+                exponents = h0_column_exponents(h0[d])
+                h_prev, column_scale = np.ldexp(h0[d], -exponents[:, None]), np.ldexp(column_scale, exponents[:, None])
+            elif step == 0 and unscale is not None:
                 h_prev = np.zeros((h_prev.shape[0], hidden), np.float32)   # (h0 holds W_hh h0)
             sums = _block_sums(plan, tiles[d], _vector(_exchanged(plan, h_prev, step), plan.tile_shape().padded_cols))
             if unscale is not None:
                 sums = sums * (unscale[d, 0] if np.ndim(unscale) == 2 else unscale[d])
-            z = _own_rows(plan, sums, 4 * hidden).T.reshape(-1, hidden, 4) + xw[d, t].reshape(-1, hidden, 4)
+            recurrent = _own_rows(plan, sums, 4 * hidden).T * column_scale
+            z = recurrent.reshape(-1, hidden, 4) + xw[d, t].reshape(-1, hidden, 4)
             gi, gf, gg, go = _sig(z[..., 0]), _sig(z[..., 1]), np.tanh(z[..., 2]), _sig(z[..., 3])
             c = gf * c.T + gi * gg
             h = go * np.tanh(c)
@@ -97,6 +104,14 @@ def emulate_forward(plan, args, dir0, bias=None, input_projection=None, unscale=
                 cells[d, t] = c.T
             if step == steps - 1:
                 hT[d], cT[d] = h.astype(np.float32), c.T.astype(np.float32)
+
+
+def h0_column_exponents(h0):
+    """v34: per batch row of h0 [B, H], the split kernel's e: the largest biased exponent of a finite value less
+    126 (0 where all are zero or subnormal), so h0 * 2^-e has its largest magnitude in [0.5, 1)."""
+    biased = (np.ascontiguousarray(h0, np.float32).view(np.uint32) >> 23) & 0xff
+    top = np.where(biased == 0xff, 0, biased).max(axis=1).astype(np.int64)
+    return np.where(top == 0, 0, top - 126)
 
 
 def _pointwise_backward(gates, cells, c_prev, dh, dc_next, hidden):

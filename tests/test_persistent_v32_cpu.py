@@ -174,7 +174,7 @@ def test_the_kernel_unscales_xw_at_its_load():
     from ecornn.kernels import source
     text = source("persistent_mma.cu")   # its headers inlined: `unscaled` is in persistent_common.cuh
     assert "if (xw_scaled)" in text and "ldexpf(v.x, row_exp + col_exp.x)" in text
-    assert "if (kSplit && step == 0) {" in text   # W_hh h0 for every split forward (v33: in the pointwise)
+    assert "if (kSplit && !kH0InProduct && step == 0) {" in text   # W_hh h0 (v33: in the pointwise; v34: the ablation)
 
 
 # ---- the fp32 backwards' late loads ("auto": the grid backward under grid.sync; True: the rows one too) ----

@@ -147,6 +147,8 @@ XW_UNSCALE_IN_KERNEL = "auto"   # v32/v33: the fp32 split and grid forwards take
                                 # / grid_xw_unscale_pays, True wherever they can, False never (matmul_fp16_split3's pass)
 XW_AT_LOAD = False   # v33: the split forward applies xw (its unscale, the biases) in the pointwise, after the polls;
                      # True: where loaded (v32: the ldexpf waited for the exponents before the polls), XW_AT_LOAD=1
+H0_IN_PRODUCT = True   # v34: the split forward takes h0 itself into its step-0 product (scaled per batch column);
+                       # False: the host's strict-fp32 W_hh h0 GEMV, added at step 0 (v32), H0_IN_PRODUCT=0
 GROUP_BARRIERS = False    # v30: True: grouped grid.sync plans synchronise each (direction, group) on a counter of
                           # its own (kernel GROUP_BARRIERS); measured slower than grid.sync() over the whole grid
                           # (results/persistent_v30, 14_), so an option only
@@ -559,7 +561,7 @@ def _fewer_register_tiles(plan, props: dict):
 def _flag_defines() -> dict:
     """Compile-time constants that engine flags (ablations) set on every persistent kernel."""
     return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0}),
-            **({"XW_AT_LOAD": 1} if XW_AT_LOAD else {})}
+            **({"XW_AT_LOAD": 1} if XW_AT_LOAD else {}), **({} if H0_IN_PRODUCT else {"H0_IN_PRODUCT": 0})}
 
 
 def _compile_without_spills(plan, function: str, cooperative: bool):
@@ -584,7 +586,7 @@ def _remembered(build):
 
     @functools.wraps(build)
     def cached(plan, device_id: int):
-        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD)
+        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -1043,7 +1045,7 @@ def _graph_mode(variant) -> tuple:
             DIRECT_16BIT_INPUT, ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS, X_PREFETCH,
             FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER, BATCH_GROUPS, GROUP_BARRIERS,
             BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY,
-            XW_UNSCALE_IN_KERNEL, XW_AT_LOAD)
+            XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
@@ -1147,8 +1149,8 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
                 y, h_final[states], c_final[states],
                 gates if training else _null(), cells if training else _null(),
                 np.int32(steps), np.int32(hidden), np.int32(fwd.units))
-        if split:   # W_hh h0 (fp32: h0 is unbounded, fp16 is not) in h0's place, added at step 0
-            args = args[:2] + (_initial_recurrence(h0[states], preps),) + args[3:]
+        if split:
+            args = args[:2] + (split_h0(h0[states], preps),) + args[3:]
         if fwd is cluster:
             _launch_cluster(fwd, args + (np.int32(dirs * hidden),))
         elif projection_in_kernel and split:   # v29
@@ -1237,6 +1239,12 @@ def _split_input(layer_in, prep: PersistentWeights, layer: int, directions: int,
     for d in range(directions):
         gpu_blas.matmul(x_hi, low[d].T, products[d], a_type="float16")
     return split
+
+
+def split_h0(h0, preps):
+    """The split forward's h0 argument: h0 (v34, H0_IN_PRODUCT: the kernel scales it into its product), or
+    W_hh h0 computed here in strict fp32 (fp16 halves hold h0 only scaled: it is unbounded)."""
+    return h0 if H0_IN_PRODUCT else _initial_recurrence(h0, preps)
 
 
 def _initial_recurrence(h0, preps):
