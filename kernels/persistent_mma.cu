@@ -810,9 +810,16 @@ __device__ __forceinline__ size_t xch_rows(int d, int step, int k_len) {
 }
 
 #if PASS == 0
-// v34: where column b's h0 exponent stays for step 0: the padding floats of partial row b (never written).
-__device__ __forceinline__ int* h0_exponent_slot(float* red_s, int b) {
-    return reinterpret_cast<int*>(red_s + b * kRedStride + 4 * kNPad);
+// v34: where column b's largest biased h0 exponent stays for step 0: the padding floats of partial row b (never
+// written by a product).
+__device__ __forceinline__ unsigned int* h0_exponent_slot(float* red_s, int b) {
+    return reinterpret_cast<unsigned int*>(red_s + b * kRedStride + 4 * kNPad);
+}
+
+// v34: column b's e (h0_column_exponent) from its slot: 0 where every value is zero or subnormal.
+__device__ __forceinline__ int h0_exponent(float* red_s, int b) {
+    const int biased = static_cast<int>(*h0_exponent_slot(red_s, b));
+    return biased == 0 ? 0 : biased - 126;
 }
 static_assert(!kH0InProduct || kBatch <= kWarps * (kRows / 4), "a partial row's padding per batch column");
 
@@ -821,7 +828,7 @@ static_assert(!kH0InProduct || kBatch <= kWarps * (kRows / 4), "a partial row's 
 // where its 32 values lie in one row); returns this thread's column's. h0 * 2^-e then has its largest value in
 // [0.5, 1). (One flat loop: a loop of warps over columns spilled the 255-register plan on sm_90.)
 __device__ __forceinline__ int h0_column_exponent(const float* __restrict__ h0, float* red_s, const Slot& p, int H) {
-    if (threadIdx.x < kBatch) *h0_exponent_slot(red_s, threadIdx.x) = 0;
+    if (threadIdx.x < kBatch) *h0_exponent_slot(red_s, threadIdx.x) = 0u;
     __syncthreads();
     const unsigned int* rows = reinterpret_cast<const unsigned int*>(h0) + ((size_t)p.d * kBatchAll + p.g * kBatch) * H;
     const bool warp_in_one_row = H % 32 == 0;   // the loop's trips are then warp-uniform too
@@ -829,12 +836,10 @@ __device__ __forceinline__ int h0_column_exponent(const float* __restrict__ h0, 
         unsigned int biased = (__ldg(rows + i) >> 23) & 0xffu;
         if (biased == 0xffu) biased = 0;   // inf, NaN: they reach the outputs as they are
         if (warp_in_one_row) biased = __reduce_max_sync(0xffffffffu, biased);
-        if (!warp_in_one_row || threadIdx.x % 32 == 0) atomicMax(reinterpret_cast<unsigned int*>(h0_exponent_slot(red_s, i / H)), biased);
+        if (!warp_in_one_row || threadIdx.x % 32 == 0) atomicMax(h0_exponent_slot(red_s, i / H), biased);
     }
     __syncthreads();
-    if (p.b >= kBatch) return 0;
-    const int biased = *h0_exponent_slot(red_s, p.b);
-    return biased == 0 ? 0 : biased - 126;
+    return p.b < kBatch ? h0_exponent(red_s, p.b) : 0;
 }
 #endif
 
@@ -1018,7 +1023,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
                 xz = make_float4(xz.x + r.x, xz.y + r.y, xz.z + r.z, xz.w + r.w);
             }
             // v34: the step-0 product with h0's exponent back (powers of two: exact), read where the prologue left it
-            const float zs = kH0InProduct && step == 0 ? ldexpf(unscale, *h0_exponent_slot(s.red, p.b)) : unscale;
+            const float zs = kH0InProduct && step == 0 ? ldexpf(unscale, h0_exponent(s.red, p.b)) : unscale;
             const float gi = gate_sigmoid(fmaf(z.x, zs, xz.x)), gf = gate_sigmoid(fmaf(z.y, zs, xz.y));
             const float gg = gate_tanh(fmaf(z.z, zs, xz.z)), go = gate_sigmoid(fmaf(z.w, zs, xz.w));
             c = gf * c + gi * gg;
