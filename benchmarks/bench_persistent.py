@@ -117,14 +117,14 @@ def kernel_launcher(config, prepared, x, h0, c0, plan):
     if in_kernel and mma and built.parts == 2:   # v29: x split (and x_hi W_lo^T) once here; W_hh h0 for h0
         tiles = persistent._tiles(prepared, 0, 1, built, "w_ih")
         args = args[:1] + (persistent._split_input(persistent._f32(x), prepared, 0, 1, built),
-                           persistent.split_h0(persistent._f32(h0), prepared.slots[0:1])) + args[3:]
+                           persistent.split_h0(persistent._f32(h0), prepared.slots[0:1], True)) + args[3:]
         unscale = persistent._split_unscale(prepared, 0, built)
         return lambda: persistent._launch(plan, args, 1, bias, tiles, config.input_size, unscale=unscale)
     if in_kernel:
         tiles = persistent._tiles(prepared, 0, 1, built, "w_ih")
         return lambda: persistent._launch(plan, args, 1, bias, tiles, config.input_size)
     if mma and built.parts == 2:   # v13's fp32 split (v34: h0 as the split reads it)
-        args = args[:2] + (persistent.split_h0(persistent._f32(h0), prepared.slots[0:1]),) + args[3:]
+        args = args[:2] + (persistent.split_h0(persistent._f32(h0), prepared.slots[0:1], False),) + args[3:]
         unscale = persistent._split_unscale(prepared, 0, built)
         return lambda: persistent._launch(plan, args, 1, bias, unscale=unscale)
     return lambda: persistent._launch(plan, args, 1, bias)

@@ -191,11 +191,6 @@ constexpr float kLoScale = 2048.0f;                   // lo = (x - hi) * 2^11
 // instead of 2B, half the polls per lane. Cost: lo keeps 10 bits, ~2^-21 of h instead of 2^-23
 // (the dropped lo.lo term is 2^-22).
 constexpr bool kSplitWords = kSplit && SPLIT_WORDS != 0;
-// v34, H0_IN_PRODUCT: h0 is unbounded and the split's fp16 halves are not, so the split publishes h0 * 2^-e with e
-// per batch column (the exponent of its largest |h0|: the column then lies in (-1, 1) like every h) and multiplies
-// the step-0 product by 2^e in the pointwise. Accuracy as every step's product (~22 bits of the column's largest
-// term); no strict-fp32 W_hh h0 GEMV before the kernel (12-16 us per call at H=1024, B=4-8).
-constexpr bool kH0InProduct = kSplit && H0_IN_PRODUCT != 0;
 constexpr int kXchRows = kSplitWords && kTagged ? BATCH : kVecRows;   // rows of the exchange buffer
 static_assert(!kSplit || (PASS == 0 && BF16 == 0), "SPLIT: fp16 halves, forward only");
 static_assert(kGroups == 1 || !kSplit, "GROUPS: 16-bit layers only");
@@ -224,6 +219,14 @@ constexpr int kInTileU4 = kWarps * kInKTiles * kMTiles * 32;   // one block's pa
 // fp16 GEMM before the kernel (in the scaled units); the pointwise thread scales and adds it like xw.
 // The split input (xin; persistent.py, _split_input): x_hi [T][B][in_size] and x_lo [T][B][in_size]
 // fp16, the row factors 2^-e [T][B] fp32 (padded to 4), then the x_hi . W_lo^T product [D][T][B][4H] fp32.
+
+// v34, H0_IN_PRODUCT: h0 is unbounded and the split's fp16 halves are not, so the split publishes h0 * 2^-e with e
+// per batch column (the exponent of its largest |h0|: the column then lies in (-1, 1) like every h) and multiplies
+// the step-0 product by 2^e in the pointwise. Accuracy as every step's product (~22 bits of the column's largest
+// term); no strict-fp32 W_hh h0 GEMV before the kernel (12-16 us per call at H=1024, B=4-8).
+// Not with v29's in-kernel projection (a forced option): its step-0 product starts from the input product, which
+// 2^e would scale too.
+constexpr bool kH0InProduct = kSplit && !kInput && H0_IN_PRODUCT != 0;
 
 #if PASS == 0
 // Partials [warp][unit][b][gate]: the pointwise thread reads one float4 per warp. The 4 floats of
@@ -826,17 +829,29 @@ static_assert(!kH0InProduct || kBatch <= kWarps * (kRows / 4), "a partial row's 
 // v34: the exponent e of max |h0[d][b][:]| over the finite values (0 when they are all zero or subnormal: nothing
 // to scale) of every batch column, as the largest biased exponent (a shared-memory atomicMax per value, or per warp
 // where its 32 values lie in one row); returns this thread's column's. h0 * 2^-e then has its largest value in
-// [0.5, 1). (One flat loop: a loop of warps over columns spilled the 255-register plan on sm_90.)
+// [0.5, 1). One flat loop (a loop of warps over columns spilled the 255-register plan on sm_90), kH0Loads loads in
+// flight per thread (one at a time, each waited for before its atomic, it cost ~6 us per call at H=1024 B=4).
+constexpr int kH0Loads = 4;
 __device__ __forceinline__ int h0_column_exponent(const float* __restrict__ h0, float* red_s, const Slot& p, int H) {
     if (threadIdx.x < kBatch) *h0_exponent_slot(red_s, threadIdx.x) = 0u;
     __syncthreads();
     const unsigned int* rows = reinterpret_cast<const unsigned int*>(h0) + ((size_t)p.d * kBatchAll + p.g * kBatch) * H;
-    const bool warp_in_one_row = H % 32 == 0;   // the loop's trips are then warp-uniform too
-    for (int i = threadIdx.x; i < kBatch * H; i += kThreads) {
-        unsigned int biased = (__ldg(rows + i) >> 23) & 0xffu;
-        if (biased == 0xffu) biased = 0;   // inf, NaN: they reach the outputs as they are
-        if (warp_in_one_row) biased = __reduce_max_sync(0xffffffffu, biased);
-        if (!warp_in_one_row || threadIdx.x % 32 == 0) atomicMax(h0_exponent_slot(red_s, i / H), biased);
+    const int n = kBatch * H;
+    const bool warp_in_one_row = H % 32 == 0;   // the loop's trips and `i < n` are then warp-uniform too
+    for (int first = threadIdx.x; first < n; first += kH0Loads * kThreads) {
+        unsigned int biased[kH0Loads];
+#pragma unroll
+        for (int u = 0; u < kH0Loads; ++u) {
+            const int i = first + u * kThreads;
+            biased[u] = i < n ? (__ldg(rows + i) >> 23) & 0xffu : 0u;
+        }
+#pragma unroll
+        for (int u = 0; u < kH0Loads; ++u) {
+            const int i = first + u * kThreads;
+            unsigned int top = biased[u] == 0xffu ? 0u : biased[u];   // inf, NaN: they reach the outputs as they are
+            if (warp_in_one_row) top = __reduce_max_sync(0xffffffffu, top);
+            if (i < n && (!warp_in_one_row || threadIdx.x % 32 == 0)) atomicMax(h0_exponent_slot(red_s, i / H), top);
+        }
     }
     __syncthreads();
     return p.b < kBatch ? h0_exponent(red_s, p.b) : 0;
@@ -928,13 +943,14 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     extern __shared__ __align__(16) uint4 smem[];
     const Carve s = carve(smem);
     const Slot p = slot_of(H, units, blocks_per_dir, dir0);
-    RegTiles a_reg;
-    load_tiles(a_reg, s.a, tiles, p.tile);
-    // v34: h0 scaled per batch column; h0 is "step -1": slot 1 (tagged: tag 1; h_t of step t gets tag t + 2)
+    // v34: h0 scaled per batch column, before the register tiles load (live over the reduction, they spilled the
+    // B=8 plan); h0 is "step -1": slot 1 (tagged: tag 1; h_t of step t gets tag t + 2)
     if constexpr (kH0InProduct) {
         const int h0_exp = h0_column_exponent(h0, s.red, p, H);
         if (p.active) publish_h(xch, p.x, -1, H, p.b, p.j, ldexpf(h0[p.state_at], -h0_exp), 1u);
     }
+    RegTiles a_reg;
+    load_tiles(a_reg, s.a, tiles, p.tile);
     if constexpr (kInput)
         for (int i = threadIdx.x; i < kInTileU4; i += kThreads) s.in_a[i] = in_tiles[p.tile * kInTileU4 + i];
     // v21, a replayed graph: x_at = the replay ring's fetched {x, h0, c0, tag matched}; the kernel

@@ -72,7 +72,7 @@ def emulate_forward(plan, args, dir0, bias=None, input_projection=None, unscale=
         xw = np.ldexp(xw, row_exp.reshape(1, xw.shape[1], xw.shape[2], 1) + col_exp.reshape(-1, 1, 1, xw.shape[3]))
     if bias is not None:   # the mma kernel adds the biases itself (xw comes without them)
         xw = xw + bias[:, None, None, :]
-    h0_in_product = unscale is not None and persistent.H0_IN_PRODUCT
+    h0_in_product = unscale is not None and persistent.H0_IN_PRODUCT and input_projection is None   # (v29: W_hh h0)
     if unscale is not None and not h0_in_product:   # a split forward: W_hh h0 in h0's place
         xw = xw.copy()
         for d in range(xw.shape[0]):

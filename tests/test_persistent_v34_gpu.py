@@ -77,14 +77,15 @@ def test_both_exchanges_agree_bitwise(rng, monkeypatch, split, tagged):
         assert np.array_equal(np.asarray(a), np.asarray(b))
 
 
-def test_in_kernel_projection_takes_h0_too(rng, monkeypatch, split):
-    """v29's split with its projection inside (forced) reads h0 the same way."""
+def test_in_kernel_projection_keeps_the_gemv(rng, monkeypatch, split):
+    """v29's split with its projection inside (forced): its step-0 product starts from the input product, so it
+    keeps the host's W_hh h0 (call 2: scaling that product by 2^e too was 0.5 off in y)."""
     monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", True)
     config = LSTMConfig(1024, 1024, 1, False, "float32", 4, 20)
     plan = persistent._final(persistent.plans_for(config, training=True)["forward"])
     assert plan.kind == "mma" and plan.parts == 2 and plan.input_k_tiles > 0
     _against_float64(rng, config, _scaled_problem(rng, config, (1e5, 1.0), 1e-5))
-    assert not split
+    assert split
 
 
 @pytest.mark.parametrize("batch", [4, 8])

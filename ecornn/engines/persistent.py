@@ -1150,7 +1150,7 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
                 gates if training else _null(), cells if training else _null(),
                 np.int32(steps), np.int32(hidden), np.int32(fwd.units))
         if split:
-            args = args[:2] + (split_h0(h0[states], preps),) + args[3:]
+            args = args[:2] + (split_h0(h0[states], preps, projection_in_kernel),) + args[3:]
         if fwd is cluster:
             _launch_cluster(fwd, args + (np.int32(dirs * hidden),))
         elif projection_in_kernel and split:   # v29
@@ -1241,10 +1241,11 @@ def _split_input(layer_in, prep: PersistentWeights, layer: int, directions: int,
     return split
 
 
-def split_h0(h0, preps):
+def split_h0(h0, preps, projection_in_kernel: bool):
     """The split forward's h0 argument: h0 (v34, H0_IN_PRODUCT: the kernel scales it into its product), or
-    W_hh h0 computed here in strict fp32 (fp16 halves hold h0 only scaled: it is unbounded)."""
-    return h0 if H0_IN_PRODUCT else _initial_recurrence(h0, preps)
+    W_hh h0 computed here in strict fp32 (fp16 halves hold h0 only scaled: it is unbounded), as with v29's
+    in-kernel projection, whose step-0 product starts from the input product."""
+    return h0 if H0_IN_PRODUCT and not projection_in_kernel else _initial_recurrence(h0, preps)
 
 
 def _initial_recurrence(h0, preps):
