@@ -8,6 +8,7 @@
 #   explore   the fp32 split B=4 kernels alone at first-poll delays around v28's 400 ns (explore_exchange_delay.py)
 #   quick     the quick bench (#5's table, cuDNN in the process)
 #   sanitize  compute-sanitizer memcheck and racecheck over the tensor-core small run (its fp32 split: random h0, H=42)
+#   racecheck racecheck alone over the same run, its whole report kept (which kernels the hazards are in)
 #   rest      more GPU test files ($REST), TEST_TIMEOUT
 #   cache     the NVRTC cache
 set -u
@@ -27,6 +28,8 @@ for stage in ${STAGES:-"tests cache"}; do
       --only '["chosen", "w8u8 tagged", "w8u12 tagged"]' --rounds "${ROUNDS:-3}" --name explore_split_delays_v34 2>&1 | tail -16 ;;
     quick) timeout "${QUICK_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     sanitize) run_sanitizers benchmarks/persistent_mma_small_run.py "$OUT/sanitizers.log" "${SAN_TIMEOUT:-200}" 10 ;;
+    racecheck) SAN_TOOLS=racecheck run_sanitizers benchmarks/persistent_mma_small_run.py "$OUT/racecheck.log" "${SAN_TIMEOUT:-200}" 400 \
+      | grep -A4 "Race reported\|SUMMARY" | head -40 ;;
     rest) run_gpu_tests "$OUT/rest.log" $(for f in ${REST:-}; do echo "$REPO/tests/$f"; done) ;;
     cache) save_cupy_cache "$OUT" ;;
   esac
