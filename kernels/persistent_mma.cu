@@ -95,6 +95,8 @@
 // per warp in shared memory)
 // ecornn-check: -DPASS=1 -DBF16=0 -DBATCH=8 -DNWARPS=16 -DM_TILES=1 -DK_TILES=16 -DREG_K_TILES=16 -DTAGGED=0 -DGROUPS=2 -DBWD_LATE_LOADS=1
 // ecornn-check: -DPASS=1 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=1 -DK_TILES=48 -DREG_K_TILES=46 -DTAGGED=0 -DBWD_LATE_LOADS=1
+// v34 (H0_IN_PRODUCT): the split with more batch columns than partial lines (fp32 H=128 B=33: 8 warps, one m-tile)
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=33 -DNWARPS=8 -DM_TILES=1 -DK_TILES=1 -DREG_K_TILES=1 -DTAGGED=0 -DSPLIT=1
 #include <cooperative_groups.h>
 
 #include "mma_common.cuh"
@@ -813,10 +815,10 @@ __device__ __forceinline__ size_t xch_rows(int d, int step, int k_len) {
 }
 
 #if PASS == 0
-// v34: where column b's largest biased h0 exponent stays for step 0: the padding floats of partial row b (never
-// written by a product).
+// v34: where column b's largest biased h0 exponent stays for step 0: the 4 padding floats of partial line b / 4
+// (never written by a product; 4 per line: B=33 on 8 warps of one m-tile has 32 lines).
 __device__ __forceinline__ unsigned int* h0_exponent_slot(float* red_s, int b) {
-    return reinterpret_cast<unsigned int*>(red_s + b * kRedStride + 4 * kNPad);
+    return reinterpret_cast<unsigned int*>(red_s + (b / 4) * kRedStride + 4 * kNPad + b % 4);
 }
 
 // v34: column b's e (h0_column_exponent) from its slot: 0 where every value is zero or subnormal.
@@ -824,7 +826,7 @@ __device__ __forceinline__ int h0_exponent(float* red_s, int b) {
     const int biased = static_cast<int>(*h0_exponent_slot(red_s, b));
     return biased == 0 ? 0 : biased - 126;
 }
-static_assert(!kH0InProduct || kBatch <= kWarps * (kRows / 4), "a partial row's padding per batch column");
+static_assert(!kH0InProduct || kBatch <= kWarps * kRows, "a padding float of the partials per batch column");
 
 // v34: the exponent e of max |h0[d][b][:]| over the finite values (0 when they are all zero or subnormal: nothing
 // to scale) of every batch column, as the largest biased exponent (a shared-memory atomicMax per value, or per warp
