@@ -3,6 +3,7 @@
 # Stages (STAGES), all under $OUT:
 #   tests     GPU test files ($TESTS; default the v34 file), TEST_TIMEOUT (default 300)
 #   ab        v34 against the GEMV (H0_IN_PRODUCT=False), alternated in one process (ab_alternate.py, bench_persistent_v34)
+#   unscale   v33's split rule re-checked on the v34 kernel: the unscale pass ("auto") against in-kernel (bench_persistent_v34_unscale)
 #   builds    each A/B row's forward plan as planned and as built, both modes (diag_v34_builds.py)
 #   kernels   every kernel and copy of the graph-replayed forwards, by CUPTI (profile_replay_kernels_v33.py)
 #   explore   the fp32 split B=4 kernels alone at first-poll delays around v28's 400 ns (explore_exchange_delay.py)
@@ -21,6 +22,8 @@ for stage in ${STAGES:-"tests cache"}; do
     tests) run_gpu_tests "$OUT/tests.log" ${TESTS:-"$REPO/tests/test_persistent_v34_gpu.py"} ;;
     ab) timeout "${AB_TIMEOUT:-240}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v34 \
       --rounds "${ROUNDS:-3}" --name ab_alternate_v34 ${AB_ROWS:+--rows $AB_ROWS} 2>&1 | tail -8 ;;
+    unscale) timeout "${AB_TIMEOUT:-240}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v34_unscale \
+      --rounds "${ROUNDS:-5}" --name ab_unscale_v34 2>&1 | tail -6 ;;
     builds) timeout 200 python3 benchmarks/diag_v34_builds.py "$OUT" 2>&1 | tail -12 ;;
     kernels) timeout "${PROFILE_TIMEOUT:-120}" python3 benchmarks/profile_replay_kernels_v33.py "$OUT" 2>&1 | tail -70 ;;
     explore) timeout "${EXPLORE_TIMEOUT:-200}" python3 benchmarks/explore_exchange_delay.py "$OUT" \
