@@ -832,7 +832,8 @@ static_assert(!kH0InProduct || kBatch <= kWarps * kRows, "a padding float of the
 // to scale) of every batch column, as the largest biased exponent (a shared-memory atomicMax per value, or per warp
 // where its 32 values lie in one row); returns this thread's column's. h0 * 2^-e then has its largest value in
 // [0.5, 1). One flat loop (a loop of warps over columns spilled the 255-register plan on sm_90), kH0Loads loads in
-// flight per thread (one at a time, each waited for before its atomic, it cost ~6 us per call at H=1024 B=4).
+// flight per thread (one at a time, each waited for before its atomic, the kernel alone measured up to 0.29 us/step
+// slower at H=512 B=16: results/persistent_v34, call 2).
 constexpr int kH0Loads = 4;
 __device__ __forceinline__ int h0_column_exponent(const float* __restrict__ h0, float* red_s, const Slot& p, int H) {
     if (threadIdx.x < kBatch) *h0_exponent_slot(red_s, threadIdx.x) = 0u;

@@ -10,7 +10,7 @@ import pytest
 from ecornn import LSTMConfig
 from ecornn.engines import persistent
 from tests import test_persistent_emulated as emulation
-from tests.test_persistent_mma_emulated import cpu_engine, fake_gemm  # noqa: F401 (fixtures)
+from tests.test_persistent_mma_emulated import cpu_engine  # noqa: F401 (fixture)
 from tests.test_persistent_v32_cpu import _flat, _problem, _run, _worst_error, split_engine  # noqa: F401
 
 FP32_TOL = 1e-5
