@@ -23,7 +23,7 @@ for stage in ${STAGES:-"tests cache"}; do
     ab) timeout "${AB_TIMEOUT:-240}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v34 \
       --rounds "${ROUNDS:-3}" --name ab_alternate_v34 ${AB_ROWS:+--rows $AB_ROWS} 2>&1 | tail -8 ;;
     unscale) timeout "${AB_TIMEOUT:-240}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v34_unscale \
-      --rounds "${ROUNDS:-5}" --name ab_unscale_v34 2>&1 | tail -6 ;;
+      --rounds "${ROUNDS:-5}" --name ab_unscale_v34 ${AB_ROWS:+--rows $AB_ROWS} 2>&1 | tail -6 ;;
     builds) timeout 200 python3 benchmarks/diag_v34_builds.py "$OUT" 2>&1 | tail -12 ;;
     kernels) timeout "${PROFILE_TIMEOUT:-120}" python3 benchmarks/profile_replay_kernels_v33.py "$OUT" 2>&1 | tail -70 ;;
     explore) timeout "${EXPLORE_TIMEOUT:-200}" python3 benchmarks/explore_exchange_delay.py "$OUT" \
