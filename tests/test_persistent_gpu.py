@@ -55,8 +55,10 @@ def _assert_bitwise_reruns(rng, config):
         assert np.array_equal(np.asarray(a), np.asarray(b))
 
 
-def _compare(rng, config, tol, dropout=0.0):
-    weights, x, h0, c0 = random_problem(rng, config)
+def _compare(rng, config, tol, dropout=0.0, problem=None):
+    """Forward and every gradient of the persistent engine within ``tol`` of float64; ``problem``: (weights, x, h0,
+    c0), else a random one."""
+    weights, x, h0, c0 = problem if problem is not None else random_problem(rng, config)
     dy, dh, dc = _gradient_seeds(rng, config, config.dtype)
     got = _run("persistent", x, weights, h0, c0, dy, dh, dc, config.bidirectional, dropout)
     f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731

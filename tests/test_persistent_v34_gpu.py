@@ -10,8 +10,8 @@ import pytest
 from ecornn import LayerWeights, LSTMConfig
 from ecornn.engines import persistent
 from tests.helpers import random_problem, rel_err
-from tests.test_persistent_gpu import (FP32_TOL, NAMES, _as64, _assert_bitwise_reruns,
-                                       _assert_graph_replays_match_float64, _gradient_seeds, _run)
+from tests.test_persistent_gpu import (FP32_TOL, _as64, _assert_bitwise_reruns, _assert_graph_replays_match_float64,
+                                       _compare, _gradient_seeds, _run)
 
 pytestmark = pytest.mark.gpu
 
@@ -35,17 +35,9 @@ def _scaled_problem(rng, config, h0_column_gains=(1.0,), whh_gain=1.0):
     return weights, x, h0, c0
 
 
-def _against_float64(rng, config, problem, tol=FP32_TOL):
-    """Forward and gradients of ``problem`` by the engine; the worst relative error against float64 asserted."""
-    weights, x, h0, c0 = problem
-    seeds = _gradient_seeds(rng, config, np.float32)
-    got = _run("persistent", x, weights, h0, c0, *seeds, config.bidirectional)
-    f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
-    want = _run("reference", f64(x), _as64(weights), f64(h0), f64(c0), *map(f64, seeds), config.bidirectional)
-    names = NAMES + [f"d{f}[{i}]" for i in range(len(weights)) for f in LayerWeights._fields]
-    errors = {n: rel_err(g, w) for n, g, w in zip(names, got, want)}
-    worst = max(errors, key=errors.get)
-    assert errors[worst] <= tol, f"{worst}: rel err {errors[worst]:.3g} > {tol} (all: {errors})"
+def _against_float64(rng, config, problem):
+    """test_persistent_gpu._compare on ``problem`` (fp32 tolerance), and the split kernel ran."""
+    got = _compare(rng, config, FP32_TOL, problem=problem)
     assert persistent.last_kinds["forward"] == "mma"
     return got
 
