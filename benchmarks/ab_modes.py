@@ -10,22 +10,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_persistent import STEPS, _median_ms, kernel_launcher  # noqa: E402
 from bench_persistent_v5 import _train_ms  # noqa: E402
 
+from ecornn import gpu_blas  # noqa: E402
 from ecornn.engines import persistent  # noqa: E402
 
 ENGINE_FLAGS = ("FP32_TENSOR_CORES", "TAGGED_EXCHANGE", "PAIRED_SPLIT", "SPLIT_WORDS", "IN_KERNEL_PROJECTION", "POLL_DELAY",
                 "REGISTER_MODEL", "FP32_GEMMS", "FP32_BACKWARD_GEMMS", "KERNEL_WRITES_16BIT", "GRID_KERNEL_BIAS",
                 "X_PREFETCH", "FAST_FP32_GATES", "MIN_3XTF32_FLOPS", "MIN_3XTF32_BACKWARD_FLOPS", "TAGGED_WITH_WAIT",
                 "CLUSTER_DEFAULT", "BATCH_GROUPS", "GROUP_BARRIERS", "BACKWARD_16BIT_GRADS", "BACKWARD_16BIT_DY",
-                "BWD_LATE_LOADS", "DEINTERLEAVE_BY_MEMCPY", "XW_UNSCALE_IN_KERNEL", "XW_AT_LOAD", "H0_IN_PRODUCT")
+                "BWD_LATE_LOADS", "DEINTERLEAVE_BY_MEMCPY", "XW_UNSCALE_IN_KERNEL", "XW_AT_LOAD", "H0_IN_PRODUCT",
+                "SPLIT_READS_X")
+BLAS_FLAGS = ("UNSCALE_BY_FOURS",)   # v35: gpu_blas's
 # The engine's own defaults, read once at import (before any mode sets a flag), so that a changed
 # default in persistent.py needs no second edit here.
 ENGINE_FLAG_DEFAULTS = {name: getattr(persistent, name) for name in ENGINE_FLAGS}
+ENGINE_FLAG_DEFAULTS.update({name: getattr(gpu_blas, name) for name in BLAS_FLAGS})
 
 
 def set_engine_flags(flags: dict) -> None:
     """The engine's flags at their defaults, except ``flags``."""
     for name, value in {**ENGINE_FLAG_DEFAULTS, **flags}.items():
-        setattr(persistent, name, value)
+        setattr(gpu_blas if name in BLAS_FLAGS else persistent, name, value)
 
 
 def alternate_rounds(modes: dict, rounds: int, measure) -> dict:

@@ -296,14 +296,17 @@ def _row_scaled_halves(rows, lo_scale: float) -> tuple:
     return hi, ((scaled - hi.astype(np.float32)) * np.float32(lo_scale)).astype(np.float16), e
 
 
-def fp16_split3(a, lo_first: bool):
+def fp16_split3(a, lo_first: bool, a_at=None):
     """(out [rows, 3k] fp16, row_exp [rows] int32) of a 2-D fp32 ``a`` (kernels/fp16_split.cu): parts
     (hi, lo, hi) or, ``lo_first``, (lo, hi, hi) of every row scaled by its power of two, 2^-row_exp.
-    NumPy or CuPy (one kernel)."""
+    NumPy or CuPy (one kernel). ``a_at`` (v35, in a replayed graph's capture): the replay ring's fetched
+    addresses; the kernel then reads the caller's x there, ``a`` being its (unfilled) buffer."""
     from .arrays import module_of
     xp = module_of(a)
     if a.ndim != 2:
         raise ValueError(f"fp16_split3: a 2-D array expected, got shape {tuple(a.shape)}")
+    if a_at is not None and not (a.dtype == xp.float32 and a.flags.c_contiguous):
+        raise ValueError("fp16_split3: a read by reference must be its C-ordered fp32 buffer")
     a = xp.ascontiguousarray(a, dtype=xp.float32)
     rows, k = a.shape
     if xp is np:
@@ -312,7 +315,8 @@ def fp16_split3(a, lo_first: bool):
         return out, (-e).astype(np.int32)
     out, row_exp = xp.empty((rows, 3 * k), xp.float16), xp.empty((rows,), xp.int32)
     _fp16_split_kernels(xp.cuda.Device().id)[0](
-        (min(rows, 4096),), (256,), (a, np.int32(rows), np.int32(k), np.int32(lo_first), out, row_exp))
+        (min(rows, 4096),), (256,), (a, np.int32(rows), np.int32(k), np.int32(lo_first), out, row_exp,
+                                     a_at if a_at is not None else np.uint64(0)))
     return out, row_exp
 
 
@@ -321,7 +325,7 @@ def _fp16_split_kernels(device: int):   # cached: compile_module hashes the sour
     from .gpu import compile_module
     module = compile_module("fp16_split.cu")
     return (module.get_function("fp16_split3"), module.get_function("unscale_rows_cols"),
-            module.get_function("split_x_rows"))
+            module.get_function("split_x_rows"), module.get_function("unscale_rows_cols4"))
 
 
 def split_x_rows(x, batch: int, tail_floats: int = 0):
@@ -376,12 +380,29 @@ def matmul_fp16_split3(a3, a_exp, b3_t, b_exp, out, *, stream=None, unscale=True
         out[...] = np.ldexp(product, a_exp[:, None] + b_exp[None, :]) if unscale else product
         return out
     matmul(a3, b3_t.T, out, a_type="float16", stream=stream)
-    if not unscale:
-        return out
-    n = out.shape[1]
-    blocks = min(-(-rows * n // 256), 8 * 1024)
-    _fp16_split_kernels(xp.cuda.Device().id)[1]((blocks,), (256,), (out, np.int64(rows), np.int32(n), a_exp, b_exp))
+    if unscale:
+        unscale_rows_cols(out, a_exp, b_exp)
     return out
+
+
+UNSCALE_BY_FOURS = True   # v35: unscale_rows_cols4 where the layout allows; False: v28's flat pass (the ablation)
+
+
+def unscale_rows_cols(out, row_exp, col_exp) -> None:
+    """``out`` [rows, n] (C-ordered fp32 on the GPU) times 2^(row_exp[r] + col_exp[c]) in place: one
+    kernel, four columns per thread where n % 4 == 0 and out and col_exp are 16-byte aligned (v35),
+    else one element per thread (the same values bitwise)."""
+    from .arrays import data_address
+    rows, n = out.shape
+    kernels = _fp16_split_kernels(out.device.id)
+    if UNSCALE_BY_FOURS and n % 4 == 0 and out.flags.c_contiguous and data_address(out) % 16 == 0 and data_address(col_exp) % 16 == 0:
+        threads = min(256, -(-n // 4))
+        across = -(-n // (4 * threads))
+        kernels[3]((across, max(1, min(rows, 4096 // across))), (threads,),
+                   (out, np.int32(rows), np.int32(n), row_exp, col_exp))
+        return
+    blocks = min(-(-rows * n // 256), 8 * 1024)
+    kernels[1]((blocks,), (256,), (out, np.int64(rows), np.int32(n), row_exp, col_exp))
 
 
 def matmul_3xtf32(a, b, out, *, beta=0.0, a_parts=None, b_parts=None, stream=None):

@@ -38,9 +38,13 @@ __device__ float row_abs_max(const float* row, int k) {
     return m;
 }
 
-// One block per row (grid-stride).
+// One block per row (grid-stride). a_at (v35, a replayed graph; null otherwise): the replay ring's
+// fetched {x, h0, c0, tag matched}; on a matched tag the rows are read at the caller's x (a's bytes),
+// else from a, which the ring has NaN-filled (kernels/replay_inputs.cu, copy_current).
 extern "C" __global__ void fp16_split3(const float* __restrict__ a, int rows, int k, int lo_first,
-                                       unsigned short* __restrict__ out, int* __restrict__ row_exp) {
+                                       unsigned short* __restrict__ out, int* __restrict__ row_exp,
+                                       const long long* __restrict__ a_at) {
+    if (a_at != nullptr && a_at[3] != 0) a = reinterpret_cast<const float*>(a_at[0]);
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         const float* src = a + static_cast<long long>(r) * k;
         const int e = scale_exponent(row_abs_max(src, k));
@@ -64,6 +68,27 @@ extern "C" __global__ void unscale_rows_cols(float* __restrict__ out, long long 
     const long long total = rows * n;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x)
         out[i] = ldexpf(out[i], row_exp[i / n] + col_exp[i % n]);
+}
+
+// v35: the same product, four columns per thread (n % 4 == 0; out and col_exp 16-byte aligned) and the
+// rows strided over blockIdx.y: no 64-bit index division per element, the column exponents loaded
+// once per thread, 16-byte accesses. Bitwise unscale_rows_cols (the same ldexpf of the same values).
+extern "C" __global__ void unscale_rows_cols4(float* __restrict__ out, int rows, int n,
+                                             const int* __restrict__ row_exp, const int* __restrict__ col_exp) {
+    const int c = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
+    if (c >= n) return;
+    const int4 ce = *reinterpret_cast<const int4*>(col_exp + c);
+#pragma unroll 4
+    for (int r = blockIdx.y; r < rows; r += gridDim.y) {
+        const int e = row_exp[r];
+        float4* p = reinterpret_cast<float4*>(out + static_cast<long long>(r) * n + c);
+        float4 v = *p;
+        v.x = ldexpf(v.x, e + ce.x);
+        v.y = ldexpf(v.y, e + ce.y);
+        v.z = ldexpf(v.z, e + ce.z);
+        v.w = ldexpf(v.w, e + ce.w);
+        *p = v;
+    }
 }
 
 // v29: the layer input of the fp32 split kernel's in-kernel projection (persistent_mma.cu, SPLIT with

@@ -195,8 +195,8 @@ def test_fp16_split_projections_keep_fp32_accuracy(blas_engine, rng, monkeypatch
     monkeypatch.setattr(rules, "input_projection_pays", lambda plan: False)   # the GEMM before the kernel
     splits, gemms = [], []
     real_split, real_gemm = gpu_blas.fp16_split3, gpu_blas.matmul_fp16_split3
-    monkeypatch.setattr(gpu_blas, "fp16_split3", lambda a, lo_first: splits.append((a.shape, lo_first))
-                        or real_split(a, lo_first))
+    monkeypatch.setattr(gpu_blas, "fp16_split3", lambda a, lo_first, a_at=None: splits.append((a.shape, lo_first))
+                        or real_split(a, lo_first, a_at))
     monkeypatch.setattr(gpu_blas, "matmul_fp16_split3", lambda *args, **kw: gemms.append(1) or real_gemm(*args, **kw))
     config = LSTMConfig(inp, hidden, layers, bidir, "float32", batch, steps)
     assert _train(blas_engine, rng, config) <= 1e-5

@@ -149,6 +149,8 @@ XW_AT_LOAD = False   # v33: the split forward applies xw (its unscale, the biase
                      # True: where loaded (v32: the ldexpf waited for the exponents before the polls), XW_AT_LOAD=1
 H0_IN_PRODUCT = True   # v34: the split forward takes h0 itself into its step-0 product (scaled per batch column);
                        # False: the host's strict-fp32 W_hh h0 GEMV, added at step 0 (v32), H0_IN_PRODUCT=0
+SPLIT_READS_X = True   # v35: a replayed fp32 forward whose only reader of x is layer 0's fp16 split (fp16_split3) has
+                       # it read the caller's x where it lies (the replay ring copies x no more); False: copied
 GROUP_BARRIERS = False    # v30: True: grouped grid.sync plans synchronise each (direction, group) on a counter of
                           # its own (kernel GROUP_BARRIERS); measured slower than grid.sync() over the whole grid
                           # (results/persistent_v30, 14_), so an option only
@@ -917,7 +919,7 @@ def _fp32_projection(flat, prep, out, tf32: bool, split=None):
     mode = _fp32_projection_mode(flat.shape[0], prep, tf32)
     if mode == "fp16split":   # v28
         from ..gpu_blas import fp16_split3, matmul_fp16_split3
-        split = fp16_split3(flat, False) if split is None else split
+        split = fp16_split3(flat, False, _x_reference(flat)) if split is None else split
         matmul_fp16_split3(*split, *prep.input_weight_split16(), out)
         return split
     if mode == "onepass":
@@ -928,6 +930,12 @@ def _fp32_projection(flat, prep, out, tf32: bool, split=None):
     b_parts = tuple(p.T for p in prep.input_weight_parts()) if mode == "3xtf32" else None
     _matmul(flat, prep.w_ih.T, out, tf32=tf32, b_parts=b_parts)
     return split
+
+
+def _x_reference(flat):
+    """v35: the replay ring's fetched addresses where the capture in progress has ``flat`` (the graph's x
+    buffer) read by reference (split_reads_x), else None."""
+    return persistent_graph.input_reference(flat) if SPLIT_READS_X else None
 
 
 def _input_projections(layer_input, preps, tf32=False, with_bias=True, input_16bit=None, gemm_dtype=None):
@@ -955,7 +963,8 @@ def _scaled_split_projections(layer_input, preps):
     from ..gpu_blas import fp16_split3, matmul_fp16_split3
     steps, batch, k = layer_input.shape
     out = _cp().empty((len(preps), steps * batch, preps[0].w_ih.shape[0]), np.float32)
-    split = fp16_split3(layer_input.reshape(steps * batch, k), False)
+    flat = layer_input.reshape(steps * batch, k)
+    split = fp16_split3(flat, False, _x_reference(flat))
     for d, prep in enumerate(preps):
         matmul_fp16_split3(*split, *prep.input_weight_split16(), out[d], unscale=False)
     return out.reshape(len(preps), steps, batch, -1), split[1]
@@ -1045,7 +1054,12 @@ def _graph_mode(variant) -> tuple:
             DIRECT_16BIT_INPUT, ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS, X_PREFETCH,
             FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER, BATCH_GROUPS, GROUP_BARRIERS,
             BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY,
-            XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT)
+            XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, _blas_flags())
+
+
+def _blas_flags() -> tuple:
+    from .. import gpu_blas
+    return (gpu_blas.UNSCALE_BY_FOURS,)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
@@ -1069,7 +1083,8 @@ def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None
         return (*out[:3], last_kinds["forward"])
     with _last_kinds_kept():
         persistent_graph.capture(prepared, config, mode, x, h0, c0, rerun,
-                                 x_by_reference=kernel_reads_x(config, x, variant))
+                                 x_by_reference=kernel_reads_x(config, x, variant)
+                                 or split_reads_x(config, x, variant, prepared))
     return result
 
 
@@ -1223,6 +1238,21 @@ def kernel_reads_x(config, x, variant: str = "auto") -> bool:
         return False
     projection_in_kernel, _, reads_f32 = _input_reads(config, fwd, _final(fwd))
     return projection_in_kernel and not reads_f32
+
+
+def split_reads_x(config, x, variant: str = "auto", prepared=None) -> bool:
+    """v35: whether an inference forward's only reader of fp32 ``x`` is layer 0's fp16 split of it (the
+    fp16-split projection's gpu_blas.fp16_split3), so a replayed graph may hand it the caller's x
+    instead of a copy (SPLIT_READS_X)."""
+    if not SPLIT_READS_X or config.dtype != "float32" or x.dtype != np.float32 or prepared is None:
+        return False
+    fwd = _cluster_choice(config, False, variant)
+    if fwd is None:
+        fwd = _built_plans(config, False, "grid" if variant == "cluster" else variant)["forward"]
+    built = _final(fwd) if fwd.kind in ("mma", "grid") else fwd
+    if _input_reads(config, fwd, built)[0]:   # the kernel projects x itself
+        return False
+    return _fp32_projection_mode(config.seq_len * config.batch, prepared.slots[0], _tf32_for(config)) == "fp16split"
 
 
 def _split_input(layer_in, prep: PersistentWeights, layer: int, directions: int, plan):

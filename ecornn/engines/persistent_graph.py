@@ -51,8 +51,9 @@ COPY_KERNEL = True          # v17: a replay's three input copies as one kernel (
 INPUTS_BY_REFERENCE = True  # v20: the input copy is the graph's first node, its sources read from a ring in
                             # mapped host memory (persistent_replay_ring); False: the copy kernel (v17)
 KERNEL_READS_X = True       # v21 (with INPUTS_BY_REFERENCE): where the forward kernel is x's only reader
-                            # (persistent.kernel_reads_x), it reads the caller's x at the fetched address:
-                            # no copy of x in the graph; False: x copied like h0 and c0 (v20, the ablation)
+                            # (persistent.kernel_reads_x; v35: or layer 0's fp16 split, persistent.split_reads_x),
+                            # it reads the caller's x at the fetched address: no copy of x in the graph;
+                            # False: x copied like h0 and c0 (v20, the ablation)
 _capturing: list = []       # the ring of the capture in progress (input_reference)
 REPLAY_ON_CALLER_STREAM = True   # v17: replays run on the caller's stream (no events unless it changes);
                                  # False: on the graph stream, three events per replay (v5-v16, ablation)
@@ -313,7 +314,8 @@ def capture(prepared, config, mode, x, h0, c0, run_eager, x_by_reference: bool =
     """Capture ``run_eager(x, h0, c0) -> (output, hT, cT, kind)`` (inputs in the caller's dtypes,
     outputs in the caller's dtype or fp32: CAPTURE_OUTPUT_CASTS) into a graph
     (called after an eager call of the same configuration: modules are compiled, cuBLAS warm).
-    ``x_by_reference``: the kernel is x's only reader and takes it through input_reference (v21).
+    ``x_by_reference``: the kernel (v21) or layer 0's x split (v35) is x's only reader and takes it through
+    input_reference.
     Nothing runs now; a failure leaves the configuration eager."""
     if not _wanted(prepared, x):
         return

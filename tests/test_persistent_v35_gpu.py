@@ -1,0 +1,128 @@
+"""`persistent` v35 on the GPU. (1) A replayed fp32 forward whose only reader of x is layer 0's fp16 split reads
+the caller's x at the address the replay ring fetched (persistent.split_reads_x): every replay bitwise the eager
+path on its own inputs, the last within fp32's 1e-5 of float64, the same bits as v20's copy; x off alignment or
+rewritten in place; a launch around the ring gives NaN. (2) The fp16-split GEMM's unscale pass by four columns
+(gpu_blas.unscale_rows_cols4) bitwise the flat pass and NumPy's ldexp, exponents at the edges included."""
+import numpy as np
+import pytest
+
+from ecornn import LSTMConfig, gpu_blas
+from ecornn.engines import persistent, persistent_graph
+from ecornn.engines import persistent_replay_ring as ring_module
+from tests.test_persistent_v5_gpu import _gpu_inputs
+from tests.test_persistent_v17_gpu import _assert_equal_bits, _prepared
+from tests.test_persistent_v20_gpu import _eager, _entry, assert_replays_fetched_their_own, shifted_copy
+
+pytestmark = pytest.mark.gpu
+
+
+def _replays(config, gpu_weights, prepared, calls):
+    return [persistent.forward(config, x, gpu_weights, h0, c0, prepared=prepared)[:3] for x, h0, c0 in calls]
+
+
+@pytest.mark.parametrize("hidden, layers, bidir, batch, steps", [
+    (1024, 1, False, 4, 256),   # the issue's fp32 B=4 row: the split over the GEMM and its unscale pass
+    (1024, 1, False, 8, 100),   # the scaled xw (v32)
+    (512, 2, True, 4, 256),     # the grid (FFMA) kernel; both directions share layer 0's split; layer 1 splits y
+])
+def test_replays_split_the_callers_x(rng, monkeypatch, hidden, layers, bidir, batch, steps):
+    import cupy as cp
+    config = LSTMConfig(hidden, hidden, layers, bidir, "float32", batch, steps)
+    host_weights, gpu_weights, prepared = _prepared(rng, config)
+    calls = [_gpu_inputs(rng, config) for _ in range(ring_module.SLOTS + 6)]
+    assert persistent.split_reads_x(config, calls[0][0], prepared=prepared)
+    cp.cuda.Device().synchronize()
+    outs = _replays(config, gpu_weights, prepared, calls)
+    cp.cuda.Device().synchronize()
+    ring = _entry(prepared).ring
+    assert ring.by_reference == (True, False, False) and ring.referenced[0]
+    assert_replays_fetched_their_own(monkeypatch, config, host_weights, gpu_weights, prepared, calls, outs)
+    monkeypatch.setattr(persistent, "SPLIT_READS_X", False)   # v20's copy of x: the same bits
+    copied = _replays(config, gpu_weights, prepared, calls[:4])
+    others = [entry for entry in prepared.graphs.values() if entry.ring is not ring]
+    assert len(others) == 1 and not others[0].ring.by_reference[0]
+    for got, want in zip(copied[1:], outs[1:4]):
+        _assert_equal_bits(got, want)
+
+
+def test_x_off_alignment_or_changed_in_place_is_split_correctly(rng, monkeypatch):
+    """x 4 bytes off 16-byte alignment is copied first (the ring's rule for inputs read by reference); x
+    rewritten in place between two calls is read as it is when the graph runs."""
+    config = LSTMConfig(512, 512, 1, False, "float32", 4, 256)
+    _, gpu_weights, prepared = _prepared(rng, config)
+    calls = [_gpu_inputs(rng, config) for _ in range(6)]
+    shifted = shifted_copy(calls[2][0])
+    assert shifted.data.ptr % 16 == 4
+    calls[2] = (shifted, *calls[2][1:])
+    reused, before = calls[3][0], calls[3][0].copy()
+    outs = _replays(config, gpu_weights, prepared, calls[:4])
+    reused[...] = calls[4][0]                                   # the caller writes new values into x
+    outs += _replays(config, gpu_weights, prepared, [(reused, *calls[4][1:])])
+    want_calls = calls[:3] + [(before, *calls[3][1:]), calls[4]]
+    assert _entry(prepared).ring.by_reference[0] and _entry(prepared).ring.issued == 4
+    for got, want in zip(outs, _eager(monkeypatch, config, gpu_weights, prepared, want_calls)):
+        _assert_equal_bits(got, want)
+
+
+def test_a_launch_around_the_ring_gives_nan_with_x_split_by_reference(rng, monkeypatch):
+    import cupy as cp
+    monkeypatch.setattr(persistent_graph, "capture_errors", {})
+    config = LSTMConfig(512, 512, 1, False, "float32", 4, 256)
+    _, gpu_weights, prepared = _prepared(rng, config)
+    calls = [_gpu_inputs(rng, config) for _ in range(3)]
+    _replays(config, gpu_weights, prepared, calls[:2])
+    entry = _entry(prepared)
+    assert entry.ring.by_reference[0]
+    stream = cp.cuda.get_current_stream()
+    entry.graph.launch(stream=stream)
+    stream.synchronize()
+    assert all(bool(cp.isnan(a).all()) for a in entry.outputs)
+    got = _replays(config, gpu_weights, prepared, calls[2:])[0]
+    assert not prepared.graphs
+    assert any("RingMismatch" in why for why in persistent_graph.capture_errors.values())
+    _assert_equal_bits(got, _eager(monkeypatch, config, gpu_weights, prepared, calls[2:])[0])
+
+
+def _unscale_problem(rng, rows, n):
+    values = (rng.standard_normal((rows, n)) * np.exp2(rng.integers(-20, 20, (rows, n)))).astype(np.float32)
+    values[0, :min(n, 4)] = (0.0, -0.0, np.inf, np.nan)[:min(n, 4)]
+    row_exp = rng.integers(-40, 40, rows).astype(np.int32)
+    col_exp = rng.integers(-40, 40, n).astype(np.int32)
+    row_exp[-1], col_exp[-1] = 120, 120         # past fp32's top: inf
+    row_exp[1], col_exp[:2] = -140, 0            # into the subnormals: exact, rounded, and below them: 0
+    values[1, :2] = 1.5, 1.0 + 2.0 ** -20
+    return values, row_exp, col_exp
+
+
+@pytest.mark.parametrize("rows, n, offset", [(1024, 4096, 0), (4096, 4096, 0), (7, 20, 0), (5, 4, 0), (33, 100, 4),
+                                             (9, 30, 0)])   # n % 4 != 0: the flat pass both times
+def test_the_unscale_by_fours_is_bitwise_the_flat_pass_and_numpy(rng, monkeypatch, rows, n, offset):
+    import cupy as cp
+    values, row_exp, col_exp = _unscale_problem(rng, rows, n)
+    want = np.ldexp(values, row_exp[:, None] + col_exp[None, :])
+    results = {}
+    for by_fours in (True, False):
+        monkeypatch.setattr(gpu_blas, "UNSCALE_BY_FOURS", by_fours)
+        room = cp.zeros(rows * n + offset, cp.float32)
+        out = room[offset:].reshape(rows, n)      # offset 4: 16 bytes in, still aligned
+        out[...] = cp.asarray(values)
+        gpu_blas.unscale_rows_cols(out, cp.asarray(row_exp), cp.asarray(col_exp))
+        results[by_fours] = cp.asnumpy(out)
+        assert not room[:offset].any()
+    assert np.array_equal(results[True].view(np.int32), results[False].view(np.int32))
+    subnormal = (np.abs(want) < np.finfo(np.float32).tiny) & (want != 0)
+    assert np.isinf(want[-1, -1]) and subnormal.any()   # the edges are in the problem
+    assert np.array_equal(results[True][~subnormal], want[~subnormal], equal_nan=True)
+    assert np.abs(results[True][subnormal] - want[subnormal]).max() <= 2.0 ** -149   # within one subnormal step
+
+
+def test_the_four_column_kernel_ran(monkeypatch):
+    """The four-column kernel is the one launched for the issue's shape (not the fallback)."""
+    import cupy as cp
+    launched = []
+    kernels = gpu_blas._fp16_split_kernels(cp.cuda.Device().id)
+    monkeypatch.setattr(gpu_blas, "_fp16_split_kernels", lambda device: tuple(
+        (lambda k, i: (lambda *a: launched.append(i) or k(*a)))(k, i) for i, k in enumerate(kernels)))
+    out = cp.ones((1024, 4096), cp.float32)
+    gpu_blas.unscale_rows_cols(out, cp.full(1024, 3, cp.int32), cp.full(4096, -1, cp.int32))
+    assert launched == [3] and bool((out == 4.0).all())
