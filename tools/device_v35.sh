@@ -23,7 +23,7 @@ for stage in ${STAGES:-"tests cache"}; do
       --rounds "${ROUNDS:-3}" --name ab_alternate_v35 ${AB_ROWS:+--rows $AB_ROWS} 2>&1 | tail -8 ;;
     unscale) timeout "${AB_TIMEOUT:-240}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v35_unscale \
       --rounds "${ROUNDS:-5}" --name ab_unscale_v35 ${AB_ROWS:+--rows $AB_ROWS} 2>&1 | tail -8 ;;
-    kernels) timeout "${PROFILE_TIMEOUT:-150}" python3 benchmarks/profile_replay_kernels_v35.py "$OUT" 2>&1 | grep -v "^| `" | tail -30 ;;
+    kernels) timeout "${PROFILE_TIMEOUT:-150}" python3 benchmarks/profile_replay_kernels_v35.py "$OUT" 2>&1 | grep "device time per call" ;;
     quick) timeout "${QUICK_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     sanitize) run_sanitizers benchmarks/persistent_mma_small_run.py "$OUT/sanitizers.log" "${SAN_TIMEOUT:-200}" 10 ;;
     rest) run_gpu_tests "$OUT/rest.log" $(for f in ${REST:-}; do echo "$REPO/tests/$f"; done) ;;
