@@ -8,6 +8,7 @@
 #   kernels   every kernel and copy of the graph-replayed fp32 forwards, v35 and v34, by CUPTI (profile_replay_kernels_v35.py)
 #   quick     the quick bench (#5's table, cuDNN in the process)
 #   sanitize  compute-sanitizer memcheck and racecheck over the tensor-core small run
+#   memcheck  compute-sanitizer memcheck over the v35 GPU tests of the unscale pass and of a replayed split
 #   rest      more GPU test files ($REST), TEST_TIMEOUT
 #   cache     the NVRTC cache
 set -u
@@ -26,6 +27,10 @@ for stage in ${STAGES:-"tests cache"}; do
     kernels) timeout "${PROFILE_TIMEOUT:-150}" python3 benchmarks/profile_replay_kernels_v35.py "$OUT" 2>&1 | grep "device time per call" ;;
     quick) timeout "${QUICK_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     sanitize) run_sanitizers benchmarks/persistent_mma_small_run.py "$OUT/sanitizers.log" "${SAN_TIMEOUT:-200}" 10 ;;
+    memcheck) (cd /tmp && timeout "${SAN_TIMEOUT:-240}" compute-sanitizer --tool memcheck --error-exitcode 9 \
+      python3 -m pytest -q -m gpu -p no:cacheprovider --import-mode=append --rootdir "$REPO" \
+      "$REPO/tests/test_persistent_v35_gpu.py" -k "unscale or four_column or nan" 2>&1; echo "exit: $?") \
+      | grep -v "^$" | tail -6 | tee "$OUT/memcheck_v35.log" ;;
     rest) run_gpu_tests "$OUT/rest.log" $(for f in ${REST:-}; do echo "$REPO/tests/$f"; done) ;;
     cache) save_cupy_cache "$OUT" ;;
   esac
