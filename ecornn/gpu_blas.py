@@ -306,7 +306,8 @@ def fp16_split3(a, lo_first: bool, a_at=None):
     if a.ndim != 2:
         raise ValueError(f"fp16_split3: a 2-D array expected, got shape {tuple(a.shape)}")
     if a_at is not None and not (a.dtype == xp.float32 and a.flags.c_contiguous):
-        raise ValueError("fp16_split3: a read by reference must be its C-ordered fp32 buffer")
+        raise ValueError(f"fp16_split3: a read by reference must be its C-ordered fp32 buffer, got {a.dtype}"
+                         f"{'' if a.flags.c_contiguous else ' (not C-ordered)'}")
     a = xp.ascontiguousarray(a, dtype=xp.float32)
     rows, k = a.shape
     if xp is np:
@@ -395,7 +396,8 @@ def unscale_rows_cols(out, row_exp, col_exp) -> None:
     from .arrays import data_address
     rows, n = out.shape
     kernels = _fp16_split_kernels(out.device.id)
-    if UNSCALE_BY_FOURS and n % 4 == 0 and out.flags.c_contiguous and data_address(out) % 16 == 0 and data_address(col_exp) % 16 == 0:
+    aligned = data_address(out) % 16 == 0 and data_address(col_exp) % 16 == 0
+    if UNSCALE_BY_FOURS and n % 4 == 0 and out.flags.c_contiguous and aligned:
         threads = min(256, -(-n // 4))
         across = -(-n // (4 * threads))
         kernels[3]((across, max(1, min(rows, 4096 // across))), (threads,),

@@ -61,6 +61,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from .. import gpu_blas
 from ..arrays import data_address, is_gpu_array
 from ..errors import NotSupported
 from ..layouts import gate_deinterleave_as, gate_deinterleave_copy, gate_interleave
@@ -1054,12 +1055,7 @@ def _graph_mode(variant) -> tuple:
             DIRECT_16BIT_INPUT, ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS, X_PREFETCH,
             FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER, BATCH_GROUPS, GROUP_BARRIERS,
             BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY,
-            XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, _blas_flags())
-
-
-def _blas_flags() -> tuple:
-    from .. import gpu_blas
-    return (gpu_blas.UNSCALE_BY_FOURS,)
+            XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
