@@ -9,17 +9,12 @@ import numpy as np
 import pytest
 
 from ecornn import LSTMConfig, gpu_blas
-from ecornn.engines import persistent, persistent_graph
-from ecornn.engines import persistent_replay_ring as ring_module
-from tests.test_persistent_v5_gpu import _gpu_inputs
-from tests.test_persistent_v17_gpu import _assert_equal_bits, _prepared
-from tests.test_persistent_v20_gpu import _eager, _entry, assert_replays_fetched_their_own, shifted_copy
+from ecornn.engines import persistent
+from tests.test_persistent_v21_gpu import (assert_a_launch_around_the_ring_gives_nan,
+                                           assert_replays_read_x_by_reference,
+                                           assert_x_off_alignment_or_rewritten_is_read_correctly)
 
 pytestmark = pytest.mark.gpu
-
-
-def _replays(config, gpu_weights, prepared, calls):
-    return [persistent.forward(config, x, gpu_weights, h0, c0, prepared=prepared)[:3] for x, h0, c0 in calls]
 
 
 @pytest.mark.parametrize("hidden, layers, bidir, batch, steps", [
@@ -28,61 +23,19 @@ def _replays(config, gpu_weights, prepared, calls):
     (512, 2, True, 4, 256),     # the grid (FFMA) kernel; both directions share layer 0's split; layer 1 splits y
 ])
 def test_replays_split_the_callers_x(rng, monkeypatch, hidden, layers, bidir, batch, steps):
-    import cupy as cp
     config = LSTMConfig(hidden, hidden, layers, bidir, "float32", batch, steps)
-    host_weights, gpu_weights, prepared = _prepared(rng, config)
-    calls = [_gpu_inputs(rng, config) for _ in range(ring_module.SLOTS + 6)]
-    assert persistent.split_reads_x(config, calls[0][0], prepared=prepared)
-    cp.cuda.Device().synchronize()
-    outs = _replays(config, gpu_weights, prepared, calls)
-    cp.cuda.Device().synchronize()
-    ring = _entry(prepared).ring
-    assert ring.by_reference == (True, False, False) and ring.referenced[0]
-    assert_replays_fetched_their_own(monkeypatch, config, host_weights, gpu_weights, prepared, calls, outs)
-    monkeypatch.setattr(persistent, "SPLIT_READS_X", False)   # v20's copy of x: the same bits
-    copied = _replays(config, gpu_weights, prepared, calls[:4])
-    others = [entry for entry in prepared.graphs.values() if entry.ring is not ring]
-    assert len(others) == 1 and not others[0].ring.by_reference[0]
-    for got, want in zip(copied[1:], outs[1:4]):
-        _assert_equal_bits(got, want)
+    assert_replays_read_x_by_reference(rng, monkeypatch, config,
+                                       lambda x, prepared: persistent.split_reads_x(config, x, prepared=prepared),
+                                       (persistent, "SPLIT_READS_X"))
 
 
 def test_x_off_alignment_or_changed_in_place_is_split_correctly(rng, monkeypatch):
-    """x 4 bytes off 16-byte alignment is copied first (the ring's rule for inputs read by reference); x
-    rewritten in place between two calls is read as it is when the graph runs."""
     config = LSTMConfig(512, 512, 1, False, "float32", 4, 256)
-    _, gpu_weights, prepared = _prepared(rng, config)
-    calls = [_gpu_inputs(rng, config) for _ in range(6)]
-    shifted = shifted_copy(calls[2][0])
-    assert shifted.data.ptr % 16 == 4
-    calls[2] = (shifted, *calls[2][1:])
-    reused, before = calls[3][0], calls[3][0].copy()
-    outs = _replays(config, gpu_weights, prepared, calls[:4])
-    reused[...] = calls[4][0]                                   # the caller writes new values into x
-    outs += _replays(config, gpu_weights, prepared, [(reused, *calls[4][1:])])
-    want_calls = calls[:3] + [(before, *calls[3][1:]), calls[4]]
-    assert _entry(prepared).ring.by_reference[0] and _entry(prepared).ring.issued == 4
-    for got, want in zip(outs, _eager(monkeypatch, config, gpu_weights, prepared, want_calls)):
-        _assert_equal_bits(got, want)
+    assert_x_off_alignment_or_rewritten_is_read_correctly(rng, monkeypatch, config)
 
 
 def test_a_launch_around_the_ring_gives_nan_with_x_split_by_reference(rng, monkeypatch):
-    import cupy as cp
-    monkeypatch.setattr(persistent_graph, "capture_errors", {})
-    config = LSTMConfig(512, 512, 1, False, "float32", 4, 256)
-    _, gpu_weights, prepared = _prepared(rng, config)
-    calls = [_gpu_inputs(rng, config) for _ in range(3)]
-    _replays(config, gpu_weights, prepared, calls[:2])
-    entry = _entry(prepared)
-    assert entry.ring.by_reference[0]
-    stream = cp.cuda.get_current_stream()
-    entry.graph.launch(stream=stream)
-    stream.synchronize()
-    assert all(bool(cp.isnan(a).all()) for a in entry.outputs)
-    got = _replays(config, gpu_weights, prepared, calls[2:])[0]
-    assert not prepared.graphs
-    assert any("RingMismatch" in why for why in persistent_graph.capture_errors.values())
-    _assert_equal_bits(got, _eager(monkeypatch, config, gpu_weights, prepared, calls[2:])[0])
+    assert_a_launch_around_the_ring_gives_nan(rng, monkeypatch, LSTMConfig(512, 512, 1, False, "float32", 4, 256))
 
 
 def _unscale_problem(rng, rows, n):
