@@ -5,6 +5,7 @@
 #   micro     the unscale pass alone, flat vs by fours (time_unscale_v35.py)
 #   ab        v35, each change alone and v34, alternated in one process (ab_alternate.py, bench_persistent_v35)
 #   unscale   v33's split rule re-checked with the four-column pass (bench_persistent_v35_unscale)
+#   placement the forward kernels alone with their exchange buffer and xw at chosen offsets (diag_placement_v35.py)
 #   kernels   every kernel and copy of the graph-replayed fp32 forwards, v35 and v34, by CUPTI (profile_replay_kernels_v35.py)
 #   quick     the quick bench (#5's table, cuDNN in the process)
 #   sanitize  compute-sanitizer memcheck and racecheck over the tensor-core small run
@@ -24,6 +25,8 @@ for stage in ${STAGES:-"tests cache"}; do
       --rounds "${ROUNDS:-3}" --name ab_alternate_v35 ${AB_ROWS:+--rows $AB_ROWS} 2>&1 | tail -8 ;;
     unscale) timeout "${AB_TIMEOUT:-240}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v35_unscale \
       --rounds "${ROUNDS:-5}" --name ab_unscale_v35 ${AB_ROWS:+--rows $AB_ROWS} 2>&1 | tail -8 ;;
+    placement) timeout "${PLACEMENT_TIMEOUT:-200}" python3 benchmarks/diag_placement_v35.py "$OUT" \
+      --rounds "${ROUNDS:-6}" 2>&1 | tail -50 ;;
     kernels) timeout "${PROFILE_TIMEOUT:-150}" python3 benchmarks/profile_replay_kernels_v35.py "$OUT" 2>&1 | grep "device time per call" ;;
     quick) timeout "${QUICK_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     sanitize) run_sanitizers benchmarks/persistent_mma_small_run.py "$OUT/sanitizers.log" "${SAN_TIMEOUT:-200}" 10 ;;
