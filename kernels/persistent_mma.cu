@@ -122,6 +122,9 @@ namespace cg = cooperative_groups;
 #ifndef POLL_DELAY_NS   // v16: tagged forwards at B <= 2 sleep this long before a warp's first poll
 #define POLL_DELAY_NS 0
 #endif
+#ifndef POLL_SPIN_CYCLES   // v35 (experiment): the first-poll delay as a clock64() spin of this many SM cycles;
+#define POLL_SPIN_CYCLES 0   // 0: __nanosleep(POLL_DELAY_NS), whose sleep PTX bounds only by [0, 2 t]
+#endif
 #ifndef SPLIT_WORDS     // v28: the split's h as one word (hi | lo with the step-parity bit); 0: v13's two rows
 #define SPLIT_WORDS 1
 #endif
@@ -346,6 +349,17 @@ __device__ __forceinline__ bool split_words_ready(const uint4& q, unsigned int b
     return (leading_diff(q, bit << 16, valid) & 0x10000u) == 0;
 }
 
+// v16's wait before a warp's first poll of the step; v35: a clock64() spin where POLL_SPIN_CYCLES is set.
+__device__ __forceinline__ void first_poll_delay() {
+    if constexpr (POLL_SPIN_CYCLES > 0) {
+        const long long start = clock64();
+        while (clock64() - start < POLL_SPIN_CYCLES) {
+        }
+    } else {
+        __nanosleep(POLL_DELAY_NS);
+    }
+}
+
 // The warp's K-slice of the tagged exchange rows src[n * ld + k] (n < kVecRows, k < k_len): waits until
 // every word of the warp's K-slice carries `tag`, then keeps the 16-bit halves (no conversion).
 __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned int* src, int k_len,
@@ -356,7 +370,7 @@ __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned
     constexpr int quads = kWarpK / 4, count = kXchRows * quads;
     constexpr int iters = (count + 31) / 32, chunk = iters < kStageChunk ? iters : kStageChunk;
     const unsigned int bit = bit_of_tag(tag);
-    if constexpr (POLL_DELAY_NS > 0) __nanosleep(POLL_DELAY_NS);   // v16: fewer polls before the data can be there
+    if constexpr (POLL_DELAY_NS > 0) first_poll_delay();   // v16: fewer polls before the data can be there
 #pragma unroll 1
     for (int base = 0; base < iters; base += chunk) {
         uint4 v[chunk];

@@ -6,6 +6,7 @@
 #   ab        v35, each change alone and v34, alternated in one process (ab_alternate.py, bench_persistent_v35)
 #   unscale   v33's split rule re-checked with the four-column pass (bench_persistent_v35_unscale)
 #   placement the forward kernels alone with their exchange buffer and xw at chosen offsets (diag_placement_v35.py)
+#   spin      the split's first-poll delay, __nanosleep vs a clock64() spin (bench_persistent_v35_spin)
 #   kernels   every kernel and copy of the graph-replayed fp32 forwards, v35 and v34, by CUPTI (profile_replay_kernels_v35.py)
 #   quick     the quick bench (#5's table, cuDNN in the process)
 #   sanitize  compute-sanitizer memcheck and racecheck over the tensor-core small run
@@ -27,6 +28,8 @@ for stage in ${STAGES:-"tests cache"}; do
       --rounds "${ROUNDS:-5}" --name ab_unscale_v35 ${AB_ROWS:+--rows $AB_ROWS} 2>&1 | tail -8 ;;
     placement) timeout "${PLACEMENT_TIMEOUT:-200}" python3 benchmarks/diag_placement_v35.py "$OUT" \
       --rounds "${ROUNDS:-6}" 2>&1 | tail -50 ;;
+    spin) timeout "${AB_TIMEOUT:-240}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v35_spin \
+      --rounds "${ROUNDS:-8}" --name ab_spin_v35 ${AB_ROWS:+--rows $AB_ROWS} 2>&1 | tail -6 ;;
     kernels) timeout "${PROFILE_TIMEOUT:-150}" python3 benchmarks/profile_replay_kernels_v35.py "$OUT" 2>&1 | grep "device time per call" ;;
     quick) timeout "${QUICK_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     sanitize) run_sanitizers benchmarks/persistent_mma_small_run.py "$OUT/sanitizers.log" "${SAN_TIMEOUT:-200}" 10 ;;

@@ -150,6 +150,8 @@ XW_AT_LOAD = False   # v33: the split forward applies xw (its unscale, the biase
                      # True: where loaded (v32: the ldexpf waited for the exponents before the polls), XW_AT_LOAD=1
 H0_IN_PRODUCT = True   # v34: the split forward takes h0 itself into its step-0 product (scaled per batch column);
                        # False: the host's strict-fp32 W_hh h0 GEMV, added at step 0 (v32), H0_IN_PRODUCT=0
+POLL_SPIN_CYCLES = 0   # v35 (experiment): tensor-core plans with a first-poll delay wait by a clock64() spin of this
+                       # many SM cycles instead of __nanosleep (kernel define POLL_SPIN_CYCLES); 0: __nanosleep
 SPLIT_READS_X = True   # v35: a replayed fp32 forward whose only reader of x is layer 0's fp16 split (fp16_split3) has
                        # it read the caller's x where it lies (the replay ring copies x no more); False: copied
 GROUP_BARRIERS = False    # v30: True: grouped grid.sync plans synchronise each (direction, group) on a counter of
@@ -564,7 +566,8 @@ def _fewer_register_tiles(plan, props: dict):
 def _flag_defines() -> dict:
     """Compile-time constants that engine flags (ablations) set on every persistent kernel."""
     return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0}),
-            **({"XW_AT_LOAD": 1} if XW_AT_LOAD else {}), **({} if H0_IN_PRODUCT else {"H0_IN_PRODUCT": 0})}
+            **({"XW_AT_LOAD": 1} if XW_AT_LOAD else {}), **({} if H0_IN_PRODUCT else {"H0_IN_PRODUCT": 0}),
+            **({"POLL_SPIN_CYCLES": int(POLL_SPIN_CYCLES)} if POLL_SPIN_CYCLES else {})}
 
 
 def _compile_without_spills(plan, function: str, cooperative: bool):
@@ -589,7 +592,7 @@ def _remembered(build):
 
     @functools.wraps(build)
     def cached(plan, device_id: int):
-        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT)
+        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, POLL_SPIN_CYCLES)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -1055,7 +1058,8 @@ def _graph_mode(variant) -> tuple:
             DIRECT_16BIT_INPUT, ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS, X_PREFETCH,
             FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER, BATCH_GROUPS, GROUP_BARRIERS,
             BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY,
-            XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS)
+            XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
+            POLL_SPIN_CYCLES)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,

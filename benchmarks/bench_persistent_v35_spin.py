@@ -1,0 +1,11 @@
+"""v35 experiment: the tagged split's first-poll delay as __nanosleep(400) (v28's default) against a clock64()
+spin of fixed SM cycles (POLL_SPIN_CYCLES; ~1.98 GHz: 600 ≈ 300 ns, 800 ≈ 400, 1000 ≈ 500). PTX bounds a
+nanosleep only by [0, 2 t]; the placement diagnostic (diag_placement_v35) showed the fp32 H=1024 B=4 kernel
+alone moving between ~2.0 and ~1.8 µs/step with time in one process, whatever its buffers' placement.
+
+    python benchmarks/ab_alternate.py OUT_DIR bench_persistent_v35_spin --rounds 8 --name ab_spin_v35
+"""
+ROWS = [("float32", 1024, 4), ("float32", 1536, 4), ("float32", 1280, 4)]
+ALTERNATE_MODES = {"nanosleep": {}, "spin 600": {"POLL_SPIN_CYCLES": 600}, "spin 800": {"POLL_SPIN_CYCLES": 800},
+                   "spin 1000": {"POLL_SPIN_CYCLES": 1000}}
+MODES = ALTERNATE_MODES
