@@ -5,7 +5,9 @@ alone moving between ~2.0 and ~1.8 µs/step with time in one process, whatever i
 
     python benchmarks/ab_alternate.py OUT_DIR bench_persistent_v35_spin --rounds 8 --name ab_spin_v35
 """
-ROWS = [("float32", 1024, 4), ("float32", 1536, 4), ("float32", 1280, 4)]
-ALTERNATE_MODES = {"nanosleep": {}, "spin 600": {"POLL_SPIN_CYCLES": 600}, "spin 800": {"POLL_SPIN_CYCLES": 800},
-                   "spin 1000": {"POLL_SPIN_CYCLES": 1000}}
+ROWS = [("float32", 1536, 4), ("float32", 1024, 4), ("float32", 1280, 4)]
+ALTERNATE_MODES = {"nanosleep": {}, "spin 700": {"POLL_SPIN_CYCLES": 700}, "spin 800": {"POLL_SPIN_CYCLES": 800},
+                   "spin 900": {"POLL_SPIN_CYCLES": 900}}
 MODES = ALTERNATE_MODES
+# call 9 (8 rounds, H=1024 and H=1536 first): nanosleep / spin 600 / 800 / 1000, kernel alone H=1024 1.842 / 2.012 /
+# 1.897 / 1.979, H=1536 3.214 / 3.209 / 2.997 / 3.116; call 10 the modes and rows above
