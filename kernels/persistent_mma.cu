@@ -97,6 +97,9 @@
 // ecornn-check: -DPASS=1 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=1 -DK_TILES=48 -DREG_K_TILES=46 -DTAGGED=0 -DBWD_LATE_LOADS=1
 // v34 (H0_IN_PRODUCT): the split with more batch columns than partial lines (fp32 H=128 B=33: 8 warps, one m-tile)
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=33 -DNWARPS=8 -DM_TILES=1 -DK_TILES=1 -DREG_K_TILES=1 -DTAGGED=0 -DSPLIT=1
+// v35 (POLL_SPIN_CYCLES): the tagged split with 3 m-tiles spins before its first poll (fp32 H=1536 and H=1280 at B=4).
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=3 -DK_TILES=12 -DREG_K_TILES=6 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DPOLL_SPIN_CYCLES=800
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=3 -DK_TILES=10 -DREG_K_TILES=6 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DPOLL_SPIN_CYCLES=800
 #include <cooperative_groups.h>
 
 #include "mma_common.cuh"
@@ -122,7 +125,7 @@ namespace cg = cooperative_groups;
 #ifndef POLL_DELAY_NS   // v16: tagged forwards at B <= 2 sleep this long before a warp's first poll
 #define POLL_DELAY_NS 0
 #endif
-#ifndef POLL_SPIN_CYCLES   // v35 (experiment): the first-poll delay as a clock64() spin of this many SM cycles;
+#ifndef POLL_SPIN_CYCLES   // v35: the first-poll delay as a clock64() spin of this many SM cycles (rules.poll_spin_cycles);
 #define POLL_SPIN_CYCLES 0   // 0: __nanosleep(POLL_DELAY_NS), whose sleep PTX bounds only by [0, 2 t]
 #endif
 #ifndef SPLIT_WORDS     // v28: the split's h as one word (hi | lo with the step-parity bit); 0: v13's two rows

@@ -3,7 +3,9 @@ reader of x is layer 0's fp16 split (gpu_blas.fp16_split3) has it read the calle
 ring fetched, so the graph copies x no more (persistent.split_reads_x, SPLIT_READS_X): which configurations
 qualify, that the engine hands the ring's words to layer 0's split only, with the emulation's results. (2) The
 GEMM's unscale pass takes four columns per thread where the layout allows (gpu_blas.UNSCALE_BY_FOURS): which
-kernel runs with which grid. tests/test_persistent_v35_gpu.py runs both kernels."""
+kernel runs with which grid. (3) The tagged split with 3 m-tiles waits before its first poll by a clock64() spin
+instead of __nanosleep (rules.poll_spin_cycles, POLL_SPIN_CYCLES): which plans, the flag, the defines and the
+kernel's check lines. tests/test_persistent_v35_gpu.py runs the kernels."""
 from types import SimpleNamespace
 
 import numpy as np
@@ -11,6 +13,9 @@ import pytest
 
 from ecornn import LSTMConfig, gpu_blas
 from ecornn.engines import persistent, persistent_graph
+from ecornn.engines import persistent_capacity as cap
+from ecornn.engines import persistent_rules as rules
+from ecornn.kernels import source
 from tests.test_persistent_mma_emulated import cpu_engine  # noqa: F401 (fixture)
 from tests.test_persistent_v32_cpu import _problem, _worst_error, split_engine  # noqa: F401 (fixture)
 
@@ -164,3 +169,61 @@ def test_the_kernels_read_x_at_the_ring_and_unscale_by_fours():
     fours = fours[:fours.index("\n}\n")]
     assert "/" not in fours.replace("//", "") and "%" not in fours   # no per-element index division
     assert fours.count("ldexpf(v.") == 4 and "const int4 ce" in fours
+
+
+@pytest.mark.parametrize("dtype, hidden, batch, bidir, cycles", [
+    ("float32", 1536, 4, False, 800),    # 3 m-tiles, some of W_hh in shared memory
+    ("float32", 1280, 4, False, 800),
+    ("float32", 1024, 4, False, 0),      # 2 m-tiles: the sleep measured as fast or faster
+    ("float32", 1024, 8, False, 0),      # grid.sync: no delay
+    ("float32", 1280, 4, True, 800),     # two directions one after the other, each the plan above
+    ("float32", 1024, 4, True, 0),       # two directions in one grid (4 m-tiles) stay on grid.sync
+    ("bfloat16", 2048, 4, False, 0),     # v18's long delay of a 16-bit plan sleeps
+])
+def test_which_plans_spin_before_their_first_poll(dtype, hidden, batch, bidir, cycles):
+    plan = cap.plan_config(cap.h100_properties(), LSTMConfig(hidden, hidden, 1, bidir, dtype, batch, 8), False)["forward"]
+    assert plan.poll_spin_cycles == cycles
+    assert plan.defines().get("POLL_SPIN_CYCLES", 0) == cycles
+    assert ("-cycle spin" in plan.describe()) == bool(cycles)
+    if cycles:   # the kernel build check compiles exactly this plan (tests/test_kernel_build.py)
+        assert plan.poll_delay_ns == rules.SPLIT_WORDS_POLL_DELAY_NS
+        assert " ".join(f"-D{k}={v}" for k, v in plan.defines().items()) + "\n" in source("persistent_mma.cu")
+
+
+def test_the_split_projection_plan_does_not_spin():
+    """v29's in-kernel projection (a forced option) fills the wait with the next step's input product instead."""
+    from dataclasses import replace
+    plan = cap.plan_config(cap.h100_properties(), LSTMConfig(1536, 1536, 1, False, "float32", 4, 8), False)["forward"]
+    assert rules.poll_spin_cycles(plan) == 800
+    assert rules.poll_spin_cycles(replace(plan, input_k_tiles=12)) == 0
+
+
+@pytest.mark.parametrize("flag, hidden, cycles", [("auto", 1536, 800), ("auto", 1024, 0), (0, 1536, 0), (900, 1024, 900),
+                                                  (900, 1536, 900)])
+def test_the_flag_sets_the_spin_of_delayed_plans(split_engine, monkeypatch, flag, hidden, cycles):
+    monkeypatch.setattr(persistent, "POLL_SPIN_CYCLES", flag)
+    plan = persistent.plans_for(LSTMConfig(hidden, hidden, 1, False, "float32", 4, 8))["forward"]
+    assert plan.poll_delay_ns and plan.poll_spin_cycles == cycles
+
+
+def test_no_spin_without_a_delay(split_engine, monkeypatch):
+    monkeypatch.setattr(persistent, "POLL_SPIN_CYCLES", 900)
+    monkeypatch.setattr(persistent, "POLL_DELAY", False)
+    plan = persistent.plans_for(LSTMConfig(1536, 1536, 1, False, "float32", 4, 8))["forward"]
+    assert plan.poll_delay_ns == 0 and plan.poll_spin_cycles == 0 and "POLL_SPIN_CYCLES" not in plan.defines()
+
+
+def test_the_spin_flag_is_in_the_graph_key(monkeypatch):
+    before = persistent._graph_mode("auto")
+    monkeypatch.setattr(persistent, "POLL_SPIN_CYCLES", 0)
+    assert persistent._graph_mode("auto") != before
+
+
+def test_the_kernel_spins_on_clock64_where_the_define_is_set():
+    text = source("persistent_mma.cu")
+    delay = text[text.index("void first_poll_delay()"):]
+    delay = delay[:delay.index("\n}\n")]
+    assert "if constexpr (POLL_SPIN_CYCLES > 0)" in delay and "clock64() - start < POLL_SPIN_CYCLES" in delay
+    assert "__nanosleep(POLL_DELAY_NS);" in delay
+    staging = text[text.index("void stage_tagged("):]
+    assert "if constexpr (POLL_DELAY_NS > 0) first_poll_delay();" in staging[:staging.index("\n}\n")]

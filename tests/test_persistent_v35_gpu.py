@@ -4,12 +4,16 @@ path on its own inputs, the last within fp32's 1e-5 of float64, the same bits as
 rewritten in place; a launch around the ring gives NaN. (2) The fp16-split GEMM's unscale pass by four columns
 (gpu_blas.unscale_rows_cols4) bitwise the flat pass and NumPy's ldexp, exponents at the edges included (results
 below fp32's normal range come out as signed zeros from both passes: ldexpf flushes them; |xw| < 1.2e-38 is far
-below anything an LSTM gate can resolve)."""
+below anything an LSTM gate can resolve). (3) The tagged split with 3 m-tiles spinning before its first poll
+(rules.poll_spin_cycles): forward and every gradient within 1e-5 of float64, bitwise the __nanosleep plan."""
 import numpy as np
 import pytest
 
-from ecornn import LSTMConfig, gpu_blas
+from ecornn import LayerWeights, LSTMConfig, gpu_blas
 from ecornn.engines import persistent
+from ecornn.engines import persistent_rules as rules
+from tests.helpers import random_problem
+from tests.test_persistent_gpu import FP32_TOL, _compare
 from tests.test_persistent_v21_gpu import (assert_a_launch_around_the_ring_gives_nan,
                                            assert_replays_read_x_by_reference,
                                            assert_x_off_alignment_or_rewritten_is_read_correctly)
@@ -82,3 +86,26 @@ def test_the_four_column_kernel_ran(monkeypatch):
     out = cp.ones((1024, 4096), cp.float32)
     gpu_blas.unscale_rows_cols(out, cp.full(1024, 3, cp.int32), cp.full(4096, -1, cp.int32))
     assert launched == [3] and bool((out == 4.0).all())
+
+
+def _forward(config, problem):
+    import cupy as cp
+    weights, x, h0, c0 = problem
+    gpu = [LayerWeights(*(cp.asarray(a) for a in w)) for w in weights]
+    out = persistent.forward(config, cp.asarray(x), gpu, cp.asarray(h0), cp.asarray(c0))
+    return [cp.asnumpy(a) for a in out[:3]]
+
+
+@pytest.mark.parametrize("hidden, bidir, steps", [(1536, False, 40), (1280, False, 60), (1280, True, 20)])
+def test_the_spinning_split_matches_float64_and_the_sleep_bitwise(rng, monkeypatch, hidden, bidir, steps):
+    config = LSTMConfig(hidden, hidden, 1, bidir, "float32", 4, steps)
+    plan = persistent._final(persistent.plans_for(config)["forward"])
+    assert plan.poll_spin_cycles == rules.SPLIT_POLL_SPIN_CYCLES and plan.defines()["POLL_SPIN_CYCLES"]
+    problem = random_problem(rng, config)
+    _compare(rng, config, FP32_TOL, problem=problem)   # forward and every gradient, training mode
+    assert persistent.last_kinds["forward"] == "mma"
+    spun = _forward(config, problem)
+    monkeypatch.setattr(persistent, "POLL_SPIN_CYCLES", 0)
+    assert "POLL_SPIN_CYCLES" not in persistent._final(persistent.plans_for(config)["forward"]).defines()
+    for a, b in zip(spun, _forward(config, problem)):
+        assert np.array_equal(a, b)

@@ -150,8 +150,9 @@ XW_AT_LOAD = False   # v33: the split forward applies xw (its unscale, the biase
                      # True: where loaded (v32: the ldexpf waited for the exponents before the polls), XW_AT_LOAD=1
 H0_IN_PRODUCT = True   # v34: the split forward takes h0 itself into its step-0 product (scaled per batch column);
                        # False: the host's strict-fp32 W_hh h0 GEMV, added at step 0 (v32), H0_IN_PRODUCT=0
-POLL_SPIN_CYCLES = 0   # v35 (experiment): tensor-core plans with a first-poll delay wait by a clock64() spin of this
-                       # many SM cycles instead of __nanosleep (kernel define POLL_SPIN_CYCLES); 0: __nanosleep
+POLL_SPIN_CYCLES = "auto"   # v35: tensor-core plans with a first-poll delay wait it by a clock64() spin where
+                            # rules.poll_spin_cycles says (kernel define POLL_SPIN_CYCLES); an int: a spin of that
+                            # many cycles on every such plan; 0: __nanosleep everywhere (the ablation)
 SPLIT_READS_X = True   # v35: a replayed fp32 forward whose only reader of x is layer 0's fp16 split (fp16_split3) has
                        # it read the caller's x where it lies (the replay ring copies x no more); False: copied
 GROUP_BARRIERS = False    # v30: True: grouped grid.sync plans synchronise each (direction, group) on a counter of
@@ -245,7 +246,8 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
         plans = {k: p.with_exchange(bool(TAGGED_EXCHANGE)) for k, p in plans.items()}
     if not GRID_KERNEL_BIAS:
         plans = {k: p.without_kernel_bias() if p.kind == "grid" else p for k, p in plans.items()}
-    plans = {k: capacity.with_poll_delay(p, POLL_DELAY) if p.kind in ("mma", "grid") else p for k, p in plans.items()}
+    plans = {k: capacity.with_poll_delay(p, POLL_DELAY, POLL_SPIN_CYCLES) if p.kind in ("mma", "grid") else p
+             for k, p in plans.items()}
     return {k: capacity.with_late_loads(p, BWD_LATE_LOADS) for k, p in plans.items()}   # after the overrides
 
 
@@ -566,8 +568,7 @@ def _fewer_register_tiles(plan, props: dict):
 def _flag_defines() -> dict:
     """Compile-time constants that engine flags (ablations) set on every persistent kernel."""
     return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0}),
-            **({"XW_AT_LOAD": 1} if XW_AT_LOAD else {}), **({} if H0_IN_PRODUCT else {"H0_IN_PRODUCT": 0}),
-            **({"POLL_SPIN_CYCLES": int(POLL_SPIN_CYCLES)} if POLL_SPIN_CYCLES else {})}
+            **({"XW_AT_LOAD": 1} if XW_AT_LOAD else {}), **({} if H0_IN_PRODUCT else {"H0_IN_PRODUCT": 0})}
 
 
 def _compile_without_spills(plan, function: str, cooperative: bool):
@@ -592,7 +593,7 @@ def _remembered(build):
 
     @functools.wraps(build)
     def cached(plan, device_id: int):
-        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, POLL_SPIN_CYCLES)
+        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)

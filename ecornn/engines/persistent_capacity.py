@@ -177,10 +177,12 @@ class KernelPlan(_PassGeometry, _TiledPlan, _LayerLaunch):
 LATE_LOADS_TEXT = ", next-step loads after the barrier"
 
 
-def exchange_text(tagged: bool, poll_delay_ns: int) -> str:
+def exchange_text(tagged: bool, poll_delay_ns: int, poll_spin_cycles: int = 0) -> str:
     """How a plan's blocks pass the step's vector, for describe()."""
     if not tagged:
         return "grid.sync exchange"
+    if poll_delay_ns and poll_spin_cycles:
+        return f"tagged exchange (first poll after a {poll_spin_cycles}-cycle spin)"
     return "tagged exchange" + (f" (first poll after {poll_delay_ns} ns)" if poll_delay_ns else "")
 
 
@@ -689,6 +691,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
     paired_split: bool = True   # v14: the split's hi and lo vector rows in one N tile where B is 1, 2 or 4
                                 # (2 mma per tile); False: 3 mma, PAIRED_SPLIT=0 (the ablation)
     poll_delay_ns: int = 0      # v16: sleep before a warp's first poll of the tagged exchange (with_poll_delay)
+    poll_spin_cycles: int = 0   # v35: that wait as a clock64() spin of this many SM cycles instead of
+                                # __nanosleep(poll_delay_ns) (rules.poll_spin_cycles, with_poll_delay)
     split_words: bool = True    # v28: the split's tagged exchange as one word per value (hi | lo, the lo's
                                 # lowest bit the tag); False: v13's hi and lo rows, SPLIT_WORDS=0 (the ablation)
     group_barriers: bool = False  # v30: a grouped grid.sync plan synchronises each (direction, group) on its own
@@ -753,6 +757,7 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                 **({"PAIRED_SPLIT": 0} if self.parts == 2 and not self.paired_split else {}),
                 **({"SPLIT_WORDS": 0} if self.parts == 2 and not self.split_words else {}),
                 **({"POLL_DELAY_NS": self.poll_delay_ns} if self.poll_delay_ns else {}),
+                **({"POLL_SPIN_CYCLES": self.poll_spin_cycles} if self.poll_delay_ns and self.poll_spin_cycles else {}),
                 **({"GROUPS": self.batch_groups} if self.batch_groups > 1 else {}),
                 **({"GROUP_BARRIERS": 1} if self.barrier_per_group else {}),
                 **({"BWD_LATE_LOADS": 1} if self.loads_late else {})}
@@ -807,7 +812,7 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
         return (f"{self.pass_name} (tensor cores, {self.dtype}{split}): {self.grid} blocks x {self.threads} threads, "
                 f"{self.units} units/block, {self.reg_k_tiles}/{self.k_tiles} k-tiles in registers, "
                 f"{self.smem_bytes // 1024} KB smem, {self.launches} launch(es){projection}, "
-                f"{exchange_text(self.tagged, self.poll_delay_ns)}")
+                f"{exchange_text(self.tagged, self.poll_delay_ns, self.poll_spin_cycles)}")
 
     def with_exchange(self, tagged: bool) -> "MmaPlan":
         """The same plan with the other exchange (same shared memory)."""
@@ -933,10 +938,16 @@ def with_late_loads(plan, mode="auto"):
     return plan if plan.late_loads == late else replace(plan, late_loads=late)
 
 
-def with_poll_delay(plan, enabled=True):
-    """``plan`` (grid or tensor-core) with its rules.poll_delay_ns where ``enabled``, else 0."""
+def with_poll_delay(plan, enabled=True, spin="auto"):
+    """``plan`` (grid or tensor-core) with its rules.poll_delay_ns where ``enabled``, else 0; a tensor-core plan
+    with a delay waits it by a spin of rules.poll_spin_cycles (``spin`` "auto"), of ``spin`` cycles (an int;
+    0: __nanosleep, the ablation), v35."""
     delay = rules.poll_delay_ns(plan) if enabled else 0
-    return plan if plan.poll_delay_ns == delay else replace(plan, poll_delay_ns=delay)
+    plan = plan if plan.poll_delay_ns == delay else replace(plan, poll_delay_ns=delay)
+    if not hasattr(plan, "poll_spin_cycles"):   # the grid (FFMA) kernel sleeps
+        return plan
+    cycles = (rules.poll_spin_cycles(plan) if spin == "auto" else int(spin)) if delay else 0
+    return plan if plan.poll_spin_cycles == cycles else replace(plan, poll_spin_cycles=cycles)
 
 
 def mma_register_k_tiles(props, pass_name, parts, warps, batch, m_tiles, k_tiles, reg_model="v19") -> tuple:

@@ -196,6 +196,22 @@ def split_poll_delay_ns(plan) -> int:
     return SPLIT_WORDS_POLL_DELAY_NS if plan.split_words else SPLIT_POLL_DELAY_NS
 
 
+SPLIT_POLL_SPIN_CYCLES = 800    # v35: ~400 ns at the H100's 1.98 GHz, as SPLIT_WORDS_POLL_DELAY_NS
+SPLIT_SPIN_MIN_M_TILES = 3
+
+
+def poll_spin_cycles(plan) -> int:
+    """v35: the SM cycles of a clock64() spin that replaces __nanosleep(poll_delay_ns) before the first poll, or 0.
+    The tagged split at B=4 with 3 m-tiles (H=1280, 1536; some of W_hh in shared memory), kernel alone µs/step,
+    nanosleep(400) / spin 800, alternated (results/persistent_v35, calls 9 and 10, 8 and 10 rounds): H=1536 3.21 /
+    3.00 and 3.19 / 3.01, H=1280 2.86 / 2.73; whole forward H=1536 3.46 / 3.34 and 3.50 / 3.39, H=1280 3.08 / 2.89.
+    With 2 m-tiles (H=1024, all of W_hh in registers) the sleep was as fast or faster: kernel 1.84 / 1.90 and
+    1.94 / 1.99, whole forward 2.05 / 2.05."""
+    if split_poll_delay_ns(plan) != SPLIT_WORDS_POLL_DELAY_NS or not plan.split_words or plan.in_kernel_projection:
+        return 0
+    return SPLIT_POLL_SPIN_CYCLES if plan.m_tiles >= SPLIT_SPIN_MIN_M_TILES else 0
+
+
 def poll_delay_ns(plan) -> int:
     """The forward's first-poll delay: POLL_DELAY_NS (v16), split_poll_delay_ns (v26, v28),
     LONG_POLL_DELAY_NS (v18) or none."""
