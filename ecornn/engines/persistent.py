@@ -95,6 +95,9 @@ FP32_BACKWARD_GEMMS = "onepass"  # v22: the fp32 backward's dX, dW_ih and dW_hh 
                                  # on 3xTF32 (v6.1 measured them slower when training ran eagerly: the splits'
                                  # launches; training replays graphs since v9): "onepass" (v25), "3xtf32" (v22,
                                  # three GEMMs each) or "strict" (SGEMM, the ablation)
+FP32_DX_STRICT_FROM_K = 4096   # v35: the fp32 backward's dX = dz W_ih (a reduction over K = 4H) as strict SGEMM from
+                               # this K: on 3xTF32 its error grew with K (one pass: 9.5e-6 of float64 at K=4096,
+                               # 1.4e-5 at 6144; SGEMM 1e-6; results/persistent_v35 call 13); None: the ablation
 MIN_3XTF32_BACKWARD_FLOPS = 2e9   # H100, fwd+bwd: v22 (three GEMMs) 8e9: 4.3 GFLOP (H=512 B=8) +0.06 ms, 8.6
                                  # -0.04, 17 (H=1024 B=8) -0.31; v25 (one pass) 2e9: 4.3 (H=1024 B=2) -0.05,
                                  # 4.8 (H=768 B=4) -0.10, H=512 B=8 a tie
@@ -1060,7 +1063,7 @@ def _graph_mode(variant) -> tuple:
             FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER, BATCH_GROUPS, GROUP_BARRIERS,
             BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY,
             XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
-            POLL_SPIN_CYCLES)
+            POLL_SPIN_CYCLES, FP32_DX_STRICT_FROM_K)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
@@ -1375,8 +1378,21 @@ def _fp32_backward_parts(config, flat_dz, flat_input, h_prev, slot_weights, inpu
     with_h = _runs_3xtf32(config, rows, config.hidden_size)
     if not (with_x or with_h):
         return Fp32BackwardParts()
+    with_dx = with_x and _dx_on_3xtf32(config)
     if FP32_BACKWARD_GEMMS == "onepass":
-        return _onepass_backward_parts(flat_dz, flat_input, h_prev, slot_weights, input_part, with_x, with_h)
+        return _onepass_backward_parts(flat_dz, flat_input, h_prev, slot_weights, input_part, with_x, with_h, with_dx)
+    return _three_gemm_backward_parts(flat_dz, flat_input, h_prev, slot_weights, input_part, with_x, with_h, with_dx)
+
+
+def _dx_on_3xtf32(config) -> bool:
+    """v35: whether dX = dz W_ih (K = 4H) may run as 3xTF32 (FP32_DX_STRICT_FROM_K), else strict SGEMM."""
+    return FP32_DX_STRICT_FROM_K is None or 4 * config.hidden_size < FP32_DX_STRICT_FROM_K
+
+
+def _three_gemm_backward_parts(flat_dz, flat_input, h_prev, slot_weights, input_part, with_x: bool, with_h: bool,
+                               with_dx: bool):
+    """v22: the operands of three TF32 GEMMs per product (tf32_parts)."""
+    rows = flat_dz.shape[0]
     from ..gpu_blas import tf32_parts
     dz = tf32_parts(flat_dz)
     dz_t = tuple(p.T for p in dz)
@@ -1384,10 +1400,11 @@ def _fp32_backward_parts(config, flat_dz, flat_input, h_prev, slot_weights, inpu
     return Fp32BackwardParts(
         d_w_ih={"a_parts": dz_t, "b_parts": x} if with_x else {},
         d_w_hh={"a_parts": dz_t, "b_parts": tf32_parts(h_prev.reshape(rows, -1))} if with_h else {},
-        d_x={"a_parts": dz, "b_parts": slot_weights.input_weight_parts()} if with_x else {}, x=x)
+        d_x={"a_parts": dz, "b_parts": slot_weights.input_weight_parts()} if with_dx else {}, x=x)
 
 
-def _onepass_backward_parts(flat_dz, flat_input, h_prev, slot_weights, input_part, with_x: bool, with_h: bool):
+def _onepass_backward_parts(flat_dz, flat_input, h_prev, slot_weights, input_part, with_x: bool, with_h: bool,
+                            with_dx: bool):
     """v25: the one-pass operands. dz is split twice: along 4H for dX and along the rows for the
     weight gradients, whose reduction runs over the T*B rows."""
     from ..gpu_blas import tf32_split3
@@ -1397,7 +1414,7 @@ def _onepass_backward_parts(flat_dz, flat_input, h_prev, slot_weights, input_par
     return Fp32BackwardParts(
         d_w_ih={"a3": dz_rows, "b3": x} if with_x else {},
         d_w_hh={"a3": dz_rows, "b3": tf32_split3(h_prev.reshape(rows, -1), 0, False)} if with_h else {},
-        d_x={"a3": tf32_split3(flat_dz, 1, True), "b3": slot_weights.input_weight_split3(False)} if with_x else {},
+        d_x={"a3": tf32_split3(flat_dz, 1, True), "b3": slot_weights.input_weight_split3(False)} if with_dx else {},
         x=x)
 
 
