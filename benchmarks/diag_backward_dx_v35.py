@@ -2,7 +2,7 @@
 1.43e-5 (norm-wise relative) for fp32 H=1536 B=4 T=40, over the 1e-5 target, with every other output and gradient
 at ~1e-6: the dX GEMM (dz [T B, 4H] W_ih, a reduction over K = 4H = 6144) on v25's one-pass 3xTF32.
 
-    python benchmarks/diag_backward_dx_v35.py OUT_DIR
+    python benchmarks/diag_backward_dx_v35.py OUT_DIR [--long]
 Writes OUT_DIR/diag_backward_dx_v35.{json,md}.
 """
 from __future__ import annotations
@@ -15,8 +15,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_persistent import bench_args, bench_meta, save_rows  # noqa: E402
 
-CELLS = [(1536, 4, 40), (1536, 4, 6), (1024, 4, 40), (1024, 8, 40), (512, 4, 40)]
+CELLS = [(1536, 4, 40), (1536, 4, 6), (1024, 4, 40), (1024, 8, 40), (512, 4, 40)]   # call 13
 MODES = ("onepass", "3xtf32", "strict")
+if "--long" in sys.argv:   # the weight gradients' reductions run over T B rows: long sequences (call 15)
+    sys.argv.remove("--long")
+    CELLS, MODES = [(512, 8, 1000), (256, 16, 1000), (1024, 8, 256)], ("onepass", "strict")
 SEEDS = (1, 2)
 
 

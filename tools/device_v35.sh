@@ -32,7 +32,7 @@ for stage in ${STAGES:-"tests cache"}; do
       --rounds "${ROUNDS:-6}" 2>&1 | tail -50 ;;
     spin) timeout "${AB_TIMEOUT:-240}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v35_spin \
       --rounds "${ROUNDS:-8}" --name ab_spin_v35 ${AB_ROWS:+--rows $AB_ROWS} 2>&1 | tail -6 ;;
-    dx) timeout "${DX_TIMEOUT:-200}" python3 benchmarks/diag_backward_dx_v35.py "$OUT" 2>&1 | tail -32 ;;
+    dx) timeout "${DX_TIMEOUT:-200}" python3 benchmarks/diag_backward_dx_v35.py "$OUT" ${DX_ARGS:-} 2>&1 | tail -32 ;;
     dxbench) timeout "${DX_TIMEOUT:-300}" python3 benchmarks/bench_dx_v35.py "$OUT" --rounds "${ROUNDS:-4}" 2>&1 | tail -7 ;;
     kernels) timeout "${PROFILE_TIMEOUT:-150}" python3 benchmarks/profile_replay_kernels_v35.py "$OUT" 2>&1 | grep "device time per call" ;;
     quick) timeout "${QUICK_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
