@@ -5,8 +5,8 @@ qualify, that the engine hands the ring's words to layer 0's split only, with th
 GEMM's unscale pass takes four columns per thread where the layout allows (gpu_blas.UNSCALE_BY_FOURS): which
 kernel runs with which grid. (3) The tagged split with 3 m-tiles waits before its first poll by a clock64() spin
 instead of __nanosleep (rules.poll_spin_cycles, POLL_SPIN_CYCLES): which plans, the flag, the defines and the
-kernel's check lines. (4) The fp32 backward's dX GEMM (K = 4H) runs strict SGEMM from K = 4096 (FP32_DX_STRICT_FROM_K):
-the rule, the GEMMs that run and their accuracy through the emulated engine. tests/test_persistent_v35_gpu.py runs
+kernel's check lines. (4) The fp32 backward's GEMMs run strict SGEMM where their reduction reaches K = 4096 (FP32_STRICT_FROM_K;
+dX over 4H, dW_ih and dW_hh over T B): the rule, the GEMMs that run and their accuracy through the emulated engine. tests/test_persistent_v35_gpu.py runs
 the kernels; benchmarks/bench_dx_v35.py measures dx on the GPU."""
 from types import SimpleNamespace
 
@@ -232,11 +232,11 @@ def test_the_kernel_spins_on_clock64_where_the_define_is_set():
     assert "if constexpr (POLL_DELAY_NS > 0) first_poll_delay();" in staging[:staging.index("\n}\n")]
 
 
-@pytest.mark.parametrize("hidden, flag, on_tf32", [(768, 4096, True), (1000, 4096, True), (1024, 4096, False),
-                                                   (1536, 4096, False), (1536, None, True)])
-def test_dx_leaves_3xtf32_from_k_4096(monkeypatch, hidden, flag, on_tf32):
-    monkeypatch.setattr(persistent, "FP32_DX_STRICT_FROM_K", flag)
-    assert persistent._dx_on_3xtf32(LSTMConfig(hidden, hidden, 1, False, "float32", 4, 256)) is on_tf32
+@pytest.mark.parametrize("k, flag, on_tf32", [(3072, 4096, True), (4000, 4096, True), (4096, 4096, False),
+                                             (6144, 4096, False), (6144, None, True)])
+def test_backward_reductions_leave_3xtf32_from_k_4096(monkeypatch, k, flag, on_tf32):
+    monkeypatch.setattr(persistent, "FP32_STRICT_FROM_K", flag)
+    assert persistent._reduction_on_3xtf32(k) is on_tf32
 
 
 @pytest.mark.parametrize("mode, gemms_per_product", [("onepass", 1), ("3xtf32", 3)])
@@ -247,7 +247,7 @@ def test_a_strict_dx_keeps_the_weight_gradients_on_3xtf32(blas_engine, rng, monk
     everything within fp32's 1e-5 of float64 (v22's _train); None gives v25's three products back."""
     config = LSTMConfig(inp, hidden, layers, bidir, "float32", batch, steps)
     monkeypatch.setattr(persistent, "FP32_BACKWARD_GEMMS", mode)
-    monkeypatch.setattr(persistent, "FP32_DX_STRICT_FROM_K", 4 * hidden)
+    monkeypatch.setattr(persistent, "FP32_STRICT_FROM_K", 4 * hidden)
     assert _train(blas_engine, rng, config) <= FP32_TOL
     dirs = config.num_directions
     tf32 = [size for kind, size in blas_engine.gemm_log if kind == "tf32"]
@@ -255,12 +255,24 @@ def test_a_strict_dx_keeps_the_weight_gradients_on_3xtf32(blas_engine, rng, monk
     dx_sizes = {steps * batch * 4 * hidden * k for k in (inp, dirs * hidden)}   # m n k of dz [T B, 4H] W_ih
     assert sum(1 for kind, size in blas_engine.gemm_log if kind == "fp32" and size in dx_sizes) >= layers * dirs
     blas_engine.gemm_log.clear()
-    monkeypatch.setattr(persistent, "FP32_DX_STRICT_FROM_K", None)
+    monkeypatch.setattr(persistent, "FP32_STRICT_FROM_K", None)
     assert _train(blas_engine, rng, config) <= FP32_TOL
     assert sum(1 for kind, _ in blas_engine.gemm_log if kind == "tf32") == 3 * gemms_per_product * layers * dirs
 
 
 def test_the_dx_threshold_is_in_the_graph_key(monkeypatch):
     before = persistent._graph_mode("auto")
-    monkeypatch.setattr(persistent, "FP32_DX_STRICT_FROM_K", None)
+    monkeypatch.setattr(persistent, "FP32_STRICT_FROM_K", None)
     assert persistent._graph_mode("auto") != before
+
+
+@pytest.mark.parametrize("mode, gemms_per_product", [("onepass", 1), ("3xtf32", 3)])
+def test_long_row_reductions_make_the_weight_gradients_strict(blas_engine, rng, monkeypatch, mode,  # noqa: F811
+                                                              gemms_per_product):
+    """T B = 24 rows reach the threshold (20), 4H = 16 does not: dW_ih and dW_hh strict, dX on 3xTF32."""
+    config = LSTMConfig(8, 4, 1, False, "float32", 4, 6)
+    monkeypatch.setattr(persistent, "FP32_BACKWARD_GEMMS", mode)
+    monkeypatch.setattr(persistent, "FP32_STRICT_FROM_K", 20)
+    assert _train(blas_engine, rng, config) <= FP32_TOL
+    tf32 = [size for kind, size in blas_engine.gemm_log if kind == "tf32"]
+    assert len(tf32) == gemms_per_product   # dX alone

@@ -5,7 +5,8 @@ rewritten in place; a launch around the ring gives NaN. (2) The fp16-split GEMM'
 (gpu_blas.unscale_rows_cols4) bitwise the flat pass and NumPy's ldexp, exponents at the edges included (results
 below fp32's normal range come out as signed zeros from both passes: ldexpf flushes them; |xw| < 1.2e-38 is far
 below anything an LSTM gate can resolve). (3) The tagged split with 3 m-tiles spinning before its first poll
-(rules.poll_spin_cycles): the forward within 1e-5 of float64, bitwise the __nanosleep plan."""
+(rules.poll_spin_cycles): the forward within 1e-5 of float64, bitwise the __nanosleep plan. (4) The fp32 backward's
+long reductions on strict SGEMM (FP32_STRICT_FROM_K): every gradient within 1e-5 of float64."""
 import numpy as np
 import pytest
 
@@ -13,7 +14,7 @@ from ecornn import LayerWeights, LSTMConfig, gpu_blas
 from ecornn.engines import persistent, reference
 from ecornn.engines import persistent_rules as rules
 from tests.helpers import random_problem, rel_err
-from tests.test_persistent_gpu import FP32_TOL, _as64
+from tests.test_persistent_gpu import FP32_TOL, _as64, _compare
 from tests.test_persistent_v21_gpu import (assert_a_launch_around_the_ring_gives_nan,
                                            assert_replays_read_x_by_reference,
                                            assert_x_off_alignment_or_rewritten_is_read_correctly)
@@ -98,9 +99,8 @@ def _forward(config, problem):
 
 @pytest.mark.parametrize("hidden, bidir, steps", [(1536, False, 40), (1280, False, 60), (1280, True, 20)])
 def test_the_spinning_split_matches_float64_and_the_sleep_bitwise(rng, monkeypatch, hidden, bidir, steps):
-    """Only the forward kernel spins (the backward plan has no delay), so the forward is what is compared.
-    (Call 11 ran test_persistent_gpu._compare here: the forward 1.5e-6, but dx 1.43e-5 at H=1536 T=40, the
-    backward's 3xTF32 dX GEMM over K = 4H = 6144, untouched by v35: notes, v35.)"""
+    """Only the forward kernel spins (the backward plan has no delay), so the forward is what is compared (call 11
+    ran _compare here: dx read 1.43e-5, the 3xTF32 dX GEMM's; test_long_backward_reductions_keep_fp32_accuracy)."""
     config = LSTMConfig(hidden, hidden, 1, bidir, "float32", 4, steps)
     plans = persistent.plans_for(config, training=True)
     assert persistent._final(plans["forward"]).poll_spin_cycles == rules.SPLIT_POLL_SPIN_CYCLES
@@ -116,3 +116,14 @@ def test_the_spinning_split_matches_float64_and_the_sleep_bitwise(rng, monkeypat
     assert "POLL_SPIN_CYCLES" not in persistent._final(persistent.plans_for(config)["forward"]).defines()
     for a, b in zip(spun, _forward(config, problem)):
         assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("inp, hidden, batch, steps", [
+    (1536, 1536, 4, 40),   # dX reduces over 4H = 6144: 1.43e-5 on one-pass 3xTF32 (calls 11, 13)
+    (512, 512, 8, 1000),   # dW_ih and dW_hh reduce over T B = 8000 rows: 1.24e-5 (call 15)
+    (1024, 1024, 8, 256),  # dX over 4096: 9.5e-6
+])
+def test_long_backward_reductions_keep_fp32_accuracy(rng, inp, hidden, batch, steps):
+    config = LSTMConfig(inp, hidden, 1, False, "float32", batch, steps)
+    assert not persistent._reduction_on_3xtf32(max(4 * hidden, batch * steps))
+    _compare(rng, config, FP32_TOL)

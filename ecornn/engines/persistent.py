@@ -95,9 +95,10 @@ FP32_BACKWARD_GEMMS = "onepass"  # v22: the fp32 backward's dX, dW_ih and dW_hh 
                                  # on 3xTF32 (v6.1 measured them slower when training ran eagerly: the splits'
                                  # launches; training replays graphs since v9): "onepass" (v25), "3xtf32" (v22,
                                  # three GEMMs each) or "strict" (SGEMM, the ablation)
-FP32_DX_STRICT_FROM_K = 4096   # v35: the fp32 backward's dX = dz W_ih (a reduction over K = 4H) as strict SGEMM from
-                               # this K: on 3xTF32 its error grew with K (one pass: 9.5e-6 of float64 at K=4096,
-                               # 1.4e-5 at 6144; SGEMM 1e-6; results/persistent_v35 call 13); None: the ablation
+FP32_STRICT_FROM_K = 4096   # v35: an fp32 backward GEMM whose reduction reaches this K runs strict SGEMM, not 3xTF32:
+                            # dX = dz W_ih (K = 4H), dW_ih and dW_hh (K = T B). On 3xTF32 the error grew with K
+                            # (one pass: dx 9.5e-6 of float64 at K=4096, 1.4e-5 at 6144, dW 1.2e-5 at 8000; SGEMM
+                            # ~1e-6; results/persistent_v35 calls 13-15); None: no such limit (the ablation)
 MIN_3XTF32_BACKWARD_FLOPS = 2e9   # H100, fwd+bwd: v22 (three GEMMs) 8e9: 4.3 GFLOP (H=512 B=8) +0.06 ms, 8.6
                                  # -0.04, 17 (H=1024 B=8) -0.31; v25 (one pass) 2e9: 4.3 (H=1024 B=2) -0.05,
                                  # 4.8 (H=768 B=4) -0.10, H=512 B=8 a tie
@@ -1063,7 +1064,7 @@ def _graph_mode(variant) -> tuple:
             FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER, BATCH_GROUPS, GROUP_BARRIERS,
             BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY,
             XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
-            POLL_SPIN_CYCLES, FP32_DX_STRICT_FROM_K)
+            POLL_SPIN_CYCLES, FP32_STRICT_FROM_K)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
@@ -1376,17 +1377,18 @@ def _fp32_backward_parts(config, flat_dz, flat_input, h_prev, slot_weights, inpu
         return Fp32BackwardParts()
     with_x = _runs_3xtf32(config, rows, flat_input.shape[-1])
     with_h = _runs_3xtf32(config, rows, config.hidden_size)
-    if not (with_x or with_h):
+    with_dx = with_x and _reduction_on_3xtf32(4 * config.hidden_size)   # dX reduces over 4H
+    with_x, with_h = (with_x and _reduction_on_3xtf32(rows), with_h and _reduction_on_3xtf32(rows))   # dW: T B
+    if not (with_x or with_h or with_dx):
         return Fp32BackwardParts()
-    with_dx = with_x and _dx_on_3xtf32(config)
     if FP32_BACKWARD_GEMMS == "onepass":
         return _onepass_backward_parts(flat_dz, flat_input, h_prev, slot_weights, input_part, with_x, with_h, with_dx)
     return _three_gemm_backward_parts(flat_dz, flat_input, h_prev, slot_weights, input_part, with_x, with_h, with_dx)
 
 
-def _dx_on_3xtf32(config) -> bool:
-    """v35: whether dX = dz W_ih (K = 4H) may run as 3xTF32 (FP32_DX_STRICT_FROM_K), else strict SGEMM."""
-    return FP32_DX_STRICT_FROM_K is None or 4 * config.hidden_size < FP32_DX_STRICT_FROM_K
+def _reduction_on_3xtf32(k: int) -> bool:
+    """v35: whether an fp32 backward GEMM reducing over ``k`` may run as 3xTF32 (FP32_STRICT_FROM_K), else strict."""
+    return FP32_STRICT_FROM_K is None or k < FP32_STRICT_FROM_K
 
 
 def _three_gemm_backward_parts(flat_dz, flat_input, h_prev, slot_weights, input_part, with_x: bool, with_h: bool,
@@ -1409,7 +1411,7 @@ def _onepass_backward_parts(flat_dz, flat_input, h_prev, slot_weights, input_par
     weight gradients, whose reduction runs over the T*B rows."""
     from ..gpu_blas import tf32_split3
     rows = flat_dz.shape[0]
-    dz_rows = tf32_split3(flat_dz.T, 1, True)   # dz^T [4H, 3 rows]: a view of [3 rows, 4H]
+    dz_rows = tf32_split3(flat_dz.T, 1, True) if with_x or with_h else None   # dz^T [4H, 3 rows]: a view of [3 rows, 4H]
     x = (input_part if input_part is not None else tf32_split3(flat_input, 0, False)) if with_x else None
     return Fp32BackwardParts(
         d_w_ih={"a3": dz_rows, "b3": x} if with_x else {},
