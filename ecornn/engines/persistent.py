@@ -1411,7 +1411,8 @@ def _onepass_backward_parts(flat_dz, flat_input, h_prev, slot_weights, input_par
     weight gradients, whose reduction runs over the T*B rows."""
     from ..gpu_blas import tf32_split3
     rows = flat_dz.shape[0]
-    dz_rows = tf32_split3(flat_dz.T, 1, True) if with_x or with_h else None   # dz^T [4H, 3 rows]: a view of [3 rows, 4H]
+    # dz^T [4H, 3 rows]: a view of [3 rows, 4H], for the weight gradients
+    dz_rows = tf32_split3(flat_dz.T, 1, True) if with_x or with_h else None
     x = (input_part if input_part is not None else tf32_split3(flat_input, 0, False)) if with_x else None
     return Fp32BackwardParts(
         d_w_ih={"a3": dz_rows, "b3": x} if with_x else {},
