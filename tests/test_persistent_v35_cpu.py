@@ -6,7 +6,8 @@ GEMM's unscale pass takes four columns per thread where the layout allows (gpu_b
 kernel runs with which grid. (3) The tagged split with 3 m-tiles waits before its first poll by a clock64() spin
 instead of __nanosleep (rules.poll_spin_cycles, POLL_SPIN_CYCLES): which plans, the flag, the defines and the
 kernel's check lines. (4) The fp32 backward's GEMMs run strict SGEMM where their reduction reaches K = 4096 (FP32_STRICT_FROM_K;
-dX over 4H, dW_ih and dW_hh over T B): the rule, the GEMMs that run and their accuracy through the emulated engine. tests/test_persistent_v35_gpu.py runs
+dX over 4H, dW_ih and dW_hh over T B), and the forward's input projection from 8192 inputs
+(FP32_PROJECTION_STRICT_FROM_K): the rules, the GEMMs that run and their accuracy through the emulated engine. tests/test_persistent_v35_gpu.py runs
 the kernels; benchmarks/bench_dx_v35.py measures dx on the GPU."""
 from types import SimpleNamespace
 
@@ -276,3 +277,35 @@ def test_long_row_reductions_make_the_weight_gradients_strict(blas_engine, rng, 
     assert _train(blas_engine, rng, config) <= FP32_TOL
     tf32 = [size for kind, size in blas_engine.gemm_log if kind == "tf32"]
     assert len(tf32) == gemms_per_product   # dX alone
+
+
+@pytest.mark.parametrize("inputs, flag, mode", [(4096, 8192, "fp16split"), (8192, 8192, "strict"),
+                                                (16384, 8192, "strict"), (16384, None, "fp16split")])
+def test_the_projection_is_strict_from_8192_inputs(split_engine, monkeypatch, inputs, flag, mode):
+    monkeypatch.setattr(persistent, "FP32_PROJECTION_STRICT_FROM_K", flag)
+    prep = SimpleNamespace(w_ih=np.zeros((4 * 512, inputs), np.float32))
+    assert persistent._fp32_projection_mode(256 * 4, prep, False) == mode
+
+
+def test_a_long_projection_splits_no_x_and_keeps_fp32_accuracy(split_engine, rng, monkeypatch):
+    """The threshold at the layer's input size: x is never split (the split kernel takes a strict xw), results within
+    1e-5 of float64; split_reads_x says no."""
+    config = LSTMConfig(20, 40, 1, False, "float32", 4, 6)
+    monkeypatch.setattr(persistent, "FP32_PROJECTION_STRICT_FROM_K", 20)
+    monkeypatch.setattr(persistent, "CLUSTER_DEFAULT", False)   # (split_reads_x would compile the cluster kernel)
+    splits = []
+    split = gpu_blas.fp16_split3
+    monkeypatch.setattr(gpu_blas, "fp16_split3", lambda a, lo_first, a_at=None: splits.append(lo_first)
+                        or split(a, lo_first, a_at))
+    problem = _problem(rng, config)
+    weights, x, h0, c0 = problem[:4]
+    got = split_engine.forward(config, x, weights, h0, c0, training=True)
+    assert persistent.last_kinds["forward"] == "mma" and False not in splits
+    assert _worst_error(config, problem, got[:3]) <= FP32_TOL
+    assert not persistent.split_reads_x(config, np.zeros((1, 1, 1), np.float32), prepared=_prepared_like(config))
+
+
+def test_the_projection_threshold_is_in_the_graph_key(monkeypatch):
+    before = persistent._graph_mode("auto")
+    monkeypatch.setattr(persistent, "FP32_PROJECTION_STRICT_FROM_K", None)
+    assert persistent._graph_mode("auto") != before

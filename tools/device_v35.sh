@@ -9,6 +9,7 @@
 #   spin      the split's first-poll delay, __nanosleep vs a clock64() spin (bench_persistent_v35_spin)
 #   dx        the fp32 backward's dx against float64 under each FP32_BACKWARD_GEMMS mode (diag_backward_dx_v35.py)
 #   dxbench   dX strict from K=4096 vs one pass: dx error and fwd+bwd ms (bench_dx_v35.py)
+#   fproj     the fp32 forward against float64 as the input size grows (diag_forward_projection_v35.py)
 #   kernels   every kernel and copy of the graph-replayed fp32 forwards, v35 and v34, by CUPTI (profile_replay_kernels_v35.py)
 #   quick     the quick bench (#5's table, cuDNN in the process)
 #   sanitize  compute-sanitizer memcheck and racecheck over the tensor-core small run
@@ -34,6 +35,7 @@ for stage in ${STAGES:-"tests cache"}; do
       --rounds "${ROUNDS:-8}" --name ab_spin_v35 ${AB_ROWS:+--rows $AB_ROWS} 2>&1 | tail -6 ;;
     dx) timeout "${DX_TIMEOUT:-200}" python3 benchmarks/diag_backward_dx_v35.py "$OUT" ${DX_ARGS:-} 2>&1 | tail -32 ;;
     dxbench) timeout "${DX_TIMEOUT:-300}" python3 benchmarks/bench_dx_v35.py "$OUT" --rounds "${ROUNDS:-4}" 2>&1 | tail -7 ;;
+    fproj) timeout "${DX_TIMEOUT:-200}" python3 benchmarks/diag_forward_projection_v35.py "$OUT" 2>&1 | tail -7 ;;
     kernels) timeout "${PROFILE_TIMEOUT:-150}" python3 benchmarks/profile_replay_kernels_v35.py "$OUT" 2>&1 | grep "device time per call" ;;
     quick) timeout "${QUICK_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     sanitize) run_sanitizers benchmarks/persistent_mma_small_run.py "$OUT/sanitizers.log" "${SAN_TIMEOUT:-200}" 10 ;;

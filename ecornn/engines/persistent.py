@@ -89,6 +89,10 @@ FP32_GEMMS = "fp16split"  # fp32 input projections of >= MIN_3XTF32_FLOPS, fp32-
                           # "onepass" (v25: one TF32 GEMM over a 3x longer reduction, gpu_blas.matmul_3xtf32_onepass),
                           # "3xtf32" (v6: three GEMMs, gpu_blas.matmul_3xtf32) or "strict" (cuBLAS SGEMM, the
                           # ablation; what all smaller projections run)
+FP32_PROJECTION_STRICT_FROM_K = 8192   # v35: an fp32 input projection reducing over this many inputs (or more) runs
+                                       # strict SGEMM: the fp16-split GEMM's error grew with K (y 1.0e-6 of float64
+                                       # at 1024 inputs, 4.5e-6 at 4096, 9.4e-6 at 8192; SGEMM ~1e-6; results/
+                                       # persistent_v35 call 18); None: no such limit (the ablation)
 MIN_3XTF32_FLOPS = 1e9    # H100, whole forward: v6 (three GEMMs) 4e9: 2.1 GFLOP (H=512 B=4) gained nothing, 4.3
                           # 0.08 us/step, 17 0.46; v25 (one pass) 1e9: H=512 B=4 -0.06 us/step against SGEMM
 FP32_BACKWARD_GEMMS = "onepass"  # v22: the fp32 backward's dX, dW_ih and dW_hh GEMMs of >= MIN_3XTF32_BACKWARD_FLOPS
@@ -917,9 +921,11 @@ def _matmul(a, b, out=None, *, accumulate=False, tf32=False, a_parts=None, b_par
 
 def _fp32_projection_mode(rows: int, prep, tf32: bool) -> str:
     """How an fp32 projection of ``rows`` rows is computed: TF32 ("strict" with tf32) with ``tf32``; else,
-    from MIN_3XTF32_FLOPS on a GPU, as FP32_GEMMS says; else "strict"."""
+    from MIN_3XTF32_FLOPS on a GPU and below FP32_PROJECTION_STRICT_FROM_K inputs (v35), as FP32_GEMMS says;
+    else "strict"."""
     flops = 2.0 * rows * prep.w_ih.shape[0] * prep.w_ih.shape[1]
-    return "strict" if tf32 or flops < MIN_3XTF32_FLOPS or not is_gpu_array(prep.w_ih) else FP32_GEMMS
+    long_k = FP32_PROJECTION_STRICT_FROM_K is not None and prep.w_ih.shape[1] >= FP32_PROJECTION_STRICT_FROM_K
+    return "strict" if tf32 or flops < MIN_3XTF32_FLOPS or long_k or not is_gpu_array(prep.w_ih) else FP32_GEMMS
 
 
 def _fp32_projection(flat, prep, out, tf32: bool, split=None):
@@ -1064,7 +1070,7 @@ def _graph_mode(variant) -> tuple:
             FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER, BATCH_GROUPS, GROUP_BARRIERS,
             BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY,
             XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
-            POLL_SPIN_CYCLES, FP32_STRICT_FROM_K)
+            POLL_SPIN_CYCLES, FP32_STRICT_FROM_K, FP32_PROJECTION_STRICT_FROM_K)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
