@@ -1241,14 +1241,21 @@ def kernel_reads_x(config, x, variant: str = "auto") -> bool:
     """v21: whether an inference forward's only reader of ``x`` is layer 0's tensor-core kernel (its
     in-kernel projection on x's own 16-bit values), so a replayed graph may hand the kernel the
     caller's x instead of a copy (persistent_graph.KERNEL_READS_X)."""
-    if config.dtype not in capacity.MMA_DTYPES or x.dtype.name != config.dtype or not DIRECT_16BIT_INPUT \
-            or _cluster_choice(config, False, variant) is not None:
+    if config.dtype not in capacity.MMA_DTYPES or x.dtype.name != config.dtype or not DIRECT_16BIT_INPUT:
         return False
-    fwd = _built_plans(config, False, "grid" if variant == "cluster" else variant)["forward"]
-    if fwd.kind != "mma":
+    fwd, built = _inference_forward(config, variant)
+    if fwd.kind != "mma":   # (the cluster kernel's too)
         return False
-    projection_in_kernel, _, reads_f32 = _input_reads(config, fwd, _final(fwd))
+    projection_in_kernel, _, reads_f32 = _input_reads(config, fwd, built)
     return projection_in_kernel and not reads_f32
+
+
+def _inference_forward(config, variant: str) -> tuple:
+    """(plan, plan as built) of an inference forward's kernel, as _forward_eager picks it."""
+    fwd = _cluster_choice(config, False, variant)
+    if fwd is None:
+        fwd = _built_plans(config, False, "grid" if variant == "cluster" else variant)["forward"]
+    return fwd, _final(fwd) if fwd.kind in ("mma", "grid") else fwd
 
 
 def split_reads_x(config, x, variant: str = "auto", prepared=None) -> bool:
@@ -1257,11 +1264,7 @@ def split_reads_x(config, x, variant: str = "auto", prepared=None) -> bool:
     instead of a copy (SPLIT_READS_X)."""
     if not SPLIT_READS_X or config.dtype != "float32" or x.dtype != np.float32 or prepared is None:
         return False
-    fwd = _cluster_choice(config, False, variant)
-    if fwd is None:
-        fwd = _built_plans(config, False, "grid" if variant == "cluster" else variant)["forward"]
-    built = _final(fwd) if fwd.kind in ("mma", "grid") else fwd
-    if _input_reads(config, fwd, built)[0]:   # the kernel projects x itself
+    if _input_reads(config, *_inference_forward(config, variant))[0]:   # the kernel projects x itself
         return False
     return _fp32_projection_mode(config.seq_len * config.batch, prepared.slots[0], _tf32_for(config)) == "fp16split"
 
@@ -1381,10 +1384,10 @@ def _fp32_backward_parts(config, flat_dz, flat_input, h_prev, slot_weights, inpu
     rows = flat_dz.shape[0]
     if not is_gpu_array(flat_dz):
         return Fp32BackwardParts()
-    with_x = _runs_3xtf32(config, rows, flat_input.shape[-1])
-    with_h = _runs_3xtf32(config, rows, config.hidden_size)
-    with_dx = with_x and _reduction_on_3xtf32(4 * config.hidden_size)   # dX reduces over 4H
-    with_x, with_h = (with_x and _reduction_on_3xtf32(rows), with_h and _reduction_on_3xtf32(rows))   # dW: T B
+    on_x = _runs_3xtf32(config, rows, flat_input.shape[-1])   # dW_ih and dX, by the FLOP rule
+    with_dx = on_x and _reduction_on_3xtf32(4 * config.hidden_size)   # dX reduces over 4H
+    with_x = on_x and _reduction_on_3xtf32(rows)   # dW_ih and dW_hh reduce over the T B rows
+    with_h = _runs_3xtf32(config, rows, config.hidden_size) and _reduction_on_3xtf32(rows)
     if not (with_x or with_h or with_dx):
         return Fp32BackwardParts()
     if FP32_BACKWARD_GEMMS == "onepass":
