@@ -1,4 +1,4 @@
-"""v35: the fp32 backward's dX GEMM (dz W_ih, K = 4H) as strict SGEMM from K = 4096 (FP32_STRICT_FROM_K) against
+"""v35: the fp32 backward's dX GEMM (dz W_ih, K = 4H) as strict SGEMM from K = 4096 (FP32_LONG_REDUCTION_FROM_K) against
 v25's one-pass 3xTF32 everywhere (None): dx against float64 (norm-wise relative error, one draw per cell) and fwd+bwd
 ms by graph replay, the modes alternated over rounds in one process (T=256, input = hidden).
 
@@ -17,7 +17,7 @@ import ab_modes  # noqa: E402
 from bench_persistent import STEPS, _median_ms, bench_args, bench_meta, save_rows, training_call  # noqa: E402
 
 CELLS = [(1536, 4), (1024, 8), (1024, 4), (768, 8)]
-MODES = {"v35": {}, "one pass": {"FP32_STRICT_FROM_K": None}}
+MODES = {"v35": {}, "one pass": {"FP32_LONG_REDUCTION_FROM_K": None}}
 
 
 def _rel(got, want) -> float:

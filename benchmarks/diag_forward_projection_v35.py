@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_persistent import bench_args, bench_meta, save_rows  # noqa: E402
 
 CELLS = [(1024, 512, 4, 64), (4096, 512, 4, 64), (8192, 512, 4, 64), (8192, 1024, 8, 32)]   # (input, H, B, T)
-MODES = {"fp16split": {"FP32_PROJECTION_STRICT_FROM_K": None}, "strict": {"MIN_3XTF32_FLOPS": 1e30}}
+MODES = {"fp16split": {"FP32_PROJECTION_LONG_FROM_K": None}, "strict": {"MIN_3XTF32_FLOPS": 1e30}}
 
 
 def _rel(got, want) -> float:

@@ -223,14 +223,74 @@ def _tf32_split_kernel():
         "ecornn_tf32_split")
 
 
+# v36: long reductions in chunks. The tensor cores' fp32 accumulation loses more the longer a GEMM's
+# reduction runs (fp32 backward: one-pass dX 9.5e-6 of float64 at K=4096, 1.4e-5 at 6144; results/
+# persistent_v35): a split operand is laid out chunk by chunk of its reduction, and each chunk is a GEMM
+# of its own that adds its sums to the ones before (beta = 1: cuBLAS's epilogue, rounded to nearest).
+def reduction_spans(k: int, chunk=None) -> list:
+    """[(start, length)] of a reduction over ``k`` cut into ``chunk``-long pieces (the last shorter);
+    one span for ``chunk`` None or >= k."""
+    if chunk is None or _checked_chunk(chunk) >= k:
+        return [(0, k)]
+    return [(start, min(chunk, k - start)) for start in range(0, k, chunk)]
+
+
+def _checked_chunk(chunk) -> int:
+    if isinstance(chunk, bool) or int(chunk) != chunk or chunk < 1:
+        raise ValueError(f"a reduction chunk should be a positive integer or None, got {chunk!r}")
+    return int(chunk)
+
+
+def split_chunks(parts, axis: int, chunk=None):
+    """NumPy: three equally shaped parts concatenated along ``axis``, chunk by chunk of it:
+    [p0_0 | p1_0 | p2_0 | p0_1 | ...] (kernels/split_chunks.cuh; one chunk: [p0 | p1 | p2])."""
+    pieces = []
+    for start, length in reduction_spans(parts[0].shape[axis], chunk):
+        window = tuple(slice(start, start + length) if i == axis else slice(None) for i in range(2))
+        pieces += [p[window] for p in parts]
+    return np.concatenate(pieces, axis=axis)
+
+
+def _kernel_chunk(k: int, chunk) -> int:
+    """The split kernels' chunk argument: ``chunk`` (checked), or k (one chunk) for None."""
+    return max(1, k) if chunk is None else _checked_chunk(chunk)
+
+
+def matmul_spans(a, b, out, spans, *, beta=0.0, tf32=False, a_type="float32", stream=None):
+    """matmul (row-major ``out = a @ b + beta * out``) as one GEMM per span (start, length) of the
+    reduction, each adding to the sums before it; one span: exactly matmul."""
+    if len(spans) == 1:
+        return matmul(a, b, out, beta=beta, tf32=tf32, a_type=a_type, stream=stream)
+    if a.shape[1] != b.shape[0] or sum(length for _, length in spans) != a.shape[1]:
+        raise ValueError(f"matmul_spans: a [m, k], b [k, n] and spans covering k expected, got "
+                         f"{tuple(a.shape)}, {tuple(b.shape)}, {spans}")
+    op_b, ld_b, b_c = _row_major_operand(b)
+    op_a, ld_a, a_c = _row_major_operand(a)
+    for i, (start, length) in enumerate(spans):
+        # views of the span (their leading dimensions stay the whole operands')
+        a_span = _span_of(a_c, start, length, by_rows=op_a != OP_N)   # a [m, k] reduces along its columns
+        b_span = _span_of(b_c, start, length, by_rows=op_b == OP_N)   # b [k, n] along its rows
+        gemm(op_b, op_a, b.shape[1], a.shape[0], length, b_span, ld_b, a_span, ld_a, out, out.shape[1],
+             beta=beta if i == 0 else 1.0, a_type=a_type, c_type=_out_type(out, a_type), tf32=tf32,
+             stream=stream)
+    return out
+
+
+def _span_of(base, start: int, length: int, by_rows: bool):
+    """Rows or columns [start, start + length) of a C-ordered operand: a view whose first element is where cuBLAS
+    reads the span from."""
+    return base[start:start + length] if by_rows else base[:, start:start + length]
+
+
 # v25: 3xTF32's three products as one TF32 GEMM over a 3x longer reduction,
 # [a_lo | a_hi | a_hi] . [b_hi ; b_lo ; b_hi]: one launch instead of three and no beta passes over
 # out (H100, T=256 projections: 1.6-2.3x faster than matmul_3xtf32, benchmarks/notes_persistent.md).
 # cuBLAS runs the reduction in order, so the small terms still accumulate first.
-def tf32_split3(a, reduce_axis: int, lo_first: bool):
+def tf32_split3(a, reduce_axis: int, lo_first: bool, chunk=None):
     """The one-pass operand of a 2-D fp32 ``a`` whose GEMM reduces along ``reduce_axis``: a's
     tf32_parts concatenated three times along that axis, (lo, hi, hi) for the left operand
-    (``lo_first``), (hi, lo, hi) for the right. NumPy or CuPy (one kernel, kernels/tf32_split.cu); a
+    (``lo_first``), (hi, lo, hi) for the right; v36, with ``chunk``: chunk by chunk of the reduction
+    (split_chunks, for a GEMM per chunk). NumPy or CuPy (one kernel, kernels/tf32_split.cu); a
     transposed view of a contiguous array is split through its base and comes back transposed."""
     from .arrays import module_of
     xp = module_of(a)
@@ -238,18 +298,18 @@ def tf32_split3(a, reduce_axis: int, lo_first: bool):
         raise ValueError(f"tf32_split3: a 2-D array and reduce_axis 0 or 1 expected, got shape "
                          f"{tuple(a.shape)} and reduce_axis {reduce_axis!r}")
     if not a.flags.c_contiguous and a.T.flags.c_contiguous:
-        return tf32_split3(a.T, 1 - reduce_axis, lo_first).T
+        return tf32_split3(a.T, 1 - reduce_axis, lo_first, chunk).T
     a = xp.ascontiguousarray(a, dtype=xp.float32)
     if xp is np:
         hi, lo = tf32_parts(a)
-        return np.concatenate((lo, hi, hi) if lo_first else (hi, lo, hi), axis=reduce_axis)
+        return split_chunks((lo, hi, hi) if lo_first else (hi, lo, hi), reduce_axis, chunk)
     rows, k = a.shape
     out = xp.empty((rows, 3 * k) if reduce_axis == 1 else (3 * rows, k), xp.float32)
-    row_stride, part_stride = (3 * k, k) if reduce_axis == 1 else (k, rows * k)
     threads = 256
     grid = (min((k + threads - 1) // threads, 64), min(rows, 65535))
-    _tf32_split3_kernel(xp.cuda.Device().id)(grid, (threads,), (a, np.int32(rows), np.int32(k), np.int64(row_stride),
-                                            np.int64(part_stride), np.int32(lo_first), out))
+    chunk = _kernel_chunk(a.shape[reduce_axis], chunk)
+    _tf32_split3_kernel(xp.cuda.Device().id)(grid, (threads,), (a, np.int32(rows), np.int32(k),
+                                            np.int32(reduce_axis == 0), np.int32(chunk), np.int32(lo_first), out))
     return out
 
 
@@ -259,17 +319,23 @@ def _tf32_split3_kernel(device: int):   # cached: compile_module hashes the sour
     return compile_module("tf32_split.cu").get_function("tf32_split3")
 
 
-def matmul_3xtf32_onepass(a, b, out, *, beta=0.0, a3=None, b3=None, stream=None):
+def matmul_3xtf32_onepass(a, b, out, *, beta=0.0, a3=None, b3=None, stream=None, chunk=None):
     """Row-major fp32 ``out = a @ b + beta * out`` to 3xTF32's accuracy (matmul_3xtf32) in one TF32
     GEMM: a3 = tf32_split3(a, 1, True) and b3 = tf32_split3(b, 0, False), either made before
-    (prepared weights) or here."""
-    a3 = tf32_split3(a, 1, True) if a3 is None else a3
-    b3 = tf32_split3(b, 0, False) if b3 is None else b3
+    (prepared weights) or here. v36, ``chunk``: one GEMM per chunk of the reduction, the operands split
+    with the same chunk."""
+    a3 = tf32_split3(a, 1, True, chunk) if a3 is None else a3
+    b3 = tf32_split3(b, 0, False, chunk) if b3 is None else b3
     expected = ((a.shape[0], 3 * a.shape[1]), (3 * b.shape[0], b.shape[1]))
     if a.shape[1] != b.shape[0] or (tuple(a3.shape), tuple(b3.shape)) != expected:
         raise ValueError(f"matmul_3xtf32_onepass: a [m, k], b [k, n], a3 [m, 3k], b3 [3k, n] expected, got "
                          f"{tuple(a.shape)}, {tuple(b.shape)}, {tuple(a3.shape)}, {tuple(b3.shape)}")
-    return matmul(a3, b3, out, beta=beta, tf32=True, stream=stream)
+    return matmul_spans(a3, b3, out, _split_spans(a.shape[1], chunk), beta=beta, tf32=True, stream=stream)
+
+
+def _split_spans(k: int, chunk) -> list:
+    """The spans of a three-part split operand (3k long) whose reduction over k was split in ``chunk``s."""
+    return [(3 * start, 3 * length) for start, length in reduction_spans(k, chunk)]
 
 
 # v28: fp32-accurate GEMMs on the fp16 tensor cores (kernels/fp16_split.cu): every row of both operands
@@ -296,11 +362,12 @@ def _row_scaled_halves(rows, lo_scale: float) -> tuple:
     return hi, ((scaled - hi.astype(np.float32)) * np.float32(lo_scale)).astype(np.float16), e
 
 
-def fp16_split3(a, lo_first: bool, a_at=None):
+def fp16_split3(a, lo_first: bool, a_at=None, chunk=None):
     """(out [rows, 3k] fp16, row_exp [rows] int32) of a 2-D fp32 ``a`` (kernels/fp16_split.cu): parts
-    (hi, lo, hi) or, ``lo_first``, (lo, hi, hi) of every row scaled by its power of two, 2^-row_exp.
-    NumPy or CuPy (one kernel). ``a_at`` (v35, in a replayed graph's capture): the replay ring's fetched
-    addresses; the kernel then reads the caller's x there, ``a`` being its (unfilled) buffer."""
+    (hi, lo, hi) or, ``lo_first``, (lo, hi, hi) of every row scaled by its power of two, 2^-row_exp;
+    v36, with ``chunk``: chunk by chunk of the columns (split_chunks). NumPy or CuPy (one kernel).
+    ``a_at`` (v35, in a replayed graph's capture): the replay ring's fetched addresses; the kernel then
+    reads the caller's x there, ``a`` being its (unfilled) buffer."""
     from .arrays import module_of
     xp = module_of(a)
     if a.ndim != 2:
@@ -312,12 +379,11 @@ def fp16_split3(a, lo_first: bool, a_at=None):
     rows, k = a.shape
     if xp is np:
         hi, lo, e = _row_scaled_halves(a, 1.0)
-        out = np.concatenate((lo, hi, hi) if lo_first else (hi, lo, hi), axis=1)
-        return out, (-e).astype(np.int32)
+        return split_chunks((lo, hi, hi) if lo_first else (hi, lo, hi), 1, chunk), (-e).astype(np.int32)
     out, row_exp = xp.empty((rows, 3 * k), xp.float16), xp.empty((rows,), xp.int32)
     _fp16_split_kernels(xp.cuda.Device().id)[0](
-        (min(rows, 4096),), (256,), (a, np.int32(rows), np.int32(k), np.int32(lo_first), out, row_exp,
-                                     a_at if a_at is not None else np.uint64(0)))
+        (min(rows, 4096),), (256,), (a, np.int32(rows), np.int32(k), np.int32(_kernel_chunk(k, chunk)),
+                                     np.int32(lo_first), out, row_exp, a_at if a_at is not None else np.uint64(0)))
     return out, row_exp
 
 
@@ -364,10 +430,11 @@ def split_x_parts(split, rows: int, k: int) -> tuple:
             floats[padded:])
 
 
-def matmul_fp16_split3(a3, a_exp, b3_t, b_exp, out, *, stream=None, unscale=True):
+def matmul_fp16_split3(a3, a_exp, b3_t, b_exp, out, *, stream=None, unscale=True, chunk=None):
     """Row-major fp32 ``out = a @ b`` from (a3, a_exp) = fp16_split3(a, False) and (b3_t, b_exp)
     = fp16_split3(b.T, True) (prepared weights): one fp16 GEMM, then every element times 2 to its row's
-    a_exp plus its column's b_exp (``unscale=False``: left to the caller, out in the scaled units)."""
+    a_exp plus its column's b_exp (``unscale=False``: left to the caller, out in the scaled units).
+    v36, ``chunk``: one GEMM per chunk of the reduction, both operands split with that chunk."""
     rows, k3 = a3.shape
     if b3_t.shape[1] != k3 or out.shape != (rows, b3_t.shape[0]) or a_exp.shape != (rows,) \
             or b_exp.shape != (b3_t.shape[0],):
@@ -376,11 +443,15 @@ def matmul_fp16_split3(a3, a_exp, b3_t, b_exp, out, *, stream=None, unscale=True
                          f"{tuple(b_exp.shape)}, {tuple(out.shape)}")
     from .arrays import module_of
     xp = module_of(out)
-    if xp is np:
-        product = a3.astype(np.float32) @ b3_t.astype(np.float32).T
+    spans = _split_spans(k3 // 3, chunk)
+    if xp is np:   # fp32 sums, chunk by chunk
+        product = np.zeros(out.shape, np.float32)
+        for start, length in spans:
+            part = slice(start, start + length)
+            product += a3[:, part].astype(np.float32) @ b3_t[:, part].astype(np.float32).T
         out[...] = np.ldexp(product, a_exp[:, None] + b_exp[None, :]) if unscale else product
         return out
-    matmul(a3, b3_t.T, out, a_type="float16", stream=stream)
+    matmul_spans(a3, b3_t.T, out, spans, a_type="float16", stream=stream)
     if unscale:
         unscale_rows_cols(out, a_exp, b_exp)
     return out

@@ -10,6 +10,7 @@
 // fast math flushes to 0). Scales on the device: a captured graph (the weights' refresh, v10) stays
 // right when the values change.
 #include <cuda_fp16.h>
+#include "split_chunks.cuh"
 
 // The power-of-two exponent that brings m (> 0, finite) into [2^13, 2^14); 0 for 0 or non-finite m.
 __device__ __forceinline__ int scale_exponent(float m) {
@@ -41,7 +42,8 @@ __device__ float row_abs_max(const float* row, int k) {
 // One block per row (grid-stride). a_at (v35, a replayed graph; null otherwise): the replay ring's
 // fetched {x, h0, c0, tag matched}; on a matched tag the rows are read at the caller's x (a's bytes),
 // else from a, which the ring has NaN-filled (kernels/replay_inputs.cu, copy_current).
-extern "C" __global__ void fp16_split3(const float* __restrict__ a, int rows, int k, int lo_first,
+// v36: the parts in chunks of `chunk` columns (split_chunks.cuh; chunk >= k: v28's layout), one GEMM each.
+extern "C" __global__ void fp16_split3(const float* __restrict__ a, int rows, int k, int chunk, int lo_first,
                                        unsigned short* __restrict__ out, int* __restrict__ row_exp,
                                        const long long* __restrict__ a_at) {
     if (a_at != nullptr && a_at[3] != 0) a = reinterpret_cast<const float*>(a_at[0]);
@@ -55,9 +57,9 @@ extern "C" __global__ void fp16_split3(const float* __restrict__ a, int rows, in
             const __half hi = __float2half_rn(x);
             const __half lo = __float2half_rn(x - __half2float(hi));
             const unsigned short h = __half_as_ushort(hi), l = __half_as_ushort(lo);
-            dst[c] = lo_first ? l : h;
-            dst[k + c] = lo_first ? h : l;
-            dst[2 * k + c] = h;
+            dst[split_position(c, k, chunk, 0)] = lo_first ? l : h;
+            dst[split_position(c, k, chunk, 1)] = lo_first ? h : l;
+            dst[split_position(c, k, chunk, 2)] = h;
         }
     }
 }

@@ -16,8 +16,9 @@ from tests.test_persistent_emulated import cpu_engine  # noqa: F401 (fixture)
 
 
 def _column_major(a, ld, trans, rows, cols):
-    """The column-major operand op(A) [rows x cols] of C-contiguous ``a`` with leading dimension ld."""
-    assert a.flags.c_contiguous and ld == a.shape[1]
+    """The column-major operand op(A) [rows x cols] of C-ordered ``a`` with leading dimension ld (v36: or a view of
+    some of its rows or columns, with the whole operand's ld)."""
+    assert a.strides == (ld * a.itemsize, a.itemsize)
     return a if trans else a.T
 
 

@@ -195,8 +195,8 @@ def test_fp16_split_projections_keep_fp32_accuracy(blas_engine, rng, monkeypatch
     monkeypatch.setattr(rules, "input_projection_pays", lambda plan: False)   # the GEMM before the kernel
     splits, gemms = [], []
     real_split, real_gemm = gpu_blas.fp16_split3, gpu_blas.matmul_fp16_split3
-    monkeypatch.setattr(gpu_blas, "fp16_split3", lambda a, lo_first, a_at=None: splits.append((a.shape, lo_first))
-                        or real_split(a, lo_first, a_at))
+    monkeypatch.setattr(gpu_blas, "fp16_split3", lambda a, lo_first, a_at=None, chunk=None:
+                        splits.append((a.shape, lo_first)) or real_split(a, lo_first, a_at, chunk))
     monkeypatch.setattr(gpu_blas, "matmul_fp16_split3", lambda *args, **kw: gemms.append(1) or real_gemm(*args, **kw))
     config = LSTMConfig(inp, hidden, layers, bidir, "float32", batch, steps)
     assert _train(blas_engine, rng, config) <= 1e-5
@@ -204,7 +204,7 @@ def test_fp16_split_projections_keep_fp32_accuracy(blas_engine, rng, monkeypatch
     inputs = [(steps * batch, inp)] + [(steps * batch, hidden * config.num_directions)] * (layers - 1)
     assert [shape for shape, lo_first in splits if not lo_first] == inputs   # once per layer
 
-    def hi_only(a3, a_exp, b3_t, b_exp, out, unscale=True):   # the mutation: the lo halves dropped
+    def hi_only(a3, a_exp, b3_t, b_exp, out, unscale=True, chunk=None):   # the mutation: the lo halves dropped
         k = a3.shape[1] // 3   # (v33: the grid forward takes the product scaled, unscale=False)
         product = a3[:, :k].astype(np.float32) @ b3_t[:, 2 * k:].astype(np.float32).T
         out[...] = np.ldexp(product, a_exp[:, None] + b_exp[None, :]) if unscale else product

@@ -5,10 +5,11 @@ qualify, that the engine hands the ring's words to layer 0's split only, with th
 GEMM's unscale pass takes four columns per thread where the layout allows (gpu_blas.UNSCALE_BY_FOURS): which
 kernel runs with which grid. (3) The tagged split with 3 m-tiles waits before its first poll by a clock64() spin
 instead of __nanosleep (rules.poll_spin_cycles, POLL_SPIN_CYCLES): which plans, the flag, the defines and the
-kernel's check lines. (4) The fp32 backward's GEMMs run strict SGEMM where their reduction reaches K = 4096 (FP32_STRICT_FROM_K;
+kernel's check lines. (4) The fp32 backward's GEMMs run strict SGEMM where their reduction reaches K = 4096 (FP32_LONG_REDUCTION_FROM_K;
 dX over 4H, dW_ih and dW_hh over T B), and the forward's input projection from 8192 inputs
-(FP32_PROJECTION_STRICT_FROM_K): the rules, the GEMMs that run and their accuracy through the emulated engine. tests/test_persistent_v35_gpu.py runs
-the kernels; benchmarks/bench_dx_v35.py measures dx on the GPU."""
+(FP32_PROJECTION_LONG_FROM_K): the rules, the GEMMs that run and their accuracy through the emulated engine (under
+LONG_REDUCTIONS="strict", v35's way; v36 runs long reductions in chunks: test_persistent_v36_cpu.py).
+tests/test_persistent_v35_gpu.py runs the kernels; benchmarks/bench_dx_v35.py measures dx on the GPU."""
 from types import SimpleNamespace
 
 import numpy as np
@@ -24,6 +25,11 @@ from tests.test_persistent_v22_cpu import _train, blas_engine  # noqa: F401 (fix
 from tests.test_persistent_v32_cpu import _problem, _worst_error, split_engine  # noqa: F401 (fixture)
 
 FP32_TOL = 1e-5
+
+
+@pytest.fixture(autouse=True)
+def _long_reductions_strict(monkeypatch):
+    monkeypatch.setattr(persistent, "LONG_REDUCTIONS", "strict")
 
 
 def _prepared_like(config):
@@ -86,10 +92,10 @@ def test_the_engine_hands_the_ring_words_to_layer_zeros_split_only(split_engine,
         words if a.__array_interface__["data"][0] == address else None))
     split = gpu_blas.fp16_split3
 
-    def recording_split(a, lo_first, a_at=None):
+    def recording_split(a, lo_first, a_at=None, chunk=None):
         if not lo_first:   # x's or y's split (W_ih's are made with lo_first)
             splits.append(a_at)
-        return split(a, lo_first, a_at)
+        return split(a, lo_first, a_at, chunk)
     monkeypatch.setattr(gpu_blas, "fp16_split3", recording_split)
     monkeypatch.setattr(persistent_graph, "_capturing", [fake_ring])
     got = persistent._forward_eager(config, x, weights, h0, c0)
@@ -236,7 +242,7 @@ def test_the_kernel_spins_on_clock64_where_the_define_is_set():
 @pytest.mark.parametrize("k, flag, on_tf32", [(3072, 4096, True), (4000, 4096, True), (4096, 4096, False),
                                              (6144, 4096, False), (6144, None, True)])
 def test_backward_reductions_leave_3xtf32_from_k_4096(monkeypatch, k, flag, on_tf32):
-    monkeypatch.setattr(persistent, "FP32_STRICT_FROM_K", flag)
+    monkeypatch.setattr(persistent, "FP32_LONG_REDUCTION_FROM_K", flag)
     assert persistent._reduction_on_3xtf32(k) is on_tf32
 
 
@@ -248,7 +254,7 @@ def test_a_strict_dx_keeps_the_weight_gradients_on_3xtf32(blas_engine, rng, monk
     everything within fp32's 1e-5 of float64 (v22's _train); None gives v25's three products back."""
     config = LSTMConfig(inp, hidden, layers, bidir, "float32", batch, steps)
     monkeypatch.setattr(persistent, "FP32_BACKWARD_GEMMS", mode)
-    monkeypatch.setattr(persistent, "FP32_STRICT_FROM_K", 4 * hidden)
+    monkeypatch.setattr(persistent, "FP32_LONG_REDUCTION_FROM_K", 4 * hidden)
     assert _train(blas_engine, rng, config) <= FP32_TOL
     dirs = config.num_directions
     tf32 = [size for kind, size in blas_engine.gemm_log if kind == "tf32"]
@@ -256,14 +262,14 @@ def test_a_strict_dx_keeps_the_weight_gradients_on_3xtf32(blas_engine, rng, monk
     dx_sizes = {steps * batch * 4 * hidden * k for k in (inp, dirs * hidden)}   # m n k of dz [T B, 4H] W_ih
     assert sum(1 for kind, size in blas_engine.gemm_log if kind == "fp32" and size in dx_sizes) >= layers * dirs
     blas_engine.gemm_log.clear()
-    monkeypatch.setattr(persistent, "FP32_STRICT_FROM_K", None)
+    monkeypatch.setattr(persistent, "FP32_LONG_REDUCTION_FROM_K", None)
     assert _train(blas_engine, rng, config) <= FP32_TOL
     assert sum(1 for kind, _ in blas_engine.gemm_log if kind == "tf32") == 3 * gemms_per_product * layers * dirs
 
 
 def test_the_dx_threshold_is_in_the_graph_key(monkeypatch):
     before = persistent._graph_mode("auto")
-    monkeypatch.setattr(persistent, "FP32_STRICT_FROM_K", None)
+    monkeypatch.setattr(persistent, "FP32_LONG_REDUCTION_FROM_K", None)
     assert persistent._graph_mode("auto") != before
 
 
@@ -273,7 +279,7 @@ def test_long_row_reductions_make_the_weight_gradients_strict(blas_engine, rng, 
     """T B = 24 rows reach the threshold (20), 4H = 16 does not: dW_ih and dW_hh strict, dX on 3xTF32."""
     config = LSTMConfig(8, 4, 1, False, "float32", 4, 6)
     monkeypatch.setattr(persistent, "FP32_BACKWARD_GEMMS", mode)
-    monkeypatch.setattr(persistent, "FP32_STRICT_FROM_K", 20)
+    monkeypatch.setattr(persistent, "FP32_LONG_REDUCTION_FROM_K", 20)
     assert _train(blas_engine, rng, config) <= FP32_TOL
     tf32 = [size for kind, size in blas_engine.gemm_log if kind == "tf32"]
     assert len(tf32) == gemms_per_product   # dX alone
@@ -282,7 +288,7 @@ def test_long_row_reductions_make_the_weight_gradients_strict(blas_engine, rng, 
 @pytest.mark.parametrize("inputs, flag, mode", [(4096, 8192, "fp16split"), (8192, 8192, "strict"),
                                                 (16384, 8192, "strict"), (16384, None, "fp16split")])
 def test_the_projection_is_strict_from_8192_inputs(split_engine, monkeypatch, inputs, flag, mode):
-    monkeypatch.setattr(persistent, "FP32_PROJECTION_STRICT_FROM_K", flag)
+    monkeypatch.setattr(persistent, "FP32_PROJECTION_LONG_FROM_K", flag)
     prep = SimpleNamespace(w_ih=np.zeros((4 * 512, inputs), np.float32))
     assert persistent._fp32_projection_mode(256 * 4, prep, False) == mode
 
@@ -291,12 +297,12 @@ def test_a_long_projection_splits_no_x_and_keeps_fp32_accuracy(split_engine, rng
     """The threshold at the layer's input size: x is never split (the split kernel takes a strict xw), results within
     1e-5 of float64; split_reads_x says no."""
     config = LSTMConfig(20, 40, 1, False, "float32", 4, 6)
-    monkeypatch.setattr(persistent, "FP32_PROJECTION_STRICT_FROM_K", 20)
+    monkeypatch.setattr(persistent, "FP32_PROJECTION_LONG_FROM_K", 20)
     monkeypatch.setattr(persistent, "CLUSTER_DEFAULT", False)   # (split_reads_x would compile the cluster kernel)
     splits = []
     split = gpu_blas.fp16_split3
-    monkeypatch.setattr(gpu_blas, "fp16_split3", lambda a, lo_first, a_at=None: splits.append(lo_first)
-                        or split(a, lo_first, a_at))
+    monkeypatch.setattr(gpu_blas, "fp16_split3", lambda a, lo_first, a_at=None, chunk=None: splits.append(lo_first)
+                        or split(a, lo_first, a_at, chunk))
     problem = _problem(rng, config)
     weights, x, h0, c0 = problem[:4]
     got = split_engine.forward(config, x, weights, h0, c0, training=True)
@@ -307,5 +313,5 @@ def test_a_long_projection_splits_no_x_and_keeps_fp32_accuracy(split_engine, rng
 
 def test_the_projection_threshold_is_in_the_graph_key(monkeypatch):
     before = persistent._graph_mode("auto")
-    monkeypatch.setattr(persistent, "FP32_PROJECTION_STRICT_FROM_K", None)
+    monkeypatch.setattr(persistent, "FP32_PROJECTION_LONG_FROM_K", None)
     assert persistent._graph_mode("auto") != before

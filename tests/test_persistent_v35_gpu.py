@@ -6,8 +6,8 @@ rewritten in place; a launch around the ring gives NaN. (2) The fp16-split GEMM'
 below fp32's normal range come out as signed zeros from both passes: ldexpf flushes them; |xw| < 1.2e-38 is far
 below anything an LSTM gate can resolve). (3) The tagged split with 3 m-tiles spinning before its first poll
 (rules.poll_spin_cycles): the forward within 1e-5 of float64, bitwise the __nanosleep plan. (4) The fp32 backward's
-long reductions on strict SGEMM (FP32_STRICT_FROM_K): every gradient within 1e-5 of float64; the forward's
-projection over 16384 inputs (FP32_PROJECTION_STRICT_FROM_K) within 1e-5."""
+long reductions on strict SGEMM (FP32_LONG_REDUCTION_FROM_K, LONG_REDUCTIONS="strict"): every gradient within 1e-5 of float64; the forward's
+projection over 16384 inputs (FP32_PROJECTION_LONG_FROM_K) within 1e-5."""
 import numpy as np
 import pytest
 
@@ -124,16 +124,18 @@ def test_the_spinning_split_matches_float64_and_the_sleep_bitwise(rng, monkeypat
     (512, 512, 8, 1000),   # dW_ih and dW_hh reduce over T B = 8000 rows: 1.24e-5 (call 15)
     (1024, 1024, 8, 256),  # dX over 4096: 9.5e-6
 ])
-def test_long_backward_reductions_keep_fp32_accuracy(rng, inp, hidden, batch, steps):
+def test_long_backward_reductions_keep_fp32_accuracy(rng, monkeypatch, inp, hidden, batch, steps):
     config = LSTMConfig(inp, hidden, 1, False, "float32", batch, steps)
+    monkeypatch.setattr(persistent, "LONG_REDUCTIONS", "strict")   # v35's way (v36: in chunks, its own tests)
     assert not persistent._reduction_on_3xtf32(max(4 * hidden, batch * steps))
     _compare(rng, config, FP32_TOL)
 
 
 @pytest.mark.parametrize("inp, hidden, batch, steps", [(16384, 256, 4, 32), (8192, 1024, 8, 16)])
-def test_a_long_input_projection_keeps_fp32_accuracy(rng, inp, hidden, batch, steps):
+def test_a_long_input_projection_keeps_fp32_accuracy(rng, monkeypatch, inp, hidden, batch, steps):
     """The fp16-split projection read 9.4e-6 at 8192 inputs and grew with them (call 18): strict from 8192."""
     config = LSTMConfig(inp, hidden, 1, False, "float32", batch, steps)
+    monkeypatch.setattr(persistent, "LONG_REDUCTIONS", "strict")   # v35's way
     problem = random_problem(rng, config)
     got = _forward(config, problem)
     f64 = [np.asarray(a, np.float64) for a in problem[1:]]

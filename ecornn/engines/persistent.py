@@ -89,20 +89,25 @@ FP32_GEMMS = "fp16split"  # fp32 input projections of >= MIN_3XTF32_FLOPS, fp32-
                           # "onepass" (v25: one TF32 GEMM over a 3x longer reduction, gpu_blas.matmul_3xtf32_onepass),
                           # "3xtf32" (v6: three GEMMs, gpu_blas.matmul_3xtf32) or "strict" (cuBLAS SGEMM, the
                           # ablation; what all smaller projections run)
-FP32_PROJECTION_STRICT_FROM_K = 8192   # v35: an fp32 input projection reducing over this many inputs (or more) runs
-                                       # strict SGEMM: the fp16-split GEMM's error grew with K (y 1.0e-6 of float64
-                                       # at 1024 inputs, 4.5e-6 at 4096, 9.4e-6 at 8192; SGEMM ~1e-6; results/
-                                       # persistent_v35 call 18); None: no such limit (the ablation)
+FP32_PROJECTION_LONG_FROM_K = 8192   # v35: an fp32 input projection reducing over this many inputs (or more) is
+                                     # long (LONG_REDUCTIONS): the fp16-split GEMM's error grew with K (y 1.0e-6 of
+                                     # float64 at 1024 inputs, 4.5e-6 at 4096, 9.4e-6 at 8192; SGEMM ~1e-6;
+                                     # results/persistent_v35 call 18); None: none is (the ablation)
 MIN_3XTF32_FLOPS = 1e9    # H100, whole forward: v6 (three GEMMs) 4e9: 2.1 GFLOP (H=512 B=4) gained nothing, 4.3
                           # 0.08 us/step, 17 0.46; v25 (one pass) 1e9: H=512 B=4 -0.06 us/step against SGEMM
 FP32_BACKWARD_GEMMS = "onepass"  # v22: the fp32 backward's dX, dW_ih and dW_hh GEMMs of >= MIN_3XTF32_BACKWARD_FLOPS
                                  # on 3xTF32 (v6.1 measured them slower when training ran eagerly: the splits'
                                  # launches; training replays graphs since v9): "onepass" (v25), "3xtf32" (v22,
                                  # three GEMMs each) or "strict" (SGEMM, the ablation)
-FP32_STRICT_FROM_K = 4096   # v35: an fp32 backward GEMM whose reduction reaches this K runs strict SGEMM, not 3xTF32:
-                            # dX = dz W_ih (K = 4H), dW_ih and dW_hh (K = T B). On 3xTF32 the error grew with K
-                            # (one pass: dx 9.5e-6 of float64 at K=4096, 1.4e-5 at 6144, dW 1.2e-5 at 8000; SGEMM
-                            # ~1e-6; results/persistent_v35 calls 13-15); None: no such limit (the ablation)
+FP32_LONG_REDUCTION_FROM_K = 4096   # v35: an fp32 backward GEMM whose reduction reaches this K is long
+                                    # (LONG_REDUCTIONS): dX = dz W_ih (K = 4H), dW_ih and dW_hh (K = T B). On 3xTF32
+                                    # the error grew with K (one pass: dx 9.5e-6 of float64 at K=4096, 1.4e-5 at
+                                    # 6144, dW 1.2e-5 at 8000; SGEMM ~1e-6; results/persistent_v35 calls 13-15);
+                                    # None: none is (the ablation)
+LONG_REDUCTIONS = "chunked"   # v36: how long fp32 reductions run: "chunked", the fp16-split projection and the one-pass
+                              # backward GEMMs as one GEMM per LONG_REDUCTION_CHUNK of the reduction, fp32 adds between
+                              # (gpu_blas.reduction_spans); "strict": cuBLAS SGEMM (v35, the ablation)
+LONG_REDUCTION_CHUNK = 1024   # v36: one-pass dX at K=1024 2.4e-6 of float64 (a quarter of K=4096's, results/persistent_v35)
 MIN_3XTF32_BACKWARD_FLOPS = 2e9   # H100, fwd+bwd: v22 (three GEMMs) 8e9: 4.3 GFLOP (H=512 B=8) +0.06 ms, 8.6
                                  # -0.04, 17 (H=1024 B=8) -0.31; v25 (one pass) 2e9: 4.3 (H=1024 B=2) -0.05,
                                  # 4.8 (H=768 B=4) -0.10, H=512 B=8 a tie
@@ -277,6 +282,8 @@ class PreparedLayer:
     w_ih_split16: tuple = None  # v28: gpu_blas.fp16_split3(w_ih, True), made at the first fp16-split projection
     w_ih_split3: dict = field(default_factory=dict)  # v25: {transposed: gpu_blas.tf32_split3 of w_ih.T / w_ih},
                                                      # made at the first one-pass projection / dX
+    w_ih_split3_chunked: dict = field(default_factory=dict)   # v36: {(transposed, chunk): the same in chunks}
+    w_ih_split16_chunked: dict = field(default_factory=dict)  # v36: {chunk: w_ih_split16 in chunks}
 
     def input_weight_parts(self) -> tuple:
         if self.w_ih_parts is None:
@@ -284,21 +291,33 @@ class PreparedLayer:
             self.w_ih_parts = tf32_parts(self.w_ih)
         return self.w_ih_parts
 
-    def input_weight_split3(self, transposed: bool):
+    def input_weight_split3(self, transposed: bool, chunk=None):
         """w_ih.T [3K, 4H] (the projection's; a view of [4H, 3K]) or w_ih [12H, K] (dX's) as the right
-        operand of gpu_blas.matmul_3xtf32_onepass."""
-        if transposed not in self.w_ih_split3:
-            from ..gpu_blas import tf32_split3
-            self.w_ih_split3[transposed] = tf32_split3(self.w_ih.T if transposed else self.w_ih, 0, False)
-        return self.w_ih_split3[transposed]
+        operand of gpu_blas.matmul_3xtf32_onepass (v36: split in ``chunk``s of the reduction)."""
+        from ..gpu_blas import tf32_split3
+        made = self.w_ih_split3 if chunk is None else self.w_ih_split3_chunked
+        key = transposed if chunk is None else (transposed, chunk)
+        if key not in made:
+            made[key] = tf32_split3(self.w_ih.T if transposed else self.w_ih, 0, False, chunk)
+        return made[key]
 
-    def input_weight_split16(self) -> tuple:
+    def input_weight_split16(self, chunk=None) -> tuple:
         """(w_ih's rows as fp16 (lo, hi, hi) parts [4H, 3K], their exponents [4H]): the right operand of
-        gpu_blas.matmul_fp16_split3."""
+        gpu_blas.matmul_fp16_split3 (v36: split in ``chunk``s of the reduction)."""
+        from ..gpu_blas import fp16_split3
+        if chunk is not None:
+            if chunk not in self.w_ih_split16_chunked:
+                self.w_ih_split16_chunked[chunk] = fp16_split3(self.w_ih, True, chunk=chunk)
+            return self.w_ih_split16_chunked[chunk]
         if self.w_ih_split16 is None:
-            from ..gpu_blas import fp16_split3
             self.w_ih_split16 = fp16_split3(self.w_ih, True)
         return self.w_ih_split16
+
+    def input_weight_exponents16(self):
+        """The exponents [4H] of w_ih's fp16-split rows (the same in every chunked split): from a split made
+        before, else from a new unchunked one."""
+        made = [self.w_ih_split16] if self.w_ih_split16 is not None else list(self.w_ih_split16_chunked.values())
+        return (made[0] if made else self.input_weight_split16())[1]
 
     def input_weight_16bit(self, dtype: str):
         if self.w_ih_16bit is None:   # exact: the fp32 copy was made from 16-bit weights
@@ -370,13 +389,16 @@ def _refresh_eager(prepared: PersistentWeights, config, weights) -> None:
             from ..gpu_blas import tf32_parts
             for part, made in zip(old.w_ih_parts, tf32_parts(old.w_ih)):
                 cp.copyto(part, made)
+        from ..gpu_blas import fp16_split3, tf32_split3
+        splits16 = dict(old.w_ih_split16_chunked)
         if old.w_ih_split16 is not None:
-            from ..gpu_blas import fp16_split3
-            for part, made in zip(old.w_ih_split16, fp16_split3(old.w_ih, True)):
+            splits16[None] = old.w_ih_split16
+        for chunk, split in splits16.items():
+            for part, made in zip(split, fp16_split3(old.w_ih, True, chunk=chunk)):
                 cp.copyto(part, made)
-        for transposed, split in old.w_ih_split3.items():
-            from ..gpu_blas import tf32_split3
-            cp.copyto(split, tf32_split3(old.w_ih.T if transposed else old.w_ih, 0, False))
+        splits3 = dict(((t, None), a) for t, a in old.w_ih_split3.items()) | old.w_ih_split3_chunked
+        for (transposed, chunk), split in splits3.items():
+            cp.copyto(split, tf32_split3(old.w_ih.T if transposed else old.w_ih, 0, False, chunk))
         if old.w_ih_16bit is not None:
             cp.copyto(old.w_ih_16bit, _storage16(old.w_ih, prepared.dtype))
     for key, packed in prepared.tiles.items():
@@ -388,7 +410,7 @@ def _refresh_eager(prepared: PersistentWeights, config, weights) -> None:
         if key[0] == "xw_col_exp":               # _xw_column_exponents: [D, 4H]
             s0 = slot(key[1], 0, packed.shape[0])
             for d in range(packed.shape[0]):
-                cp.copyto(packed[d], prepared.slots[s0 + d].input_weight_split16()[1])
+                cp.copyto(packed[d], prepared.slots[s0 + d].input_weight_exponents16())
             continue
         if key[0] in ("unscale", "input_lo"):    # rewritten with their split tiles
             continue
@@ -897,11 +919,12 @@ def _storage16(a, dtype: str):
 
 
 def _matmul(a, b, out=None, *, accumulate=False, tf32=False, a_parts=None, b_parts=None, a3=None, b3=None,
-            a_type="float32"):
+            chunk=None, a_type="float32"):
     """``a @ b`` into fp32 ``out`` (new if None; added to it with accumulate=True). fp32 operands:
     TF32 with tf32=True, 3xTF32 when ``b_parts`` (tf32_parts(b); ``a_parts`` too where made before)
     are given, one-pass 3xTF32 when ``b3`` (tf32_split3(b, 0, False); ``a3`` likewise) is, else
-    strict fp32; ``a_type`` fp16/bf16: 16-bit operands (_storage16), fp32 accumulation."""
+    strict fp32 (``chunk``, v36: the one pass's operands split in chunks of the reduction, one GEMM each);
+    ``a_type`` fp16/bf16: 16-bit operands (_storage16), fp32 accumulation."""
     cp = _cp()
     if out is None:
         out = cp.empty((a.shape[0], b.shape[1]), cp.float32)
@@ -909,7 +932,7 @@ def _matmul(a, b, out=None, *, accumulate=False, tf32=False, a_parts=None, b_par
     if tf32 or a_type != "float32" or is_gpu_array(a):   # ecornn's cuBLAS binding: graph-capturable
         from ..gpu_blas import matmul, matmul_3xtf32, matmul_3xtf32_onepass
         if b3 is not None:
-            return matmul_3xtf32_onepass(a, b, out, beta=beta, a3=a3, b3=b3)
+            return matmul_3xtf32_onepass(a, b, out, beta=beta, a3=a3, b3=b3, chunk=chunk)
         if b_parts is not None:
             return matmul_3xtf32(a, b, out, beta=beta, a_parts=a_parts, b_parts=b_parts)
         return matmul(a, b, out, beta=beta, tf32=tf32, a_type=a_type)
@@ -921,26 +944,47 @@ def _matmul(a, b, out=None, *, accumulate=False, tf32=False, a_parts=None, b_par
 
 def _fp32_projection_mode(rows: int, prep, tf32: bool) -> str:
     """How an fp32 projection of ``rows`` rows is computed: TF32 ("strict" with tf32) with ``tf32``; else,
-    from MIN_3XTF32_FLOPS on a GPU and below FP32_PROJECTION_STRICT_FROM_K inputs (v35), as FP32_GEMMS says;
-    else "strict"."""
+    from MIN_3XTF32_FLOPS on a GPU, as FP32_GEMMS says, where its GEMM may reduce over this many inputs
+    (_projection_chunk); else "strict"."""
     flops = 2.0 * rows * prep.w_ih.shape[0] * prep.w_ih.shape[1]
-    long_k = FP32_PROJECTION_STRICT_FROM_K is not None and prep.w_ih.shape[1] >= FP32_PROJECTION_STRICT_FROM_K
-    return "strict" if tf32 or flops < MIN_3XTF32_FLOPS or long_k or not is_gpu_array(prep.w_ih) else FP32_GEMMS
+    if tf32 or flops < MIN_3XTF32_FLOPS or not is_gpu_array(prep.w_ih):
+        return "strict"
+    long_k = _is_long(prep.w_ih.shape[1], FP32_PROJECTION_LONG_FROM_K)
+    return "strict" if long_k and not (LONG_REDUCTIONS == "chunked" and FP32_GEMMS in CHUNKED_GEMMS) else FP32_GEMMS
+
+
+CHUNKED_GEMMS = ("fp16split", "onepass")   # v36: the fp32 GEMMs whose split operands can run in chunks
+
+
+def _is_long(k: int, from_k) -> bool:
+    """v35: whether a reduction over ``k`` is long (from ``from_k``; None: never)."""
+    return from_k is not None and k >= from_k
+
+
+def _reduction_chunk(k: int, from_k):
+    """v36: the chunk a long fp32 tensor-core reduction over ``k`` runs in (LONG_REDUCTION_CHUNK where
+    LONG_REDUCTIONS is "chunked"), else None: one GEMM."""
+    return LONG_REDUCTION_CHUNK if LONG_REDUCTIONS == "chunked" and _is_long(k, from_k) else None
+
+
+def _projection_chunk(prep):
+    """v36: the chunk of an fp32 projection's reduction over the layer's inputs (None: one GEMM)."""
+    return _reduction_chunk(prep.w_ih.shape[1], FP32_PROJECTION_LONG_FROM_K)
 
 
 def _fp32_projection(flat, prep, out, tf32: bool, split=None):
     """out = flat W_ih^T on fp32 operands (_fp32_projection_mode; the weight side prepared). Returns
     flat's one-pass split (``split``: made for an earlier direction of the same input) or None."""
-    mode = _fp32_projection_mode(flat.shape[0], prep, tf32)
+    mode, chunk = _fp32_projection_mode(flat.shape[0], prep, tf32), _projection_chunk(prep)
     if mode == "fp16split":   # v28
         from ..gpu_blas import fp16_split3, matmul_fp16_split3
-        split = fp16_split3(flat, False, _x_reference(flat)) if split is None else split
-        matmul_fp16_split3(*split, *prep.input_weight_split16(), out)
+        split = fp16_split3(flat, False, _x_reference(flat), chunk) if split is None else split
+        matmul_fp16_split3(*split, *prep.input_weight_split16(chunk), out, chunk=chunk)
         return split
     if mode == "onepass":
         from ..gpu_blas import matmul_3xtf32_onepass, tf32_split3
-        split = tf32_split3(flat, 1, True) if split is None else split
-        matmul_3xtf32_onepass(flat, prep.w_ih.T, out, a3=split, b3=prep.input_weight_split3(True))
+        split = tf32_split3(flat, 1, True, chunk) if split is None else split
+        matmul_3xtf32_onepass(flat, prep.w_ih.T, out, a3=split, b3=prep.input_weight_split3(True, chunk), chunk=chunk)
         return split
     b_parts = tuple(p.T for p in prep.input_weight_parts()) if mode == "3xtf32" else None
     _matmul(flat, prep.w_ih.T, out, tf32=tf32, b_parts=b_parts)
@@ -979,9 +1023,10 @@ def _scaled_split_projections(layer_input, preps):
     steps, batch, k = layer_input.shape
     out = _cp().empty((len(preps), steps * batch, preps[0].w_ih.shape[0]), np.float32)
     flat = layer_input.reshape(steps * batch, k)
-    split = fp16_split3(flat, False, _x_reference(flat))
+    chunk = _projection_chunk(preps[0])
+    split = fp16_split3(flat, False, _x_reference(flat), chunk)
     for d, prep in enumerate(preps):
-        matmul_fp16_split3(*split, *prep.input_weight_split16(), out[d], unscale=False)
+        matmul_fp16_split3(*split, *prep.input_weight_split16(chunk), out[d], unscale=False, chunk=chunk)
     return out.reshape(len(preps), steps, batch, -1), split[1]
 
 
@@ -990,10 +1035,10 @@ def _xw_column_exponents(prepared: PersistentWeights, layer: int, directions: in
     own array, two directions' stacked once (rewritten by refresh)."""
     s0 = slot(layer, 0, directions)
     if directions == 1:
-        return prepared.slots[s0].input_weight_split16()[1]
+        return prepared.slots[s0].input_weight_exponents16()
     key = ("xw_col_exp", layer)
     if key not in prepared.tiles:
-        prepared.tiles[key] = _cp().stack([p.input_weight_split16()[1] for p in prepared.slots[s0:s0 + directions]])
+        prepared.tiles[key] = _cp().stack([p.input_weight_exponents16() for p in prepared.slots[s0:s0 + directions]])
     return prepared.tiles[key]
 
 
@@ -1070,7 +1115,8 @@ def _graph_mode(variant) -> tuple:
             FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER, BATCH_GROUPS, GROUP_BARRIERS,
             BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY,
             XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
-            POLL_SPIN_CYCLES, FP32_STRICT_FROM_K, FP32_PROJECTION_STRICT_FROM_K)
+            POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
+            LONG_REDUCTION_CHUNK)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
@@ -1396,8 +1442,15 @@ def _fp32_backward_parts(config, flat_dz, flat_input, h_prev, slot_weights, inpu
 
 
 def _reduction_on_3xtf32(k: int) -> bool:
-    """v35: whether an fp32 backward GEMM reducing over ``k`` may run as 3xTF32 (FP32_STRICT_FROM_K), else strict."""
-    return FP32_STRICT_FROM_K is None or k < FP32_STRICT_FROM_K
+    """v35: whether an fp32 backward GEMM reducing over ``k`` may run as 3xTF32: a short reduction, or (v36) a
+    long one in chunks (FP32_LONG_REDUCTION_FROM_K, LONG_REDUCTIONS; one pass only); else strict."""
+    long_k = _is_long(k, FP32_LONG_REDUCTION_FROM_K)
+    return not long_k or (LONG_REDUCTIONS == "chunked" and FP32_BACKWARD_GEMMS == "onepass")
+
+
+def _backward_chunk(k: int):
+    """v36: the chunk of a one-pass backward GEMM's reduction over ``k`` (None: one GEMM)."""
+    return _reduction_chunk(k, FP32_LONG_REDUCTION_FROM_K)
 
 
 def _three_gemm_backward_parts(flat_dz, flat_input, h_prev, slot_weights, input_part, with_x: bool, with_h: bool,
@@ -1417,17 +1470,20 @@ def _three_gemm_backward_parts(flat_dz, flat_input, h_prev, slot_weights, input_
 def _onepass_backward_parts(flat_dz, flat_input, h_prev, slot_weights, input_part, with_x: bool, with_h: bool,
                             with_dx: bool):
     """v25: the one-pass operands. dz is split twice: along 4H for dX and along the rows for the
-    weight gradients, whose reduction runs over the T*B rows."""
+    weight gradients, whose reduction runs over the T*B rows; v36: long reductions in chunks."""
     from ..gpu_blas import tf32_split3
     rows = flat_dz.shape[0]
+    by_rows, by_gates = _backward_chunk(rows), _backward_chunk(flat_dz.shape[1])
     # dz^T [4H, 3 rows]: a view of [3 rows, 4H], for the weight gradients
-    dz_rows = tf32_split3(flat_dz.T, 1, True) if with_x or with_h else None
-    x = (input_part if input_part is not None else tf32_split3(flat_input, 0, False)) if with_x else None
+    dz_rows = tf32_split3(flat_dz.T, 1, True, by_rows) if with_x or with_h else None
+    x = (input_part if input_part is not None else tf32_split3(flat_input, 0, False, by_rows)) if with_x else None
+    d_x = {"a3": tf32_split3(flat_dz, 1, True, by_gates), "b3": slot_weights.input_weight_split3(False, by_gates),
+           "chunk": by_gates} if with_dx else {}
     return Fp32BackwardParts(
-        d_w_ih={"a3": dz_rows, "b3": x} if with_x else {},
-        d_w_hh={"a3": dz_rows, "b3": tf32_split3(h_prev.reshape(rows, -1), 0, False)} if with_h else {},
-        d_x={"a3": tf32_split3(flat_dz, 1, True), "b3": slot_weights.input_weight_split3(False)} if with_dx else {},
-        x=x)
+        d_w_ih={"a3": dz_rows, "b3": x, "chunk": by_rows} if with_x else {},
+        d_w_hh={"a3": dz_rows, "b3": tf32_split3(h_prev.reshape(rows, -1), 0, False, by_rows), "chunk": by_rows}
+        if with_h else {},
+        d_x=d_x, x=x)
 
 
 def backward(reserve, dy, dhT, dcT, retain=False):

@@ -35,7 +35,8 @@ class RefreshGraph:
 def derivatives(prepared) -> tuple:
     """What a refresh of ``prepared`` rewrites besides the fp32 copies (part of a graph's key)."""
     return (tuple(prepared.tiles), tuple((s.w_ih_parts is not None, tuple(sorted(s.w_ih_split3)),
-                                          s.w_ih_16bit is not None, s.w_ih_split16 is not None)
+                                          s.w_ih_16bit is not None, s.w_ih_split16 is not None,
+                                          tuple(sorted(s.w_ih_split3_chunked)), tuple(sorted(s.w_ih_split16_chunked)))
                                          for s in prepared.slots))
 
 

@@ -1,0 +1,130 @@
+"""v36: long fp32 reductions in chunks (LONG_REDUCTIONS="chunked") against v35's strict SGEMM ("strict") and one
+tensor-core GEMM over the whole reduction ("one GEMM", the thresholds off): the gradients' and the forward's error
+against float64 (norm-wise relative, the worst of dx, dW_ih, dW_hh / of y; one draw per cell) and the time, the modes
+alternated over rounds in one process: fwd+bwd ms (T=256, input = hidden) for the backward's cells, the forward
+µs/step by graph replay for the projection's (8192 inputs).
+
+    python benchmarks/bench_chunked_v36.py OUT_DIR [--rounds N] [--repeats N]
+Writes OUT_DIR/bench_chunked_v36.{json,md}.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ab_modes  # noqa: E402
+from bench_persistent import STEPS, _median_ms, bench_args, bench_meta, save_rows, training_call  # noqa: E402
+
+TRAIN_CELLS = [(1536, 4), (1024, 8), (1024, 4), (1024, 16)]    # (H, B): dX over 4H >= 4096; T B = 4096 at B=16
+PROJECTION_CELLS = [(8192, 512, 4), (8192, 1024, 8)]             # (inputs, H, B), T = 256
+MODES = {"chunked": {}, "strict": {"LONG_REDUCTIONS": "strict"},
+         "one GEMM": {"FP32_LONG_REDUCTION_FROM_K": None, "FP32_PROJECTION_LONG_FROM_K": None}}
+
+
+def _rel(got, want) -> float:
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+
+
+def _problem(inp, hidden, batch):
+    from ecornn import LSTMConfig, init_weights
+    config = LSTMConfig(inp, hidden, 1, False, "float32", batch, STEPS)
+    rng = np.random.default_rng(inp + hidden + batch)
+    shapes = (config.input_shape, config.state_shape, config.state_shape, config.output_shape, config.state_shape,
+              config.state_shape)
+    return config, init_weights(config, seed=hidden), [rng.standard_normal(s).astype(np.float32) for s in shapes]
+
+
+def errors(inp, hidden, batch, training: bool) -> dict:
+    """{mode: the worst error of the gradients (training) or of y} against float64."""
+    from ecornn import LayerWeights, lstm_backward, lstm_forward
+    _, weights, (x, h0, c0, dy, dh, dc) = _problem(inp, hidden, batch)
+    f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
+    ref = lstm_forward(f64(x), [LayerWeights(*map(f64, w)) for w in weights], f64(h0), f64(c0),
+                       strategy="reference", training=training)
+    want = _outputs(ref, lstm_backward(ref.reserve, f64(dy), f64(dh), f64(dc)) if training else None)
+    worst = {}
+    for mode, flags in MODES.items():
+        ab_modes.set_engine_flags(flags)
+        try:
+            out = lstm_forward(x, weights, h0, c0, strategy="persistent", training=training)
+            got = _outputs(out, lstm_backward(out.reserve, dy, dh, dc) if training else None)
+            worst[mode] = max(_rel(g, w) for g, w in zip(got, want))
+        finally:
+            ab_modes.set_engine_flags({})
+    return worst
+
+
+def _outputs(out, grads):
+    if grads is None:
+        return [out.y]
+    return [grads.dx, grads.dweights[0].w_ih, grads.dweights[0].w_hh]
+
+
+def _forward_call(inp, hidden, batch):
+    import cupy as cp
+    from ecornn.engines import persistent
+    config, weights, (x, h0, c0, *_) = _problem(inp, hidden, batch)
+    gpu = [type(w)(*(cp.asarray(a) for a in w)) for w in weights]
+    x, h0, c0 = cp.asarray(x), cp.asarray(h0), cp.asarray(c0)
+    prepared = persistent.prepare(config, gpu)
+    return lambda: persistent.forward(config, x, gpu, h0, c0, prepared=prepared)
+
+
+def alternated(make_call, rounds, repeats, scale) -> dict:
+    calls = {}
+    for mode, flags in MODES.items():   # one prepared set (and its graphs) per mode
+        ab_modes.set_engine_flags(flags)
+        try:
+            calls[mode] = make_call()
+            calls[mode]()
+        finally:
+            ab_modes.set_engine_flags({})
+    times = {mode: [] for mode in MODES}
+    for r in range(rounds + 1):
+        for mode in (list(MODES) if r % 2 == 0 else list(MODES)[::-1]):
+            ab_modes.set_engine_flags(MODES[mode])
+            try:
+                t = _median_ms(calls[mode], repeats) * scale
+            finally:
+                ab_modes.set_engine_flags({})
+            if r:
+                times[mode].append(t)
+    return times
+
+
+def markdown(rows) -> str:
+    modes = list(MODES)
+    lines = ["| cell | what | " + " | ".join(f"error {m}" for m in modes) + " | "
+             + " | ".join(f"time {m} (median; rounds)" for m in modes) + " |", "|---|---|" + "---|" * (2 * len(modes))]
+    for r in rows:
+        errs = " | ".join(f"{r['error'][m]:.2e}" for m in modes)
+        times = " | ".join(f"{np.median(r['time'][m]):.3f} ({', '.join(f'{t:.2f}' for t in r['time'][m])})"
+                           for m in modes)
+        lines.append(f"| {r['cell']} | {r['what']} | {errs} | {times} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    args, out = bench_args(argv, repeats=10, configure=lambda p: p.add_argument("--rounds", type=int, default=4))
+    rows = []
+    for hidden, batch in TRAIN_CELLS:
+        rows.append({"cell": f"H={hidden} B={batch}", "what": "fwd+bwd ms; grads",
+                     "error": errors(hidden, hidden, batch, True),
+                     "time": alternated(lambda: training_call("float32", hidden, batch, seed=hidden + batch)[0],
+                                        args.rounds, args.repeats, 1.0)})
+        save_rows(out, "bench_chunked_v36", bench_meta(), rows, markdown(rows))
+    for inp, hidden, batch in PROJECTION_CELLS:
+        rows.append({"cell": f"in={inp} H={hidden} B={batch}", "what": "forward us/step; y",
+                     "error": errors(inp, hidden, batch, False),
+                     "time": alternated(lambda: _forward_call(inp, hidden, batch), args.rounds, args.repeats,
+                                        1e3 / STEPS)})
+        save_rows(out, "bench_chunked_v36", bench_meta(), rows, markdown(rows))
+    print(markdown(rows))
+
+
+if __name__ == "__main__":
+    main()
