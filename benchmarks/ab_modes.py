@@ -50,6 +50,46 @@ def alternate_rounds(modes: dict, rounds: int, measure) -> dict:
     return out
 
 
+def alternate_calls(modes: dict, make_call, rounds: int, repeats: int, scale: float = 1.0) -> dict:
+    """{mode: [median ms x ``scale`` per kept round]}: one call per mode made by ``make_call()`` under its flags
+    (its own prepared weights and graphs), then each timed under its flags, the modes' order reversed every round,
+    after a warm-up round that is not kept (alternate_rounds' order)."""
+    calls = {}
+    for mode, flags in modes.items():
+        set_engine_flags(flags)
+        try:
+            calls[mode] = make_call()
+            calls[mode]()
+        finally:
+            set_engine_flags({})
+    times = {mode: [] for mode in modes}
+    for r in range(rounds + 1):
+        for mode in (list(modes) if r % 2 == 0 else list(modes)[::-1]):
+            set_engine_flags(modes[mode])
+            try:
+                t = _median_ms(calls[mode], repeats) * scale
+            finally:
+                set_engine_flags({})
+            if r:
+                times[mode].append(t)
+    return times
+
+
+def error_time_table(rows, modes, lead: dict, error_key: str, time_key: str, error_head: str, time_head: str) -> str:
+    """A markdown table of one row per measured cell: its ``lead`` columns ({header: row key}), then per mode the
+    error (row[error_key][mode]) and the time (median of row[time_key][mode], with every round)."""
+    import numpy as np
+    lines = ["| " + " | ".join(lead) + " | " + " | ".join(f"{error_head} {m}" for m in modes) + " | "
+             + " | ".join(f"{time_head} {m} (median; rounds)" for m in modes) + " |",
+             "|" + "---|" * (len(lead) + 2 * len(modes))]
+    for r in rows:
+        errs = " | ".join(f"{r[error_key][m]:.2e}" for m in modes)
+        times = " | ".join(f"{np.median(r[time_key][m]):.3f} ({', '.join(f'{t:.2f}' for t in r[time_key][m])})"
+                           for m in modes)
+        lines.append("| " + " | ".join(str(r[key]) for key in lead.values()) + f" | {errs} | {times} |")
+    return "\n".join(lines)
+
+
 def cell_problem(cell):
     """bench_persistent._problem of a (dtype, hidden, batch, layers, bidirectional) cell."""
     import bench_persistent as bp

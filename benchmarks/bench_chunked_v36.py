@@ -16,7 +16,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ab_modes  # noqa: E402
-from bench_persistent import STEPS, _median_ms, bench_args, bench_meta, save_rows, training_call  # noqa: E402
+from bench_persistent import STEPS, bench_args, bench_meta, save_rows, training_call  # noqa: E402
 
 TRAIN_CELLS = [(1536, 4), (1024, 8), (1024, 4), (1024, 16)]    # (H, B): dX over 4H >= 4096; T B = 4096 at B=16
 PROJECTION_CELLS = [(8192, 512, 4), (8192, 1024, 8)]             # (inputs, H, B), T = 256
@@ -74,38 +74,8 @@ def _forward_call(inp, hidden, batch):
     return lambda: persistent.forward(config, x, gpu, h0, c0, prepared=prepared)
 
 
-def alternated(make_call, rounds, repeats, scale) -> dict:
-    calls = {}
-    for mode, flags in MODES.items():   # one prepared set (and its graphs) per mode
-        ab_modes.set_engine_flags(flags)
-        try:
-            calls[mode] = make_call()
-            calls[mode]()
-        finally:
-            ab_modes.set_engine_flags({})
-    times = {mode: [] for mode in MODES}
-    for r in range(rounds + 1):
-        for mode in (list(MODES) if r % 2 == 0 else list(MODES)[::-1]):
-            ab_modes.set_engine_flags(MODES[mode])
-            try:
-                t = _median_ms(calls[mode], repeats) * scale
-            finally:
-                ab_modes.set_engine_flags({})
-            if r:
-                times[mode].append(t)
-    return times
-
-
 def markdown(rows) -> str:
-    modes = list(MODES)
-    lines = ["| cell | what | " + " | ".join(f"error {m}" for m in modes) + " | "
-             + " | ".join(f"time {m} (median; rounds)" for m in modes) + " |", "|---|---|" + "---|" * (2 * len(modes))]
-    for r in rows:
-        errs = " | ".join(f"{r['error'][m]:.2e}" for m in modes)
-        times = " | ".join(f"{np.median(r['time'][m]):.3f} ({', '.join(f'{t:.2f}' for t in r['time'][m])})"
-                           for m in modes)
-        lines.append(f"| {r['cell']} | {r['what']} | {errs} | {times} |")
-    return "\n".join(lines)
+    return ab_modes.error_time_table(rows, MODES, {"cell": "cell", "what": "what"}, "error", "time", "error", "time")
 
 
 def main(argv=None):
@@ -114,14 +84,15 @@ def main(argv=None):
     for hidden, batch in TRAIN_CELLS:
         rows.append({"cell": f"H={hidden} B={batch}", "what": "fwd+bwd ms; grads",
                      "error": errors(hidden, hidden, batch, True),
-                     "time": alternated(lambda: training_call("float32", hidden, batch, seed=hidden + batch)[0],
-                                        args.rounds, args.repeats, 1.0)})
+                     "time": ab_modes.alternate_calls(
+                         MODES, lambda: training_call("float32", hidden, batch, seed=hidden + batch)[0], args.rounds,
+                         args.repeats)})
         save_rows(out, "bench_chunked_v36", bench_meta(), rows, markdown(rows))
     for inp, hidden, batch in PROJECTION_CELLS:
         rows.append({"cell": f"in={inp} H={hidden} B={batch}", "what": "forward us/step; y",
                      "error": errors(inp, hidden, batch, False),
-                     "time": alternated(lambda: _forward_call(inp, hidden, batch), args.rounds, args.repeats,
-                                        1e3 / STEPS)})
+                     "time": ab_modes.alternate_calls(MODES, lambda: _forward_call(inp, hidden, batch), args.rounds,
+                                                      args.repeats, 1e3 / STEPS)})
         save_rows(out, "bench_chunked_v36", bench_meta(), rows, markdown(rows))
     print(markdown(rows))
 

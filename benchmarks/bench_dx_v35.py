@@ -14,7 +14,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ab_modes  # noqa: E402
-from bench_persistent import STEPS, _median_ms, bench_args, bench_meta, save_rows, training_call  # noqa: E402
+from bench_persistent import STEPS, bench_args, bench_meta, save_rows, training_call  # noqa: E402
 
 CELLS = [(1536, 4), (1024, 8), (1024, 4), (768, 8)]
 MODES = {"v35": {}, "one pass": {"FP32_LONG_REDUCTION_FROM_K": None}}
@@ -49,37 +49,12 @@ def dx_errors(hidden, batch) -> dict:
 
 
 def train_ms(hidden, batch, rounds, repeats) -> dict:
-    calls = {}
-    for mode, flags in MODES.items():   # one prepared set (and its graphs) per mode
-        ab_modes.set_engine_flags(flags)
-        try:
-            calls[mode] = training_call("float32", hidden, batch, seed=hidden + batch)[0]
-            calls[mode]()
-        finally:
-            ab_modes.set_engine_flags({})
-    times = {mode: [] for mode in MODES}
-    for r in range(rounds + 1):
-        for mode in (list(MODES) if r % 2 == 0 else list(MODES)[::-1]):
-            ab_modes.set_engine_flags(MODES[mode])
-            try:
-                t = _median_ms(calls[mode], repeats)
-            finally:
-                ab_modes.set_engine_flags({})
-            if r:
-                times[mode].append(t)
-    return times
+    return ab_modes.alternate_calls(MODES, lambda: training_call("float32", hidden, batch, seed=hidden + batch)[0],
+                                    rounds, repeats)
 
 
 def markdown(rows) -> str:
-    modes = list(MODES)
-    lines = ["| H | B | " + " | ".join(f"dx err {m}" for m in modes) + " | "
-             + " | ".join(f"fwd+bwd ms {m} (median; rounds)" for m in modes) + " |",
-             "|---|---|" + "---|" * (2 * len(modes))]
-    for r in rows:
-        errs = " | ".join(f"{r['dx'][m]:.2e}" for m in modes)
-        times = " | ".join(f"{np.median(r['ms'][m]):.3f} ({', '.join(f'{t:.2f}' for t in r['ms'][m])})" for m in modes)
-        lines.append(f"| {r['hidden']} | {r['batch']} | {errs} | {times} |")
-    return "\n".join(lines)
+    return ab_modes.error_time_table(rows, MODES, {"H": "hidden", "B": "batch"}, "dx", "ms", "dx err", "fwd+bwd ms")
 
 
 def main(argv=None):
