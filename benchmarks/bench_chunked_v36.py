@@ -38,8 +38,8 @@ def _problem(inp, hidden, batch):
     return config, init_weights(config, seed=hidden), [rng.standard_normal(s).astype(np.float32) for s in shapes]
 
 
-def errors(inp, hidden, batch, training: bool) -> dict:
-    """{mode: the worst error of the gradients (training) or of y} against float64."""
+def errors(inp, hidden, batch, training: bool, modes=None) -> dict:
+    """{mode: the worst error of the gradients (training) or of y} against float64, under ``modes`` (MODES)."""
     from ecornn import LayerWeights, lstm_backward, lstm_forward
     _, weights, (x, h0, c0, dy, dh, dc) = _problem(inp, hidden, batch)
     f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
@@ -47,7 +47,7 @@ def errors(inp, hidden, batch, training: bool) -> dict:
                        strategy="reference", training=training)
     want = _outputs(ref, lstm_backward(ref.reserve, f64(dy), f64(dh), f64(dc)) if training else None)
     worst = {}
-    for mode, flags in MODES.items():
+    for mode, flags in (modes or MODES).items():
         ab_modes.set_engine_flags(flags)
         try:
             out = lstm_forward(x, weights, h0, c0, strategy="persistent", training=training)
@@ -64,7 +64,7 @@ def _outputs(out, grads):
     return [grads.dx, grads.dweights[0].w_ih, grads.dweights[0].w_hh]
 
 
-def _forward_call(inp, hidden, batch):
+def forward_call(inp, hidden, batch):
     import cupy as cp
     from ecornn.engines import persistent
     config, weights, (x, h0, c0, *_) = _problem(inp, hidden, batch)
@@ -91,7 +91,7 @@ def main(argv=None):
     for inp, hidden, batch in PROJECTION_CELLS:
         rows.append({"cell": f"in={inp} H={hidden} B={batch}", "what": "forward us/step; y",
                      "error": errors(inp, hidden, batch, False),
-                     "time": ab_modes.alternate_calls(MODES, lambda: _forward_call(inp, hidden, batch), args.rounds,
+                     "time": ab_modes.alternate_calls(MODES, lambda: forward_call(inp, hidden, batch), args.rounds,
                                                       args.repeats, 1e3 / STEPS)})
         save_rows(out, "bench_chunked_v36", bench_meta(), rows, markdown(rows))
     print(markdown(rows))
