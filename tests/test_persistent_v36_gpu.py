@@ -78,6 +78,7 @@ def _count_chunked_gemms(monkeypatch):
     (1536, 1536, 4, 40),   # dX over 4H = 6144 (one pass: 1.43e-5, results/persistent_v35 call 11)
     (512, 512, 8, 1000),   # dW_ih and dW_hh over T B = 8000 rows (1.24e-5, call 15)
     (1024, 1024, 8, 256),  # dX over 4096 (9.5e-6)
+    (768, 768, 8, 256),    # dX over 3072, dW over 2048 rows: long from v36's 2048 (7.2e-6 in one GEMM, call 8)
 ])
 def test_long_backward_reductions_in_chunks_keep_fp32_accuracy(rng, monkeypatch, inp, hidden, batch, steps):
     config = LSTMConfig(inp, hidden, 1, False, "float32", batch, steps)
@@ -87,9 +88,9 @@ def test_long_backward_reductions_in_chunks_keep_fp32_accuracy(rng, monkeypatch,
     assert any(n > 1 for n in chunked)
 
 
-@pytest.mark.parametrize("inp, hidden, batch, steps", [(16384, 256, 4, 32), (8192, 1024, 8, 16)])
+@pytest.mark.parametrize("inp, hidden, batch, steps", [(16384, 256, 4, 32), (8192, 1024, 8, 16), (4096, 512, 4, 32)])
 def test_a_long_input_projection_in_chunks_keeps_fp32_accuracy(rng, monkeypatch, inp, hidden, batch, steps):
-    """v35's strict projection from 8192 inputs, now the fp16-split GEMM in chunks of 1024."""
+    """v35's strict projection from 8192 inputs, now the fp16-split GEMM in chunks of 1024 (from 4096 inputs)."""
     config = LSTMConfig(inp, hidden, 1, False, "float32", batch, steps)
     chunked = _count_chunked_gemms(monkeypatch)
     problem = random_problem(rng, config)

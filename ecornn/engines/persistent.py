@@ -89,20 +89,24 @@ FP32_GEMMS = "fp16split"  # fp32 input projections of >= MIN_3XTF32_FLOPS, fp32-
                           # "onepass" (v25: one TF32 GEMM over a 3x longer reduction, gpu_blas.matmul_3xtf32_onepass),
                           # "3xtf32" (v6: three GEMMs, gpu_blas.matmul_3xtf32) or "strict" (cuBLAS SGEMM, the
                           # ablation; what all smaller projections run)
-FP32_PROJECTION_LONG_FROM_K = 8192   # v35: an fp32 input projection reducing over this many inputs (or more) is
+FP32_PROJECTION_LONG_FROM_K = 4096   # v35: an fp32 input projection reducing over this many inputs (or more) is
                                      # long (LONG_REDUCTIONS): the fp16-split GEMM's error grew with K (y 1.0e-6 of
                                      # float64 at 1024 inputs, 4.5e-6 at 4096, 9.4e-6 at 8192; SGEMM ~1e-6;
-                                     # results/persistent_v35 call 18); None: none is (the ablation)
+                                     # results/persistent_v35 call 18). v35: 8192; v36: 4096, so no single GEMM reads
+                                     # past ~4.5e-6 (4096 / 6144 inputs in chunks: 1.2e-6, forward +3-5%, results/
+                                     # persistent_v36 call 8). None: none is (the ablation)
 MIN_3XTF32_FLOPS = 1e9    # H100, whole forward: v6 (three GEMMs) 4e9: 2.1 GFLOP (H=512 B=4) gained nothing, 4.3
                           # 0.08 us/step, 17 0.46; v25 (one pass) 1e9: H=512 B=4 -0.06 us/step against SGEMM
 FP32_BACKWARD_GEMMS = "onepass"  # v22: the fp32 backward's dX, dW_ih and dW_hh GEMMs of >= MIN_3XTF32_BACKWARD_FLOPS
                                  # on 3xTF32 (v6.1 measured them slower when training ran eagerly: the splits'
                                  # launches; training replays graphs since v9): "onepass" (v25), "3xtf32" (v22,
                                  # three GEMMs each) or "strict" (SGEMM, the ablation)
-FP32_LONG_REDUCTION_FROM_K = 4096   # v35: an fp32 backward GEMM whose reduction reaches this K is long
+FP32_LONG_REDUCTION_FROM_K = 2048   # v35: an fp32 backward GEMM whose reduction reaches this K is long
                                     # (LONG_REDUCTIONS): dX = dz W_ih (K = 4H), dW_ih and dW_hh (K = T B). On 3xTF32
                                     # the error grew with K (one pass: dx 9.5e-6 of float64 at K=4096, 1.4e-5 at
-                                    # 6144, dW 1.2e-5 at 8000; SGEMM ~1e-6; results/persistent_v35 calls 13-15);
+                                    # 6144, dW 1.2e-5 at 8000; SGEMM ~1e-6; results/persistent_v35 calls 13-15).
+                                    # v35: 4096; v36: 2048, so no single GEMM reads past ~4.8e-6 (H=768 B=8 grads
+                                    # 7.2e-6 -> 2.9e-6 in chunks, fwd+bwd +0.6-1.8%, results/persistent_v36 call 8).
                                     # None: none is (the ablation)
 LONG_REDUCTIONS = "chunked"   # v36: how long fp32 reductions run: "chunked", the fp16-split projection and the one-pass
                               # backward GEMMs as one GEMM per LONG_REDUCTION_CHUNK of the reduction, fp32 adds between
