@@ -168,15 +168,19 @@ def matmul(a, b, out, *, beta=0.0, tf32=False, a_type="float32", stream=None):
     C-contiguous or transposed views of such): column-major ``out^T = b^T a^T``. ``a_type`` is the
     element type of both operands; 16-bit ones may be raw 16-bit words (bf16 as uint16). ``out`` is
     fp32, or with 16-bit operands (v31) of their type: fp32 accumulation, rounded once at the end."""
-    for operand, what in ((a, "a"), (b, "b")):
-        if operand.dtype.itemsize != _ITEMSIZE[a_type]:
-            raise ValueError(f"matmul: operand {what} should hold {a_type} elements "
-                             f"({_ITEMSIZE[a_type]} bytes), got {operand.dtype}")
+    _check_element_size("matmul", a, b, a_type)
     op_b, ld_b, b_c = _row_major_operand(b)
     op_a, ld_a, a_c = _row_major_operand(a)
     gemm(op_b, op_a, b.shape[1], a.shape[0], a.shape[1], b_c, ld_b, a_c, ld_a, out, out.shape[1],
          beta=beta, a_type=a_type, c_type=_out_type(out, a_type), tf32=tf32, stream=stream)
     return out
+
+
+def _check_element_size(what: str, a, b, a_type: str) -> None:
+    for operand, name in ((a, "a"), (b, "b")):
+        if operand.dtype.itemsize != _ITEMSIZE[a_type]:
+            raise ValueError(f"{what}: operand {name} should hold {a_type} elements "
+                             f"({_ITEMSIZE[a_type]} bytes), got {operand.dtype}")
 
 
 def _out_type(out, a_type: str) -> str:
@@ -264,6 +268,7 @@ def matmul_spans(a, b, out, spans, *, beta=0.0, tf32=False, a_type="float32", st
     if a.shape[1] != b.shape[0] or sum(length for _, length in spans) != a.shape[1]:
         raise ValueError(f"matmul_spans: a [m, k], b [k, n] and spans covering k expected, got "
                          f"{tuple(a.shape)}, {tuple(b.shape)}, {spans}")
+    _check_element_size("matmul_spans", a, b, a_type)
     op_b, ld_b, b_c = _row_major_operand(b)
     op_a, ld_a, a_c = _row_major_operand(a)
     for i, (start, length) in enumerate(spans):

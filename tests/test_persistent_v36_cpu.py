@@ -95,6 +95,12 @@ def test_matmul_spans_rejects_spans_that_miss_the_reduction():
         gpu_blas.matmul_spans(a, b, np.zeros((3, 2), np.float32), [(0, 4), (4, 3)])
 
 
+def test_matmul_spans_rejects_operands_of_another_element_size():
+    a, b = np.zeros((3, 8), np.float64), np.zeros((8, 2), np.float32)
+    with pytest.raises(ValueError, match="matmul_spans: operand a should hold float32 elements"):
+        gpu_blas.matmul_spans(a, b, np.zeros((3, 2), np.float32), [(0, 4), (4, 4)])
+
+
 def test_one_pass_products_in_chunks_are_a_times_b():
     """The chunked one-pass operands, TF32-truncated as a tensor core may read them, give a @ b chunk by chunk."""
     rng = np.random.default_rng()

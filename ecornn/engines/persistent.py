@@ -112,6 +112,7 @@ LONG_REDUCTIONS = "chunked"   # v36: how long fp32 reductions run: "chunked", th
                               # backward GEMMs as one GEMM per LONG_REDUCTION_CHUNK of the reduction, fp32 adds between
                               # (gpu_blas.reduction_spans); "strict": cuBLAS SGEMM (v35, the ablation)
 LONG_REDUCTION_CHUNK = 1024   # v36: one-pass dX at K=1024 2.4e-6 of float64 (a quarter of K=4096's, results/persistent_v35)
+CHUNKED_GEMMS = ("fp16split", "onepass")   # v36: the FP32_GEMMS modes whose split operands can run in chunks
 MIN_3XTF32_BACKWARD_FLOPS = 2e9   # H100, fwd+bwd: v22 (three GEMMs) 8e9: 4.3 GFLOP (H=512 B=8) +0.06 ms, 8.6
                                  # -0.04, 17 (H=1024 B=8) -0.31; v25 (one pass) 2e9: 4.3 (H=1024 B=2) -0.05,
                                  # 4.8 (H=768 B=4) -0.10, H=512 B=8 a tie
@@ -948,16 +949,13 @@ def _matmul(a, b, out=None, *, accumulate=False, tf32=False, a_parts=None, b_par
 
 def _fp32_projection_mode(rows: int, prep, tf32: bool) -> str:
     """How an fp32 projection of ``rows`` rows is computed: TF32 ("strict" with tf32) with ``tf32``; else,
-    from MIN_3XTF32_FLOPS on a GPU, as FP32_GEMMS says, where its GEMM may reduce over this many inputs
-    (_projection_chunk); else "strict"."""
+    from MIN_3XTF32_FLOPS on a GPU, as FP32_GEMMS says, unless its reduction over the inputs is long and that
+    GEMM cannot run in chunks (v35, v36); else "strict"."""
     flops = 2.0 * rows * prep.w_ih.shape[0] * prep.w_ih.shape[1]
     if tf32 or flops < MIN_3XTF32_FLOPS or not is_gpu_array(prep.w_ih):
         return "strict"
     long_k = _is_long(prep.w_ih.shape[1], FP32_PROJECTION_LONG_FROM_K)
     return "strict" if long_k and not (LONG_REDUCTIONS == "chunked" and FP32_GEMMS in CHUNKED_GEMMS) else FP32_GEMMS
-
-
-CHUNKED_GEMMS = ("fp16split", "onepass")   # v36: the fp32 GEMMs whose split operands can run in chunks
 
 
 def _is_long(k: int, from_k) -> bool:
