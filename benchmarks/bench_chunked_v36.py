@@ -74,27 +74,35 @@ def forward_call(inp, hidden, batch):
     return lambda: persistent.forward(config, x, gpu, h0, c0, prepared=prepared)
 
 
-def markdown(rows) -> str:
-    return ab_modes.error_time_table(rows, MODES, {"cell": "cell", "what": "what"}, "error", "time", "error", "time")
+def markdown(rows, modes=None) -> str:
+    return ab_modes.error_time_table(rows, modes or MODES, {"cell": "cell", "what": "what"}, "error", "time", "error",
+                                     "time")
+
+
+def measure_cells(argv, name: str, modes: dict, train_cells, projection_cells, rounds: int) -> None:
+    """The bench: per training cell (H, B) the gradients' errors and fwd+bwd ms, per projection cell (inputs, H, B)
+    y's error and the forward's µs/step, under ``modes``; saved as OUT_DIR/<name>.{json,md} after every cell."""
+    args, out = bench_args(argv, repeats=10, configure=lambda p: p.add_argument("--rounds", type=int, default=rounds))
+    rows = []
+    cells = [(hidden, hidden, batch, True) for hidden, batch in train_cells]
+    cells += [(inp, hidden, batch, False) for inp, hidden, batch in projection_cells]
+    for inp, hidden, batch, training in cells:
+        error = errors(inp, hidden, batch, training, modes)   # first, as in the recorded runs
+        if training:
+            rows.append({"cell": f"H={hidden} B={batch}", "what": "fwd+bwd ms; grads", "error": error,
+                         "time": ab_modes.alternate_calls(
+                             modes, lambda: training_call("float32", hidden, batch, seed=hidden + batch)[0],
+                             args.rounds, args.repeats)})
+        else:
+            rows.append({"cell": f"in={inp} H={hidden} B={batch}", "what": "forward us/step; y", "error": error,
+                         "time": ab_modes.alternate_calls(modes, lambda: forward_call(inp, hidden, batch), args.rounds,
+                                                          args.repeats, 1e3 / STEPS)})
+        save_rows(out, name, bench_meta(), rows, markdown(rows, modes))
+    print(markdown(rows, modes))
 
 
 def main(argv=None):
-    args, out = bench_args(argv, repeats=10, configure=lambda p: p.add_argument("--rounds", type=int, default=4))
-    rows = []
-    for hidden, batch in TRAIN_CELLS:
-        rows.append({"cell": f"H={hidden} B={batch}", "what": "fwd+bwd ms; grads",
-                     "error": errors(hidden, hidden, batch, True),
-                     "time": ab_modes.alternate_calls(
-                         MODES, lambda: training_call("float32", hidden, batch, seed=hidden + batch)[0], args.rounds,
-                         args.repeats)})
-        save_rows(out, "bench_chunked_v36", bench_meta(), rows, markdown(rows))
-    for inp, hidden, batch in PROJECTION_CELLS:
-        rows.append({"cell": f"in={inp} H={hidden} B={batch}", "what": "forward us/step; y",
-                     "error": errors(inp, hidden, batch, False),
-                     "time": ab_modes.alternate_calls(MODES, lambda: forward_call(inp, hidden, batch), args.rounds,
-                                                      args.repeats, 1e3 / STEPS)})
-        save_rows(out, "bench_chunked_v36", bench_meta(), rows, markdown(rows))
-    print(markdown(rows))
+    measure_cells(argv, "bench_chunked_v36", MODES, TRAIN_CELLS, PROJECTION_CELLS, rounds=4)
 
 
 if __name__ == "__main__":
