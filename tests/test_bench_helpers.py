@@ -267,3 +267,51 @@ def test_layered_benches_build_their_problem_with_the_cells_layers_and_direction
     with pytest.raises(Built):
         bench.time_cell(("float32", 256, 4, 2, True), 1, 1)
     assert seen == [(("float32", 256, 4), {"seed": 262, "layers": 2, "bidirectional": True})]
+
+
+def test_alternate_calls_makes_one_call_per_mode_under_its_flags_then_alternates(monkeypatch):
+    """v36: each mode's call is made (and run once) under its flags, then timed in alternate_rounds' order, the
+    warm-up round dropped; the flags are back at their defaults after."""
+    import ab_modes
+    from ecornn.engines import persistent
+    modes = {"chunked": {}, "strict": {"LONG_REDUCTIONS": "strict"}}
+    made, timed = [], []
+
+    def make_call():
+        flag = persistent.LONG_REDUCTIONS
+        made.append(flag)
+        return lambda: timed.append((flag, persistent.LONG_REDUCTIONS))
+    monkeypatch.setattr(ab_modes, "_median_ms", lambda fn, repeats: fn() or 2.0)
+    times = ab_modes.alternate_calls(modes, make_call, 2, 5, scale=0.5)
+    assert made == ["chunked", "strict"] and times == {"chunked": [1.0, 1.0], "strict": [1.0, 1.0]}
+    order = [flag for flag, _ in timed[2:]]   # after the calls' first runs
+    assert order == ["chunked", "strict", "strict", "chunked", "chunked", "strict"]
+    assert all(flag == current for flag, current in timed)   # every call timed under its own flags
+    assert persistent.LONG_REDUCTIONS == ab_modes.ENGINE_FLAG_DEFAULTS["LONG_REDUCTIONS"] == "chunked"
+
+
+def test_error_time_table_has_a_row_per_cell_with_every_modes_error_and_rounds():
+    import ab_modes
+    rows = [{"cell": "H=8 B=1", "err": {"a": 1.5e-6, "b": 2e-5}, "t": {"a": [1.0, 3.0], "b": [2.0, 2.5, 2.0]}}]
+    table = ab_modes.error_time_table(rows, ["a", "b"], {"cell": "cell"}, "err", "t", "error", "ms").splitlines()
+    assert table[0] == "| cell | error a | error b | ms a (median; rounds) | ms b (median; rounds) |"
+    assert table[1] == "|---|---|---|---|---|"
+    assert table[2] == "| H=8 B=1 | 1.50e-06 | 2.00e-05 | 2.000 (1.00, 3.00) | 2.000 (2.00, 2.50, 2.00) |"
+
+
+def test_the_chunked_bench_measures_training_and_projection_cells_under_its_modes(monkeypatch, tmp_path):
+    """v36: bench_chunked_v36.measure_cells (bench_margin_v36 too): per training cell the gradients' error and
+    fwd+bwd ms, per projection cell y's error and µs/step (ms x 1000 / T), the table saved after each cell."""
+    import ab_modes
+    import bench_chunked_v36 as chunked
+    modes = {"x": {}, "y": {"LONG_REDUCTIONS": "strict"}}
+    asked, saved = [], []
+    monkeypatch.setattr(chunked, "errors", lambda inp, h, b, training, m: asked.append((inp, h, b, training, m))
+                        or {"x": 1e-6, "y": 2e-6})
+    monkeypatch.setattr(ab_modes, "alternate_calls", lambda m, make, rounds, repeats, scale=1.0: {
+        mode: [scale * 2.0] * rounds for mode in m})
+    monkeypatch.setattr(chunked, "save_rows", lambda out, name, meta, rows, table: saved.append((name, len(rows))))
+    monkeypatch.setattr(chunked, "bench_meta", lambda: {})
+    chunked.measure_cells([str(tmp_path)], "bench_test", modes, [(64, 2)], [(256, 64, 4)], rounds=2)
+    assert asked == [(64, 64, 2, True, modes), (256, 64, 4, False, modes)]
+    assert saved == [("bench_test", 1), ("bench_test", 2)]
