@@ -112,7 +112,8 @@ LONG_REDUCTIONS = "chunked"   # v36: how long fp32 reductions run: "chunked", th
                               # backward GEMMs as one GEMM per LONG_REDUCTION_CHUNK of the reduction, fp32 adds between
                               # (gpu_blas.reduction_spans); "strict": cuBLAS SGEMM (v35, the ablation)
 LONG_REDUCTION_CHUNK = 1024   # v36: one-pass dX at K=1024 2.4e-6 of float64 (a quarter of K=4096's, results/persistent_v35)
-CHUNKED_GEMMS = ("fp16split", "onepass")   # v36: the FP32_GEMMS modes whose split operands can run in chunks
+CHUNKED_GEMMS = ("fp16split", "onepass")   # v36: the FP32_GEMMS / FP32_BACKWARD_GEMMS modes whose split operands
+                                           # can run in chunks
 MIN_3XTF32_BACKWARD_FLOPS = 2e9   # H100, fwd+bwd: v22 (three GEMMs) 8e9: 4.3 GFLOP (H=512 B=8) +0.06 ms, 8.6
                                  # -0.04, 17 (H=1024 B=8) -0.31; v25 (one pass) 2e9: 4.3 (H=1024 B=2) -0.05,
                                  # 4.8 (H=768 B=4) -0.10, H=512 B=8 a tie
@@ -1447,7 +1448,7 @@ def _reduction_on_3xtf32(k: int) -> bool:
     """v35: whether an fp32 backward GEMM reducing over ``k`` may run as 3xTF32: a short reduction, or (v36) a
     long one in chunks (FP32_LONG_REDUCTION_FROM_K, LONG_REDUCTIONS; one pass only); else strict."""
     long_k = _is_long(k, FP32_LONG_REDUCTION_FROM_K)
-    return not long_k or (LONG_REDUCTIONS == "chunked" and FP32_BACKWARD_GEMMS == "onepass")
+    return not long_k or (LONG_REDUCTIONS == "chunked" and FP32_BACKWARD_GEMMS in CHUNKED_GEMMS)
 
 
 def _backward_chunk(k: int):
