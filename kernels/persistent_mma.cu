@@ -100,10 +100,15 @@
 // v35 (POLL_SPIN_CYCLES): the tagged split with 3 m-tiles spins before its first poll (fp32 H=1536 and H=1280 at B=4).
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=3 -DK_TILES=12 -DREG_K_TILES=6 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DPOLL_SPIN_CYCLES=800
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=3 -DK_TILES=10 -DREG_K_TILES=6 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DPOLL_SPIN_CYCLES=800
+// v37 (STEP_CLOCKS, a diagnostic): the marked fp32 H=1024 B=4 split and fp16 H=1024 B=16 grouped forwards (the 16-warp
+// B=8 split, at the 128-register cap, spills with marks: the engine backs its register k-tiles off there).
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DSTEP_CLOCKS=32
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DGROUPS=2 -DSTEP_CLOCKS=32
 #include <cooperative_groups.h>
 
 #include "mma_common.cuh"
 #include "persistent_common.cuh"
+#include "step_clocks.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -707,27 +712,33 @@ __device__ __forceinline__ void input_in_recurrent_units(Acc& acc, const ColumnF
 // The block's product with the staged vector (stage_packed / stage_tagged), left in red_s; acc
 // holds the warp's input product first (v12, kInput; ignored otherwise). The first barrier keeps
 // the stores off red_s until every thread read the previous step's partials.
+// step: the forward's step for STEP_CLOCKS marks (-1: none).
 __device__ __forceinline__ void staged_product(float* red_s, const unsigned int* vec_s, const RegTiles& a_reg,
-                                               const uint4* a_s, Acc& acc) {
+                                               const uint4* a_s, Acc& acc, int step) {
+    warp_mark(step, staged_slot(threadIdx.x / 32));
+    warp_mark(step, staged_ns_slot(threadIdx.x / 32), true);
     warp_product(acc, a_reg, a_s, vec_s);
+    warp_mark(step, product_slot(threadIdx.x / 32));
     if constexpr (kTagged) __syncthreads();   // v4: the grid barrier orders the reads
     store_partials(red_s, acc);
     __syncthreads();
+    block_mark(step, kMarkPartials);
 }
 
 // The block's product with the step's vector from the packed rows src (see stage_packed).
 __device__ __forceinline__ void packed_product(float* red_s, unsigned int* vec_s, const RegTiles& a_reg,
-                                               const uint4* a_s, const unsigned short* src, int k_len, Acc& acc) {
+                                               const uint4* a_s, const unsigned short* src, int k_len, Acc& acc,
+                                               int step = -1) {
     stage_packed(vec_s, src, k_len);
-    staged_product(red_s, vec_s, a_reg, a_s, acc);
+    staged_product(red_s, vec_s, a_reg, a_s, acc, step);
 }
 
 // The same with the step's vector from the tagged exchange rows src (see stage_tagged).
 __device__ __forceinline__ void tagged_product(float* red_s, unsigned int* vec_s, const RegTiles& a_reg,
                                                const uint4* a_s, const unsigned int* src, int k_len,
-                                               unsigned int tag, Acc& acc) {
+                                               unsigned int tag, Acc& acc, int step = -1) {
     stage_tagged(vec_s, src, k_len, tag);
-    staged_product(red_s, vec_s, a_reg, a_s, acc);
+    staged_product(red_s, vec_s, a_reg, a_s, acc, step);
 }
 
 // ---- v12: the grid barrier split in two (grid.sync plans with the input projection) ----
@@ -1015,6 +1026,8 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     for (int step = 0; step < T; ++step) {
         const int t = p.reverse ? T - 1 - step : step;
         const int t_next = p.reverse ? t - 1 : t + 1;
+        block_mark(step, kMarkTop);
+        block_mark(step, kMarkTopNs, true);
         const size_t row = ((size_t)p.d * T + t) * kBatchAll + batch_column(p);
         ColumnFactors next_factors;   // v29 split: x_{t+1}'s, for the input product in the wait
         if (kInput && step + 1 < T) load_column_factors(next_factors, sx.factors + (size_t)t_next * kBatch, input_ratio);
@@ -1040,10 +1053,11 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         }
         if constexpr (kTagged) {   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1
             tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.x, step - 1, H), H, (step + 1) & 0xffffu,
-                           acc);
+                           acc, step);
         } else {   // h_{step-1} (h0 at step 0), packed by the step before
             packed_product(s.red, s.vec, a_reg, s.a,
-                           reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.x, step - 1, H), H, acc);
+                           reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.x, step - 1, H), H, acc,
+                           step);
         }
         if (p.active) {
             const float4 z = unit_sums(s.red, p.u, p.b);
@@ -1075,6 +1089,8 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
                 store_output(cT, p.state_at, c, out16);
             }
         }
+        block_mark(step, kMarkPointwise);
+        block_mark(step, kMarkPublishedNs, true);
         if constexpr (kSplitBarrier) grid_arrive(counter);   // h_t published (also orders the reads of red)
         if (kInput && step + 1 < T) {   // the next step's input product while the other blocks finish
             stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
@@ -1083,7 +1099,9 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         }
         if constexpr (kSplitBarrier) grid_wait(counter, step + 2u, arrivals);
         else if constexpr (!kTagged) grid.sync();   // also orders this step's reads of red before the next stores
+        block_mark(step, kMarkEnd);
     }
+    flush_marks(T);
 }
 #else
 // The step's BwdInputs; dy as fp32 or (dy16, v31) the layer's 16-bit values.
