@@ -156,6 +156,9 @@ constexpr bool kXwAtLoad = true;
 #else
 constexpr bool kXwAtLoad = XW_AT_LOAD != 0;
 #endif
+#ifndef X_ASYNC         // v37, IN_K_TILES: x_{t+1} is copied to shared memory by cp.async issued at step t's top (it lands
+#define X_ASYNC 1       // during the polls and the product); 0: loaded after step t's publish (v12, the ablation)
+#endif
 #ifndef SPLIT_BARRIER   // grid.sync plans: the split barrier (default with the in-kernel projection) or grid.sync()
 #define SPLIT_BARRIER (IN_K_TILES > 0)
 #endif
@@ -453,6 +456,36 @@ __device__ __forceinline__ void stage_rows(unsigned int* mine, const unsigned sh
     __syncwarp();
 }
 
+// v37: 16 bytes from global to shared memory, asynchronously (cp.async, cached in L2 only); the warp
+// waits for its copies in wait_async_rows.
+__device__ __forceinline__ void copy_async16(void* dst_shared, const void* src) {
+    const unsigned int dst = static_cast<unsigned int>(__cvta_generic_to_shared(dst_shared));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+
+// stage_rows by cp.async: the same words in the same places, issued now and waited for later, so the
+// round trip overlaps what the warp does in between (the padding k >= k_len is stored as zeros at once).
+template <int WarpK, int Stride, int Rows>
+__device__ __forceinline__ void stage_rows_async(unsigned int* mine, const unsigned short* src, int ld, int k_len) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    constexpr int octs = WarpK / 8, count = Rows * octs;
+    __syncwarp();   // every lane's reads of the region (the last product's B fragments) are done
+#pragma unroll 4
+    for (int i = lane; i < count; i += 32) {
+        const int n = i / octs, kq = 8 * (i % octs), k = warp * WarpK + kq;
+        uint4* dst = reinterpret_cast<uint4*>(mine + n * Stride + kq / 2);
+        if (k < k_len) copy_async16(dst, src + (size_t)n * ld + k);
+        else *dst = make_uint4(0, 0, 0, 0);
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+// The warp's cp.async copies have landed and every lane sees them.
+__device__ __forceinline__ void wait_async_rows() {
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncwarp();
+}
+
 // The warp's K-slice of the packed exchange rows src (k_len values per row) into its vec_s region.
 __device__ __forceinline__ void stage_packed(unsigned int* vec_s, const unsigned short* src, int k_len) {
     stage_rows<kWarpK, kVecStride, kVecRows>(vec_s + (threadIdx.x / 32) * kVecWordsPerWarp, src, packed_ld(k_len), k_len);
@@ -588,13 +621,21 @@ __device__ __forceinline__ void warp_product(Acc& acc, const RegTiles& a_reg, co
 
 // v12: x_t's rows (x rows [B][in_size] 16-bit, in_size a multiple of 8; v29 SPLIT: its hi rows x_rows,
 // then its lo rows lo_rows) into the warp's xs region.
+// Async (v37, X_ASYNC): by cp.async, waited for by wait_async_rows.
+template <bool Async = false>
 __device__ __forceinline__ void stage_input(unsigned int* xs, const unsigned short* x_rows,
                                             const unsigned short* lo_rows, int in_size) {
     if constexpr (kInput) {
         unsigned int* x_w = xs + (threadIdx.x / 32) * kXWordsPerWarp;
-        stage_rows<kInWarpK, kXStride, kBatch>(x_w, x_rows, in_size, in_size);
-        if constexpr (kSplit)
-            stage_rows<kInWarpK, kXStride, kBatch>(x_w + kBatch * kXStride, lo_rows, in_size, in_size);
+        if constexpr (Async) {
+            stage_rows_async<kInWarpK, kXStride, kBatch>(x_w, x_rows, in_size, in_size);
+            if constexpr (kSplit)
+                stage_rows_async<kInWarpK, kXStride, kBatch>(x_w + kBatch * kXStride, lo_rows, in_size, in_size);
+        } else {
+            stage_rows<kInWarpK, kXStride, kBatch>(x_w, x_rows, in_size, in_size);
+            if constexpr (kSplit)
+                stage_rows<kInWarpK, kXStride, kBatch>(x_w + kBatch * kXStride, lo_rows, in_size, in_size);
+        }
     }
 }
 
@@ -1028,6 +1069,9 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         const int t_next = p.reverse ? t - 1 : t + 1;
         block_mark(step, kMarkTop);
         block_mark(step, kMarkTopNs, true);
+        // v37: x_{t+1} for the input product after this step's publish, copied while the warp polls and multiplies
+        if (kInput && X_ASYNC && step + 1 < T)
+            stage_input<true>(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
         const size_t row = ((size_t)p.d * T + t) * kBatchAll + batch_column(p);
         ColumnFactors next_factors;   // v29 split: x_{t+1}'s, for the input product in the wait
         if (kInput && step + 1 < T) load_column_factors(next_factors, sx.factors + (size_t)t_next * kBatch, input_ratio);
@@ -1093,7 +1137,8 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         block_mark(step, kMarkPublishedNs, true);
         if constexpr (kSplitBarrier) grid_arrive(counter);   // h_t published (also orders the reads of red)
         if (kInput && step + 1 < T) {   // the next step's input product while the other blocks finish
-            stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
+            if constexpr (X_ASYNC) wait_async_rows();
+            else stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
             input_product(acc, s.in_a, s.xs);
             input_in_recurrent_units(acc, next_factors);
         }

@@ -180,6 +180,9 @@ GROUP_BARRIERS = False    # v30: True: grouped grid.sync plans synchronise each 
 BATCH_GROUPS = "auto"     # v30: 16-bit passes with the batch as groups on blocks of their own
                           # (capacity.grouped_plan) where rules.batch_groups_pay; True: wherever it fits;
                           # False: never (the ablation)
+ASYNC_X_STAGING = True   # v37: tensor-core forwards with the in-kernel projection copy x_{t+1} to shared memory by
+                         # cp.async issued at step t's top (off the step's critical path); False: loaded after
+                         # the step's publish (v12), compiled with X_ASYNC=0 (the ablation)
 STEP_CLOCKS = 0   # v37 diagnostic: > 0 compiles the tensor-core forward with clock marks of its first STEP_CLOCKS
                   # steps (kernels/step_clocks.cuh; read by benchmarks/diag_step_clocks_v37.py); 0: none
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
@@ -607,7 +610,7 @@ def _flag_defines() -> dict:
     """Compile-time constants that engine flags (ablations) set on every persistent kernel."""
     return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0}),
             **({"XW_AT_LOAD": 1} if XW_AT_LOAD else {}), **({} if H0_IN_PRODUCT else {"H0_IN_PRODUCT": 0}),
-            **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {})}
+            **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {}), **({} if ASYNC_X_STAGING else {"X_ASYNC": 0})}
 
 
 def _compile_without_spills(plan, function: str, cooperative: bool):
@@ -632,7 +635,7 @@ def _remembered(build):
 
     @functools.wraps(build)
     def cached(plan, device_id: int):
-        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS)
+        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS, ASYNC_X_STAGING)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -1122,7 +1125,7 @@ def _graph_mode(variant) -> tuple:
             BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY,
             XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
-            LONG_REDUCTION_CHUNK, STEP_CLOCKS)
+            LONG_REDUCTION_CHUNK, STEP_CLOCKS, ASYNC_X_STAGING)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,

@@ -1,0 +1,65 @@
+"""`persistent` v37 on the GPU: the in-kernel projection's x_{t+1} copied to shared memory by cp.async at step t's
+top (ASYNC_X_STAGING). The copies put the same words in the same places as v12's loads, so every output and
+gradient is bitwise the ablation's (ASYNC_X_STAGING=False), and within the dtype's tolerance of float64: tagged and
+grid.sync plans, two batch groups, two directions, odd sizes, a padded input k-tile, v29's fp32 split projection
+(lo rows too), training forwards, graph replays."""
+import numpy as np
+import pytest
+
+from ecornn import LSTMConfig
+from ecornn.engines import persistent
+from tests.helpers import random_problem
+from tests.test_persistent_gpu import (FP32_TOL, HALF_TOL, _assert_graph_replays_match_float64, _compare,
+                                       _gradient_seeds, _run)
+
+pytestmark = pytest.mark.gpu
+
+
+def _projection_plan(config):
+    plan = persistent._final(persistent.plans_for(config, training=True)["forward"])
+    assert plan.kind == "mma" and plan.input_k_tiles > 0, plan.describe()
+    return plan
+
+
+def _assert_bitwise_the_ablation(rng, monkeypatch, config, tol):
+    weights, x, h0, c0 = random_problem(rng, config)
+    seeds = _gradient_seeds(rng, config, config.dtype)
+    got = _compare(rng, config, tol, problem=(weights, x, h0, c0))   # v37 (the default) against float64
+    v37 = _run("persistent", x, weights, h0, c0, *seeds, config.bidirectional)
+    monkeypatch.setattr(persistent, "ASYNC_X_STAGING", False)
+    v36 = _run("persistent", x, weights, h0, c0, *seeds, config.bidirectional)
+    assert persistent.last_kinds["forward"] == "mma"
+    for a, b in zip(v37, v36):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
+    return got
+
+
+@pytest.mark.parametrize("dtype, inp, hidden, layers, bidir, batch, steps, tagged", [
+    ("float16", 1024, 1024, 1, False, 8, 40, "auto"),    # the issue's fp16 B=8 row: tagged with the projection
+    ("float16", 1024, 1024, 1, False, 16, 30, "auto"),   # B=16: two batch groups
+    ("bfloat16", 1000, 1000, 1, False, 4, 33, "auto"),   # odd H, input 1000 (a zero-padded input k-tile)
+    ("bfloat16", 512, 512, 2, True, 8, 20, "auto"),      # two layers, two directions
+    ("float16", 1024, 1024, 1, False, 8, 25, False),     # grid.sync: the split grid barrier with the projection
+    ("float16", 384, 384, 1, False, 3, 1, "auto"),       # T=1: no step copies anything
+])
+def test_async_x_is_bitwise_the_ablation_and_matches_float64(rng, monkeypatch, dtype, inp, hidden, layers, bidir,
+                                                             batch, steps, tagged):
+    monkeypatch.setattr(persistent, "TAGGED_EXCHANGE", tagged)
+    monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", True)
+    config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)
+    _projection_plan(config)
+    _assert_bitwise_the_ablation(rng, monkeypatch, config, HALF_TOL)
+
+
+def test_v29s_split_projection_copies_its_lo_rows_too(rng, monkeypatch):
+    monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", True)
+    config = LSTMConfig(1000, 1024, 1, False, "float32", 4, 21)
+    assert _projection_plan(config).parts == 2
+    _assert_bitwise_the_ablation(rng, monkeypatch, config, FP32_TOL)
+
+
+@pytest.mark.parametrize("dtype, hidden, batch", [("float16", 1024, 8), ("bfloat16", 1024, 16)])
+def test_replayed_forwards_with_async_x_match_float64(rng, dtype, hidden, batch):
+    config = LSTMConfig(hidden, hidden, 1, False, dtype, batch, 30)
+    assert persistent._final(persistent.plans_for(config, training=False)["forward"]).input_k_tiles > 0
+    _assert_graph_replays_match_float64(rng, config, "mma", HALF_TOL)
