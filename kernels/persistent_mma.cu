@@ -156,9 +156,9 @@ constexpr bool kXwAtLoad = true;
 #else
 constexpr bool kXwAtLoad = XW_AT_LOAD != 0;
 #endif
-#ifndef X_ASYNC         // v37, IN_K_TILES: x_{t+1} is copied to shared memory by cp.async issued at step t's top (it lands
-#define X_ASYNC 1       // during the polls and the product); 0: loaded after step t's publish (v12, the ablation)
-#endif
+#ifndef X_ASYNC         // v37, IN_K_TILES: x_{t+1} is copied to shared memory by cp.async issued in step t, 2: once the warp
+#define X_ASYNC 2       // has staged h (it lands during the product and the pointwise), 1: at the step's top (during the
+#endif                  // polls: measured slower); 0: loaded after step t's publish (v12, the ablation)
 #ifndef SPLIT_BARRIER   // grid.sync plans: the split barrier (default with the in-kernel projection) or grid.sync()
 #define SPLIT_BARRIER (IN_K_TILES > 0)
 #endif
@@ -755,7 +755,7 @@ __device__ __forceinline__ void input_in_recurrent_units(Acc& acc, const ColumnF
 // the stores off red_s until every thread read the previous step's partials.
 // step: the forward's step for STEP_CLOCKS marks (-1: none).
 __device__ __forceinline__ void staged_product(float* red_s, const unsigned int* vec_s, const RegTiles& a_reg,
-                                               const uint4* a_s, Acc& acc, int step) {
+                                               const uint4* a_s, Acc& acc, int step = -1) {
     warp_mark(step, staged_slot(threadIdx.x / 32));
     warp_mark(step, staged_ns_slot(threadIdx.x / 32), true);
     warp_product(acc, a_reg, a_s, vec_s);
@@ -768,18 +768,17 @@ __device__ __forceinline__ void staged_product(float* red_s, const unsigned int*
 
 // The block's product with the step's vector from the packed rows src (see stage_packed).
 __device__ __forceinline__ void packed_product(float* red_s, unsigned int* vec_s, const RegTiles& a_reg,
-                                               const uint4* a_s, const unsigned short* src, int k_len, Acc& acc,
-                                               int step = -1) {
+                                               const uint4* a_s, const unsigned short* src, int k_len, Acc& acc) {
     stage_packed(vec_s, src, k_len);
-    staged_product(red_s, vec_s, a_reg, a_s, acc, step);
+    staged_product(red_s, vec_s, a_reg, a_s, acc);
 }
 
 // The same with the step's vector from the tagged exchange rows src (see stage_tagged).
 __device__ __forceinline__ void tagged_product(float* red_s, unsigned int* vec_s, const RegTiles& a_reg,
                                                const uint4* a_s, const unsigned int* src, int k_len,
-                                               unsigned int tag, Acc& acc, int step = -1) {
+                                               unsigned int tag, Acc& acc) {
     stage_tagged(vec_s, src, k_len, tag);
-    staged_product(red_s, vec_s, a_reg, a_s, acc, step);
+    staged_product(red_s, vec_s, a_reg, a_s, acc);
 }
 
 // ---- v12: the grid barrier split in two (grid.sync plans with the input projection) ----
@@ -1069,9 +1068,11 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         const int t_next = p.reverse ? t - 1 : t + 1;
         block_mark(step, kMarkTop);
         block_mark(step, kMarkTopNs, true);
-        // v37: x_{t+1} for the input product after this step's publish, copied while the warp polls and multiplies
-        if (kInput && X_ASYNC && step + 1 < T)
-            stage_input<true>(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
+        // v37: x_{t+1} for the input product after this step's publish, copied while the warp works on step t
+        const auto copy_next_x = [&] {
+            if (kInput && step + 1 < T) stage_input<true>(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
+        };
+        if constexpr (X_ASYNC == 1) copy_next_x();
         const size_t row = ((size_t)p.d * T + t) * kBatchAll + batch_column(p);
         ColumnFactors next_factors;   // v29 split: x_{t+1}'s, for the input product in the wait
         if (kInput && step + 1 < T) load_column_factors(next_factors, sx.factors + (size_t)t_next * kBatch, input_ratio);
@@ -1095,14 +1096,12 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
             const float4 x4 = __ldg(reinterpret_cast<const float4*>(sx.lo_product + row * G + 4 * (size_t)p.j));
             xz = make_float4(fmaf(x4.x, f, b4.x), fmaf(x4.y, f, b4.y), fmaf(x4.z, f, b4.z), fmaf(x4.w, f, b4.w));
         }
-        if constexpr (kTagged) {   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1
-            tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.x, step - 1, H), H, (step + 1) & 0xffffu,
-                           acc, step);
-        } else {   // h_{step-1} (h0 at step 0), packed by the step before
-            packed_product(s.red, s.vec, a_reg, s.a,
-                           reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.x, step - 1, H), H, acc,
-                           step);
-        }
+        if constexpr (kTagged)   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1
+            stage_tagged(s.vec, xch + xch_rows(p.x, step - 1, H), H, (step + 1) & 0xffffu);
+        else                     // h_{step-1} (h0 at step 0), packed by the step before
+            stage_packed(s.vec, reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.x, step - 1, H), H);
+        if constexpr (X_ASYNC == 2) copy_next_x();
+        staged_product(s.red, s.vec, a_reg, s.a, acc, step);
         if (p.active) {
             const float4 z = unit_sums(s.red, p.u, p.b);
             // v33: xw unscaled (v32) and biased here, after the product, not where loaded (where its ldexpf can
@@ -1137,7 +1136,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         block_mark(step, kMarkPublishedNs, true);
         if constexpr (kSplitBarrier) grid_arrive(counter);   // h_t published (also orders the reads of red)
         if (kInput && step + 1 < T) {   // the next step's input product while the other blocks finish
-            if constexpr (X_ASYNC) wait_async_rows();
+            if constexpr (X_ASYNC != 0) wait_async_rows();
             else stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
             input_product(acc, s.in_a, s.xs);
             input_in_recurrent_units(acc, next_factors);

@@ -1,6 +1,6 @@
-"""`persistent` v37 on the GPU: the in-kernel projection's x_{t+1} copied to shared memory by cp.async at step t's
-top (ASYNC_X_STAGING). The copies put the same words in the same places as v12's loads, so every output and
-gradient is bitwise the ablation's (ASYNC_X_STAGING=False), and within the dtype's tolerance of float64: tagged and
+"""`persistent` v37 on the GPU: the in-kernel projection's x_{t+1} copied to shared memory by cp.async in step t
+(ASYNC_X_STAGING "staged", or "top"). The copies put the same words in the same places as v12's loads, so every
+output and gradient is bitwise the ablation's (ASYNC_X_STAGING=False) and the other placement's, and within the dtype's tolerance of float64: tagged and
 grid.sync plans, two batch groups, two directions, odd sizes, a padded input k-tile, v29's fp32 split projection
 (lo rows too), training forwards, graph replays."""
 import numpy as np
@@ -26,11 +26,12 @@ def _assert_bitwise_the_ablation(rng, monkeypatch, config, tol):
     seeds = _gradient_seeds(rng, config, config.dtype)
     got = _compare(rng, config, tol, problem=(weights, x, h0, c0))   # v37 (the default) against float64
     v37 = _run("persistent", x, weights, h0, c0, *seeds, config.bidirectional)
-    monkeypatch.setattr(persistent, "ASYNC_X_STAGING", False)
-    v36 = _run("persistent", x, weights, h0, c0, *seeds, config.bidirectional)
-    assert persistent.last_kinds["forward"] == "mma"
-    for a, b in zip(v37, v36):
-        assert np.array_equal(np.asarray(a), np.asarray(b))
+    for mode in ("top", False):   # the copies at the step's top, v36's loads
+        monkeypatch.setattr(persistent, "ASYNC_X_STAGING", mode)
+        other = _run("persistent", x, weights, h0, c0, *seeds, config.bidirectional)
+        assert persistent.last_kinds["forward"] == "mma"
+        for a, b in zip(v37, other):
+            assert np.array_equal(np.asarray(a), np.asarray(b)), mode
     return got
 
 

@@ -180,9 +180,11 @@ GROUP_BARRIERS = False    # v30: True: grouped grid.sync plans synchronise each 
 BATCH_GROUPS = "auto"     # v30: 16-bit passes with the batch as groups on blocks of their own
                           # (capacity.grouped_plan) where rules.batch_groups_pay; True: wherever it fits;
                           # False: never (the ablation)
-ASYNC_X_STAGING = True   # v37: tensor-core forwards with the in-kernel projection copy x_{t+1} to shared memory by
-                         # cp.async issued at step t's top (off the step's critical path); False: loaded after
-                         # the step's publish (v12), compiled with X_ASYNC=0 (the ablation)
+ASYNC_X_STAGING = "staged"   # v37: tensor-core forwards with the in-kernel projection copy x_{t+1} to shared memory
+                             # by cp.async issued in step t once the warp has staged h ("staged"), or at the step's
+                             # top ("top", X_ASYNC=1: during the polls, measured slower); False: loaded after the
+                             # step's publish (v12), X_ASYNC=0 (the ablation)
+_X_ASYNC_DEFINES = {"staged": {}, "top": {"X_ASYNC": 1}, False: {"X_ASYNC": 0}}
 STEP_CLOCKS = 0   # v37 diagnostic: > 0 compiles the tensor-core forward with clock marks of its first STEP_CLOCKS
                   # steps (kernels/step_clocks.cuh; read by benchmarks/diag_step_clocks_v37.py); 0: none
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
@@ -610,7 +612,13 @@ def _flag_defines() -> dict:
     """Compile-time constants that engine flags (ablations) set on every persistent kernel."""
     return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0}),
             **({"XW_AT_LOAD": 1} if XW_AT_LOAD else {}), **({} if H0_IN_PRODUCT else {"H0_IN_PRODUCT": 0}),
-            **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {}), **({} if ASYNC_X_STAGING else {"X_ASYNC": 0})}
+            **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {}), **_x_async_defines()}
+
+
+def _x_async_defines() -> dict:
+    if ASYNC_X_STAGING not in _X_ASYNC_DEFINES:
+        raise ValueError(f"ASYNC_X_STAGING: expected one of {list(_X_ASYNC_DEFINES)}, got {ASYNC_X_STAGING!r}")
+    return _X_ASYNC_DEFINES[ASYNC_X_STAGING]
 
 
 def _compile_without_spills(plan, function: str, cooperative: bool):
