@@ -1,6 +1,7 @@
-"""`persistent` v37 on the GPU: the in-kernel projection's x_{t+1} copied to shared memory by cp.async in step t
-(ASYNC_X_STAGING "staged", or "top"). The copies put the same words in the same places as v12's loads, so every
-output and gradient is bitwise the ablation's (ASYNC_X_STAGING=False) and the other placement's, and within the dtype's tolerance of float64: tagged and
+"""`persistent` v37 on the GPU: tagged forwards with the in-kernel projection issue the next step's first poll early
+(EARLY_POLL, cp.async into shared memory before the input product); the options that copy x_{t+1} by cp.async in
+step t (ASYNC_X_STAGING "staged", "top"). Early polls and copies read the same words into the same places as v12's
+loads, so every output and gradient is bitwise the ablations' (EARLY_POLL=False, ASYNC_X_STAGING=False), and within the dtype's tolerance of float64: tagged and
 grid.sync plans, two batch groups, two directions, odd sizes, a padded input k-tile, v29's fp32 split projection
 (lo rows too), training forwards, graph replays."""
 import numpy as np
@@ -26,12 +27,14 @@ def _assert_bitwise_the_ablation(rng, monkeypatch, config, tol):
     seeds = _gradient_seeds(rng, config, config.dtype)
     got = _compare(rng, config, tol, problem=(weights, x, h0, c0))   # v37 (the default) against float64
     v37 = _run("persistent", x, weights, h0, c0, *seeds, config.bidirectional)
-    for mode in ("top", False):   # the copies at the step's top, v36's loads
-        monkeypatch.setattr(persistent, "ASYNC_X_STAGING", mode)
+    for flag, mode in (("ASYNC_X_STAGING", "staged"), ("ASYNC_X_STAGING", "top"), ("EARLY_POLL", False)):
+        monkeypatch.setattr(persistent, flag, mode)   # the copies (early polls too), then v36 itself
         other = _run("persistent", x, weights, h0, c0, *seeds, config.bidirectional)
         assert persistent.last_kinds["forward"] == "mma"
         for a, b in zip(v37, other):
-            assert np.array_equal(np.asarray(a), np.asarray(b)), mode
+            assert np.array_equal(np.asarray(a), np.asarray(b)), (flag, mode)
+    monkeypatch.setattr(persistent, "ASYNC_X_STAGING", False)
+    assert not _projection_plan(config).polls_early
     return got
 
 
@@ -48,19 +51,20 @@ def test_async_x_is_bitwise_the_ablation_and_matches_float64(rng, monkeypatch, d
     monkeypatch.setattr(persistent, "TAGGED_EXCHANGE", tagged)
     monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", True)
     config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)
-    _projection_plan(config)
+    assert _projection_plan(config).polls_early == (tagged == "auto")
     _assert_bitwise_the_ablation(rng, monkeypatch, config, HALF_TOL)
 
 
-def test_v29s_split_projection_copies_its_lo_rows_too(rng, monkeypatch):
+def test_v29s_split_projection_polls_early_and_copies_its_lo_rows_too(rng, monkeypatch):
     monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", True)
     config = LSTMConfig(1000, 1024, 1, False, "float32", 4, 21)
-    assert _projection_plan(config).parts == 2
+    plan = _projection_plan(config)
+    assert plan.parts == 2 and plan.polls_early
     _assert_bitwise_the_ablation(rng, monkeypatch, config, FP32_TOL)
 
 
 @pytest.mark.parametrize("dtype, hidden, batch", [("float16", 1024, 8), ("bfloat16", 1024, 16)])
 def test_replayed_forwards_with_async_x_match_float64(rng, dtype, hidden, batch):
     config = LSTMConfig(hidden, hidden, 1, False, dtype, batch, 30)
-    assert persistent._final(persistent.plans_for(config, training=False)["forward"]).input_k_tiles > 0
+    assert persistent._final(persistent.plans_for(config, training=False)["forward"]).polls_early
     _assert_graph_replays_match_float64(rng, config, "mma", HALF_TOL)

@@ -180,11 +180,13 @@ GROUP_BARRIERS = False    # v30: True: grouped grid.sync plans synchronise each 
 BATCH_GROUPS = "auto"     # v30: 16-bit passes with the batch as groups on blocks of their own
                           # (capacity.grouped_plan) where rules.batch_groups_pay; True: wherever it fits;
                           # False: never (the ablation)
-ASYNC_X_STAGING = "staged"   # v37: tensor-core forwards with the in-kernel projection copy x_{t+1} to shared memory
-                             # by cp.async issued in step t once the warp has staged h ("staged"), or at the step's
-                             # top ("top", X_ASYNC=1: during the polls, measured slower); False: loaded after the
-                             # step's publish (v12), X_ASYNC=0 (the ablation)
-_X_ASYNC_DEFINES = {"staged": {}, "top": {"X_ASYNC": 1}, False: {"X_ASYNC": 0}}
+ASYNC_X_STAGING = False   # v37: tensor-core forwards with the in-kernel projection load x_{t+1} after step t's
+                          # publish (v12); "staged": copied by cp.async in step t once the warp has staged h
+                          # (X_ASYNC=2), "top": at step t's top (X_ASYNC=1). Both measured slower (options only)
+_X_ASYNC_DEFINES = {False: {}, "staged": {"X_ASYNC": 2}, "top": {"X_ASYNC": 1}}
+EARLY_POLL = True   # v37: tagged forwards with the in-kernel projection issue the next step's first poll (cp.async
+                    # into shared memory) once x_{t+1} has arrived, before the input product (capacity.with_early_poll,
+                    # EARLY_POLL=1); False: the first poll after the input product (v12, the ablation)
 STEP_CLOCKS = 0   # v37 diagnostic: > 0 compiles the tensor-core forward with clock marks of its first STEP_CLOCKS
                   # steps (kernels/step_clocks.cuh; read by benchmarks/diag_step_clocks_v37.py); 0: none
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
@@ -274,6 +276,7 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
         plans = {k: p.without_kernel_bias() if p.kind == "grid" else p for k, p in plans.items()}
     plans = {k: capacity.with_poll_delay(p, POLL_DELAY, POLL_SPIN_CYCLES) if p.kind in ("mma", "grid") else p
              for k, p in plans.items()}
+    plans = {k: capacity.with_early_poll(props, p, EARLY_POLL) for k, p in plans.items()}
     return {k: capacity.with_late_loads(p, BWD_LATE_LOADS) for k, p in plans.items()}   # after the overrides
 
 
@@ -1133,7 +1136,7 @@ def _graph_mode(variant) -> tuple:
             BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY,
             XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
-            LONG_REDUCTION_CHUNK, STEP_CLOCKS, ASYNC_X_STAGING)
+            LONG_REDUCTION_CHUNK, STEP_CLOCKS, ASYNC_X_STAGING, EARLY_POLL)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
