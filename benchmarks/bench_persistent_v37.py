@@ -17,6 +17,7 @@ import ab_modes  # noqa: E402
 ROWS = [("float16", 1024, 8), ("float16", 1024, 16), ("bfloat16", 1024, 4), ("bfloat16", 1024, 16),
         ("float16", 512, 8), ("float16", 1024, 32), ("float16", 256, 16)]
 MODES = {"v37": {}, "v36": {"EARLY_POLL": False}}
+ALTERNATE_MODES = {"registers": {}, "shared": {"EARLY_POLL": "shared"}, "v36": {"EARLY_POLL": False}}
 TRAIN_ROWS = [("float16", 1024, 8), ("float16", 1024, 16)]
 row, markdown, main = ab_modes.pair_bench(TRAIN_ROWS, MODES, ("v37", "v36"), "persistent_v37_bench", "--v36-first",
                                           "time the v36 mode first (order bias check)")

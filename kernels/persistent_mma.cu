@@ -111,6 +111,8 @@
 // ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DEARLY_POLL=1
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DIN_K_TILES=8 -DEARLY_POLL=1
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DX_ASYNC=1
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DEARLY_POLL=2
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DGROUPS=2 -DEARLY_POLL=2
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DX_ASYNC=2 -DEARLY_POLL=1
 #include <cooperative_groups.h>
 
@@ -278,8 +280,16 @@ constexpr int kXStride = kInWarpK / 2 + 4;
 constexpr int kXWordsPerWarp = kInput ? kVecRows * kXStride : 0;
 // v37 (EARLY_POLL): per warp, the raw tagged words of its K-slice of the next step's vector, as stage_tagged
 // reads them (uint4 i of the slice at [i]); persistent_capacity.early_poll_smem_bytes counts them.
+// EARLY_POLL=2: the first chunk of those words in registers instead (no shared memory).
 constexpr bool kEarlyPoll = EARLY_POLL != 0 && kTagged && kInput && PASS == 0;
-constexpr int kEarlyU4PerWarp = kEarlyPoll ? (kXchRows * (kWarpK / 4) + 31) / 32 * 32 : 0;
+constexpr bool kEarlyRegs = kEarlyPoll && EARLY_POLL == 2;
+constexpr int kEarlyU4PerWarp = kEarlyPoll && !kEarlyRegs ? (kXchRows * (kWarpK / 4) + 31) / 32 * 32 : 0;
+constexpr int kEarlyIters = (kXchRows * (kWarpK / 4) + 31) / 32;
+constexpr int kEarlyChunk = kEarlyRegs ? (kEarlyIters < kStageChunk ? kEarlyIters : kStageChunk) : 1;
+struct EarlyWords {   // EARLY_POLL=2: this lane's first poll of the next step (valid from the second step)
+    uint4 v[kEarlyChunk];
+    bool valid = false;
+};
 
 #if PASS == 0
 // v29: the parts of the split input (see kInTileU4).
@@ -403,14 +413,15 @@ __device__ __forceinline__ void wait_async_rows() {
 // every word of the warp's K-slice carries `tag`, then keeps the 16-bit halves (no conversion).
 // v37: early (the warp's EARLY_POLL words, or null) stands in for the first poll.
 __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned int* src, int k_len,
-                                             unsigned int tag, const uint4* early = nullptr) {
+                                             unsigned int tag, const uint4* early = nullptr,
+                                             const EarlyWords* early_regs = nullptr) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int ld = exchange_ld(k_len);
     unsigned int* mine = vec_s + warp * kVecWordsPerWarp;
     constexpr int quads = kWarpK / 4, count = kXchRows * quads;
     constexpr int iters = (count + 31) / 32, chunk = iters < kStageChunk ? iters : kStageChunk;
     const unsigned int bit = bit_of_tag(tag);
-    if (kEarlyPoll && early != nullptr) wait_async_rows();
+    if (!kEarlyRegs && kEarlyPoll && early != nullptr) wait_async_rows();
     else if constexpr (POLL_DELAY_NS > 0) first_poll_delay();   // v16: fewer polls before the data can be there
 #pragma unroll 1
     for (int base = 0; base < iters; base += chunk) {
@@ -422,7 +433,9 @@ __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned
 #pragma unroll
             for (int j = 0; j < chunk; ++j) {
                 const int i = (base + j) * 32 + lane, n = i / quads, k = warp * kWarpK + 4 * (i % quads);
-                if (kEarlyPoll && early != nullptr && polls == 0)
+                if (kEarlyRegs && early_regs != nullptr && early_regs->valid && polls == 0 && base == 0)
+                    v[j] = early_regs->v[j < kEarlyChunk ? j : 0];
+                else if (!kEarlyRegs && kEarlyPoll && early != nullptr && polls == 0)
                     v[j] = i < count && k < k_len ? early[i] : make_uint4(0, 0, 0, 0);
                 else
                     v[j] = i < count && k < k_len ? load_relaxed(src + (size_t)n * ld + k) : make_uint4(0, 0, 0, 0);
@@ -509,8 +522,19 @@ __device__ __forceinline__ void stage_rows_async(unsigned int* mine, const unsig
 
 // v37 (EARLY_POLL): the first poll of the warp's K-slice of the tagged rows src (stage_tagged's loads, as cp.async
 // into the warp's early region); stage_tagged waits for it and checks it as its first poll.
-__device__ __forceinline__ void issue_early_poll(uint4* early_s, const unsigned int* src, int k_len) {
-    if constexpr (kEarlyPoll) {
+__device__ __forceinline__ void issue_early_poll(uint4* early_s, EarlyWords& early_regs, const unsigned int* src,
+                                                 int k_len) {
+    if constexpr (kEarlyRegs) {   // the first chunk's loads, as stage_tagged issues them
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+        const int ld = exchange_ld(k_len);
+        constexpr int quads = kWarpK / 4, count = kXchRows * quads;
+#pragma unroll
+        for (int j = 0; j < kEarlyChunk; ++j) {
+            const int i = j * 32 + lane, n = i / quads, k = warp * kWarpK + 4 * (i % quads);
+            early_regs.v[j] = i < count && k < k_len ? load_relaxed(src + (size_t)n * ld + k) : make_uint4(0, 0, 0, 0);
+        }
+        early_regs.valid = true;
+    } else if constexpr (kEarlyPoll) {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
         const int ld = exchange_ld(k_len);
         uint4* mine = early_s + warp * kEarlyU4PerWarp;
@@ -1104,6 +1128,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     }
     if constexpr (kSplitBarrier) grid_wait(counter, 1u, arrivals);   // ... round 1
     else if constexpr (!kTagged) grid.sync();
+    EarlyWords early_words;   // v37, EARLY_POLL=2
     for (int step = 0; step < T; ++step) {
         const int t = p.reverse ? T - 1 - step : step;
         const int t_next = p.reverse ? t - 1 : t + 1;
@@ -1139,7 +1164,8 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         }
         if constexpr (kTagged)   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1 (v37: first poll issued early)
             stage_tagged(s.vec, xch + xch_rows(p.x, step - 1, H), H, (step + 1) & 0xffffu,
-                         kEarlyPoll && step > 0 ? s.early + (threadIdx.x / 32) * kEarlyU4PerWarp : nullptr);
+                         kEarlyPoll && step > 0 ? s.early + (threadIdx.x / 32) * kEarlyU4PerWarp : nullptr,
+                         &early_words);
         else                     // h_{step-1} (h0 at step 0), packed by the step before
             stage_packed(s.vec, reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.x, step - 1, H), H);
         if constexpr (X_ASYNC == 2) copy_next_x();
@@ -1180,7 +1206,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         if (kInput && step + 1 < T) {   // the next step's input product while the other blocks finish
             if constexpr (X_ASYNC != 0) wait_async_rows();
             else stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
-            issue_early_poll(s.early, xch + xch_rows(p.x, step, H), H);   // v37: h_step's first poll, in flight
+            issue_early_poll(s.early, early_words, xch + xch_rows(p.x, step, H), H);   // v37: h_step's first poll
             input_product(acc, s.in_a, s.xs);
             input_in_recurrent_units(acc, next_factors);
         }

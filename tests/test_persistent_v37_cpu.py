@@ -17,7 +17,7 @@ PROJECTION = "-DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DR
 
 
 def test_the_flags_reach_the_defines_and_the_graph_key(monkeypatch):
-    assert persistent.ASYNC_X_STAGING is False and persistent.EARLY_POLL is True
+    assert persistent.ASYNC_X_STAGING is False and persistent.EARLY_POLL == "registers"
     assert "X_ASYNC" not in persistent._flag_defines()   # the kernel's default: v12's loads
     keys = {persistent._graph_mode("auto")}
     for mode, define in (("top", 1), ("staged", 2)):
@@ -45,7 +45,9 @@ def _forward(dtype, hidden, batch):
 def test_early_poll_plans_count_their_shared_memory(dtype, hidden, batch, extra):
     plan = _forward(dtype, hidden, batch)
     assert plan.tagged and plan.input_k_tiles > 0 and not plan.polls_early
-    early = capacity.with_early_poll(PROPS, plan)
+    in_registers = capacity.with_early_poll(PROPS, plan)
+    assert in_registers.defines()["EARLY_POLL"] == 2 and in_registers.smem_bytes == plan.smem_bytes
+    early = capacity.with_early_poll(PROPS, plan, "shared")
     assert early.polls_early and early.defines()["EARLY_POLL"] == 1
     assert early.smem_bytes - plan.smem_bytes == capacity.early_poll_smem_bytes(plan)
     per_warp = -(-plan.tagged_rows * 4 * plan.k_tiles // 32) * 32 * 16
@@ -66,8 +68,11 @@ def test_no_early_poll_under_grid_sync_or_where_shared_memory_is_short():
     plan = _forward("float16", 1024, 8)
     assert capacity.with_early_poll(PROPS, plan.with_exchange(False)) == plan.with_exchange(False)
     short = {**PROPS, "smem_per_block_optin": plan.smem_bytes + capacity.SMEM_RESERVED_PER_BLOCK + 1024}
-    assert capacity.with_early_poll(short, plan) == plan
-    assert capacity.with_early_poll(PROPS, plan, enabled=False) == plan
+    assert capacity.with_early_poll(short, plan, "shared") == plan
+    assert capacity.with_early_poll(short, plan, "registers").polls_early
+    assert capacity.with_early_poll(PROPS, plan, False) == plan
+    with pytest.raises(ValueError, match=r"early poll mode: expected one of \[False, 'shared', 'registers'\], got True"):
+        capacity.with_early_poll(PROPS, plan, True)
 
 
 def test_the_engine_applies_the_flag(monkeypatch):
@@ -94,6 +99,7 @@ def _ptx(*defines):
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_copies_are_issued_only_where_asked():
     assert "cp.async" not in _ptx("-DIN_K_TILES=8")   # v12's loads, first poll after the projection
+    assert "cp.async" not in _ptx("-DIN_K_TILES=8", "-DEARLY_POLL=2")   # the early poll in registers
     for asked in (["-DEARLY_POLL=1"], ["-DX_ASYNC=1"], ["-DX_ASYNC=2"]):
         ptx = _ptx("-DIN_K_TILES=8", *asked)
         assert "cp.async.cg.shared.global" in ptx and "cp.async.wait_all" in ptx, asked

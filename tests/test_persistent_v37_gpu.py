@@ -1,5 +1,5 @@
 """`persistent` v37 on the GPU: tagged forwards with the in-kernel projection issue the next step's first poll early
-(EARLY_POLL, cp.async into shared memory before the input product); the options that copy x_{t+1} by cp.async in
+(EARLY_POLL: into registers, or by cp.async into shared memory, before the input product); the options that copy x_{t+1} by cp.async in
 step t (ASYNC_X_STAGING "staged", "top"). Early polls and copies read the same words into the same places as v12's
 loads, so every output and gradient is bitwise the ablations' (EARLY_POLL=False, ASYNC_X_STAGING=False), and within the dtype's tolerance of float64: tagged and
 grid.sync plans, two batch groups, two directions, odd sizes, a padded input k-tile, v29's fp32 split projection
@@ -27,13 +27,13 @@ def _assert_bitwise_the_ablation(rng, monkeypatch, config, tol):
     seeds = _gradient_seeds(rng, config, config.dtype)
     got = _compare(rng, config, tol, problem=(weights, x, h0, c0))   # v37 (the default) against float64
     v37 = _run("persistent", x, weights, h0, c0, *seeds, config.bidirectional)
-    for flag, mode in (("ASYNC_X_STAGING", "staged"), ("ASYNC_X_STAGING", "top"), ("EARLY_POLL", False)):
-        monkeypatch.setattr(persistent, flag, mode)   # the copies (early polls too), then v36 itself
+    for early, copies in (("shared", False), ("registers", "staged"), ("registers", "top"), (False, False)):
+        monkeypatch.setattr(persistent, "EARLY_POLL", early)   # the other modes, then v36 itself
+        monkeypatch.setattr(persistent, "ASYNC_X_STAGING", copies)
         other = _run("persistent", x, weights, h0, c0, *seeds, config.bidirectional)
         assert persistent.last_kinds["forward"] == "mma"
         for a, b in zip(v37, other):
-            assert np.array_equal(np.asarray(a), np.asarray(b)), (flag, mode)
-    monkeypatch.setattr(persistent, "ASYNC_X_STAGING", False)
+            assert np.array_equal(np.asarray(a), np.asarray(b)), (early, copies)
     assert not _projection_plan(config).polls_early
     return got
 

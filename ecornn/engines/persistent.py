@@ -184,9 +184,10 @@ ASYNC_X_STAGING = False   # v37: tensor-core forwards with the in-kernel project
                           # publish (v12); "staged": copied by cp.async in step t once the warp has staged h
                           # (X_ASYNC=2), "top": at step t's top (X_ASYNC=1). Both measured slower (options only)
 _X_ASYNC_DEFINES = {False: {}, "staged": {"X_ASYNC": 2}, "top": {"X_ASYNC": 1}}
-EARLY_POLL = True   # v37: tagged forwards with the in-kernel projection issue the next step's first poll (cp.async
-                    # into shared memory) once x_{t+1} has arrived, before the input product (capacity.with_early_poll,
-                    # EARLY_POLL=1); False: the first poll after the input product (v12, the ablation)
+EARLY_POLL = "registers"   # v37: tagged forwards with the in-kernel projection issue the next step's first poll once
+                          # x_{t+1} has arrived, before the input product: "registers" (EARLY_POLL=2), "shared" (by
+                          # cp.async, EARLY_POLL=1); False: after the input product (v12, the ablation)
+                          # (capacity.with_early_poll)
 STEP_CLOCKS = 0   # v37 diagnostic: > 0 compiles the tensor-core forward with clock marks of its first STEP_CLOCKS
                   # steps (kernels/step_clocks.cuh; read by benchmarks/diag_step_clocks_v37.py); 0: none
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
