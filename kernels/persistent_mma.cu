@@ -104,16 +104,6 @@
 // B=8 split, at the 128-register cap, spills with marks: the engine backs its register k-tiles off there).
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DSTEP_CLOCKS=32
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DGROUPS=2 -DSTEP_CLOCKS=32
-// v37 (EARLY_POLL, the default of the tagged projection plans): fp16 H=1024 B=8 and B=16 (grouped), bf16 H=1024 B=4,
-// v29's fp32 split projection; the x copies (X_ASYNC, options) of fp16 H=1024 B=8.
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DEARLY_POLL=1
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DGROUPS=2 -DEARLY_POLL=1
-// ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DEARLY_POLL=1
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DIN_K_TILES=8 -DEARLY_POLL=1
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DX_ASYNC=1
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DEARLY_POLL=2
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DGROUPS=2 -DEARLY_POLL=2
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DX_ASYNC=2 -DEARLY_POLL=1
 #include <cooperative_groups.h>
 
 #include "mma_common.cuh"
@@ -165,12 +155,6 @@ namespace cg = cooperative_groups;
 constexpr bool kXwAtLoad = true;
 #else
 constexpr bool kXwAtLoad = XW_AT_LOAD != 0;
-#endif
-#ifndef X_ASYNC         // v37, IN_K_TILES: x_{t+1} copied to shared memory by cp.async issued in step t, 2: once the warp has
-#define X_ASYNC 0       // staged h, 1: at the step's top; 0: loaded after step t's publish (v12). Both copies measured
-#endif                  // slower (results/persistent_v37 calls 2, 3): in flight, they delay the step's publish
-#ifndef EARLY_POLL      // v37, tagged forwards with IN_K_TILES: the next step's first poll is copied to shared memory by
-#define EARLY_POLL 0    // cp.async once x_{t+1} has arrived, so its round trip overlaps the input product (EARLY_POLL=1)
 #endif
 #ifndef SPLIT_BARRIER   // grid.sync plans: the split barrier (default with the in-kernel projection) or grid.sync()
 #define SPLIT_BARRIER (IN_K_TILES > 0)
@@ -278,18 +262,6 @@ constexpr int kStageChunk = 8;                    // float4 loads per lane in fl
 // Per-warp staged input x_t (IN_K_TILES > 0), the same format: row stride kInWarpK/2 + 4 words.
 constexpr int kXStride = kInWarpK / 2 + 4;
 constexpr int kXWordsPerWarp = kInput ? kVecRows * kXStride : 0;
-// v37 (EARLY_POLL): per warp, the raw tagged words of its K-slice of the next step's vector, as stage_tagged
-// reads them (uint4 i of the slice at [i]); persistent_capacity.early_poll_smem_bytes counts them.
-// EARLY_POLL=2: the first chunk of those words in registers instead (no shared memory).
-constexpr bool kEarlyPoll = EARLY_POLL != 0 && kTagged && kInput && PASS == 0;
-constexpr bool kEarlyRegs = kEarlyPoll && EARLY_POLL == 2;
-constexpr int kEarlyU4PerWarp = kEarlyPoll && !kEarlyRegs ? (kXchRows * (kWarpK / 4) + 31) / 32 * 32 : 0;
-constexpr int kEarlyIters = (kXchRows * (kWarpK / 4) + 31) / 32;
-constexpr int kEarlyChunk = kEarlyRegs ? (kEarlyIters < kStageChunk ? kEarlyIters : kStageChunk) : 1;
-struct EarlyWords {   // EARLY_POLL=2: this lane's first poll of the next step (valid from the second step)
-    uint4 v[kEarlyChunk];
-    bool valid = false;
-};
 
 #if PASS == 0
 // v29: the parts of the split input (see kInTileU4).
@@ -396,33 +368,17 @@ __device__ __forceinline__ void first_poll_delay() {
     }
 }
 
-// v37: 16 bytes from global to shared memory, asynchronously (cp.async, cached in L2 only); the warp
-// waits for its copies in wait_async_rows.
-__device__ __forceinline__ void copy_async16(void* dst_shared, const void* src) {
-    const unsigned int dst = static_cast<unsigned int>(__cvta_generic_to_shared(dst_shared));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-}
-
-// The warp's cp.async copies have landed and every lane sees them.
-__device__ __forceinline__ void wait_async_rows() {
-    asm volatile("cp.async.wait_all;" ::: "memory");
-    __syncwarp();
-}
-
 // The warp's K-slice of the tagged exchange rows src[n * ld + k] (n < kVecRows, k < k_len): waits until
 // every word of the warp's K-slice carries `tag`, then keeps the 16-bit halves (no conversion).
-// v37: early (the warp's EARLY_POLL words, or null) stands in for the first poll.
 __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned int* src, int k_len,
-                                             unsigned int tag, const uint4* early = nullptr,
-                                             const EarlyWords* early_regs = nullptr) {
+                                             unsigned int tag) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int ld = exchange_ld(k_len);
     unsigned int* mine = vec_s + warp * kVecWordsPerWarp;
     constexpr int quads = kWarpK / 4, count = kXchRows * quads;
     constexpr int iters = (count + 31) / 32, chunk = iters < kStageChunk ? iters : kStageChunk;
     const unsigned int bit = bit_of_tag(tag);
-    if (!kEarlyRegs && kEarlyPoll && early != nullptr) wait_async_rows();
-    else if constexpr (POLL_DELAY_NS > 0) first_poll_delay();   // v16: fewer polls before the data can be there
+    if constexpr (POLL_DELAY_NS > 0) first_poll_delay();   // v16: fewer polls before the data can be there
 #pragma unroll 1
     for (int base = 0; base < iters; base += chunk) {
         uint4 v[chunk];
@@ -433,12 +389,7 @@ __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned
 #pragma unroll
             for (int j = 0; j < chunk; ++j) {
                 const int i = (base + j) * 32 + lane, n = i / quads, k = warp * kWarpK + 4 * (i % quads);
-                if (kEarlyRegs && early_regs != nullptr && early_regs->valid && polls == 0 && base == 0)
-                    v[j] = early_regs->v[j < kEarlyChunk ? j : 0];
-                else if (!kEarlyRegs && kEarlyPoll && early != nullptr && polls == 0)
-                    v[j] = i < count && k < k_len ? early[i] : make_uint4(0, 0, 0, 0);
-                else
-                    v[j] = i < count && k < k_len ? load_relaxed(src + (size_t)n * ld + k) : make_uint4(0, 0, 0, 0);
+                v[j] = i < count && k < k_len ? load_relaxed(src + (size_t)n * ld + k) : make_uint4(0, 0, 0, 0);
             }
             bool ready = true;
 #pragma unroll
@@ -500,53 +451,6 @@ __device__ __forceinline__ void stage_rows(unsigned int* mine, const unsigned sh
         }
     }
     __syncwarp();
-}
-
-// stage_rows by cp.async: the same words in the same places, issued now and waited for later, so the
-// round trip overlaps what the warp does in between (the padding k >= k_len is stored as zeros at once).
-template <int WarpK, int Stride, int Rows>
-__device__ __forceinline__ void stage_rows_async(unsigned int* mine, const unsigned short* src, int ld, int k_len) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    constexpr int octs = WarpK / 8, count = Rows * octs;
-    __syncwarp();   // every lane's reads of the region (the last product's B fragments) are done
-#pragma unroll 4
-    for (int i = lane; i < count; i += 32) {
-        const int n = i / octs, kq = 8 * (i % octs), k = warp * WarpK + kq;
-        uint4* dst = reinterpret_cast<uint4*>(mine + n * Stride + kq / 2);
-        if (k < k_len) copy_async16(dst, src + (size_t)n * ld + k);
-        else *dst = make_uint4(0, 0, 0, 0);
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-
-// v37 (EARLY_POLL): the first poll of the warp's K-slice of the tagged rows src (stage_tagged's loads, as cp.async
-// into the warp's early region); stage_tagged waits for it and checks it as its first poll.
-__device__ __forceinline__ void issue_early_poll(uint4* early_s, EarlyWords& early_regs, const unsigned int* src,
-                                                 int k_len) {
-    if constexpr (kEarlyRegs) {   // the first chunk's loads, as stage_tagged issues them
-        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-        const int ld = exchange_ld(k_len);
-        constexpr int quads = kWarpK / 4, count = kXchRows * quads;
-#pragma unroll
-        for (int j = 0; j < kEarlyChunk; ++j) {
-            const int i = j * 32 + lane, n = i / quads, k = warp * kWarpK + 4 * (i % quads);
-            early_regs.v[j] = i < count && k < k_len ? load_relaxed(src + (size_t)n * ld + k) : make_uint4(0, 0, 0, 0);
-        }
-        early_regs.valid = true;
-    } else if constexpr (kEarlyPoll) {
-        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-        const int ld = exchange_ld(k_len);
-        uint4* mine = early_s + warp * kEarlyU4PerWarp;
-        constexpr int quads = kWarpK / 4, count = kXchRows * quads;
-        __syncwarp();   // every lane has read the last step's words
-#pragma unroll
-        for (int i = lane; i < count; i += 32) {
-            const int n = i / quads, k = warp * kWarpK + 4 * (i % quads);
-            if (k < k_len) copy_async16(mine + i, src + (size_t)n * ld + k);
-        }
-        asm volatile("cp.async.commit_group;" ::: "memory");
-    }
 }
 
 // The warp's K-slice of the packed exchange rows src (k_len values per row) into its vec_s region.
@@ -684,21 +588,13 @@ __device__ __forceinline__ void warp_product(Acc& acc, const RegTiles& a_reg, co
 
 // v12: x_t's rows (x rows [B][in_size] 16-bit, in_size a multiple of 8; v29 SPLIT: its hi rows x_rows,
 // then its lo rows lo_rows) into the warp's xs region.
-// Async (v37, X_ASYNC): by cp.async, waited for by wait_async_rows.
-template <bool Async = false>
 __device__ __forceinline__ void stage_input(unsigned int* xs, const unsigned short* x_rows,
                                             const unsigned short* lo_rows, int in_size) {
     if constexpr (kInput) {
         unsigned int* x_w = xs + (threadIdx.x / 32) * kXWordsPerWarp;
-        if constexpr (Async) {
-            stage_rows_async<kInWarpK, kXStride, kBatch>(x_w, x_rows, in_size, in_size);
-            if constexpr (kSplit)
-                stage_rows_async<kInWarpK, kXStride, kBatch>(x_w + kBatch * kXStride, lo_rows, in_size, in_size);
-        } else {
-            stage_rows<kInWarpK, kXStride, kBatch>(x_w, x_rows, in_size, in_size);
-            if constexpr (kSplit)
-                stage_rows<kInWarpK, kXStride, kBatch>(x_w + kBatch * kXStride, lo_rows, in_size, in_size);
-        }
+        stage_rows<kInWarpK, kXStride, kBatch>(x_w, x_rows, in_size, in_size);
+        if constexpr (kSplit)
+            stage_rows<kInWarpK, kXStride, kBatch>(x_w + kBatch * kXStride, lo_rows, in_size, in_size);
     }
 }
 
@@ -818,7 +714,7 @@ __device__ __forceinline__ void input_in_recurrent_units(Acc& acc, const ColumnF
 // the stores off red_s until every thread read the previous step's partials.
 // step: the forward's step for STEP_CLOCKS marks (-1: none).
 __device__ __forceinline__ void staged_product(float* red_s, const unsigned int* vec_s, const RegTiles& a_reg,
-                                               const uint4* a_s, Acc& acc, int step = -1) {
+                                               const uint4* a_s, Acc& acc, int step) {
     warp_mark(step, staged_slot(threadIdx.x / 32));
     warp_mark(step, staged_ns_slot(threadIdx.x / 32), true);
     warp_product(acc, a_reg, a_s, vec_s);
@@ -831,17 +727,18 @@ __device__ __forceinline__ void staged_product(float* red_s, const unsigned int*
 
 // The block's product with the step's vector from the packed rows src (see stage_packed).
 __device__ __forceinline__ void packed_product(float* red_s, unsigned int* vec_s, const RegTiles& a_reg,
-                                               const uint4* a_s, const unsigned short* src, int k_len, Acc& acc) {
+                                               const uint4* a_s, const unsigned short* src, int k_len, Acc& acc,
+                                               int step = -1) {
     stage_packed(vec_s, src, k_len);
-    staged_product(red_s, vec_s, a_reg, a_s, acc);
+    staged_product(red_s, vec_s, a_reg, a_s, acc, step);
 }
 
 // The same with the step's vector from the tagged exchange rows src (see stage_tagged).
 __device__ __forceinline__ void tagged_product(float* red_s, unsigned int* vec_s, const RegTiles& a_reg,
                                                const uint4* a_s, const unsigned int* src, int k_len,
-                                               unsigned int tag, Acc& acc) {
+                                               unsigned int tag, Acc& acc, int step = -1) {
     stage_tagged(vec_s, src, k_len, tag);
-    staged_product(red_s, vec_s, a_reg, a_s, acc);
+    staged_product(red_s, vec_s, a_reg, a_s, acc, step);
 }
 
 // ---- v12: the grid barrier split in two (grid.sync plans with the input projection) ----
@@ -926,7 +823,6 @@ struct Carve {
     unsigned int* vec;
     uint4* in_a;
     unsigned int* xs;
-    uint4* early;   // v37, EARLY_POLL
 };
 
 __device__ __forceinline__ Carve carve(uint4* smem) {
@@ -936,7 +832,6 @@ __device__ __forceinline__ Carve carve(uint4* smem) {
     s.vec = reinterpret_cast<unsigned int*>(s.red + kRedFloats);
     s.in_a = reinterpret_cast<uint4*>(s.vec + kWarps * kVecWordsPerWarp);
     s.xs = reinterpret_cast<unsigned int*>(s.in_a + kInTileU4);
-    s.early = reinterpret_cast<uint4*>(s.xs + kWarps * kXWordsPerWarp);
     return s;
 }
 
@@ -1128,17 +1023,11 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     }
     if constexpr (kSplitBarrier) grid_wait(counter, 1u, arrivals);   // ... round 1
     else if constexpr (!kTagged) grid.sync();
-    EarlyWords early_words;   // v37, EARLY_POLL=2
     for (int step = 0; step < T; ++step) {
         const int t = p.reverse ? T - 1 - step : step;
         const int t_next = p.reverse ? t - 1 : t + 1;
         block_mark(step, kMarkTop);
         block_mark(step, kMarkTopNs, true);
-        // v37: x_{t+1} for the input product after this step's publish, copied while the warp works on step t
-        const auto copy_next_x = [&] {
-            if (kInput && step + 1 < T) stage_input<true>(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
-        };
-        if constexpr (X_ASYNC == 1) copy_next_x();
         const size_t row = ((size_t)p.d * T + t) * kBatchAll + batch_column(p);
         ColumnFactors next_factors;   // v29 split: x_{t+1}'s, for the input product in the wait
         if (kInput && step + 1 < T) load_column_factors(next_factors, sx.factors + (size_t)t_next * kBatch, input_ratio);
@@ -1162,14 +1051,14 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
             const float4 x4 = __ldg(reinterpret_cast<const float4*>(sx.lo_product + row * G + 4 * (size_t)p.j));
             xz = make_float4(fmaf(x4.x, f, b4.x), fmaf(x4.y, f, b4.y), fmaf(x4.z, f, b4.z), fmaf(x4.w, f, b4.w));
         }
-        if constexpr (kTagged)   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1 (v37: first poll issued early)
-            stage_tagged(s.vec, xch + xch_rows(p.x, step - 1, H), H, (step + 1) & 0xffffu,
-                         kEarlyPoll && step > 0 ? s.early + (threadIdx.x / 32) * kEarlyU4PerWarp : nullptr,
-                         &early_words);
-        else                     // h_{step-1} (h0 at step 0), packed by the step before
-            stage_packed(s.vec, reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.x, step - 1, H), H);
-        if constexpr (X_ASYNC == 2) copy_next_x();
-        staged_product(s.red, s.vec, a_reg, s.a, acc, step);
+        if constexpr (kTagged) {   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1
+            tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.x, step - 1, H), H, (step + 1) & 0xffffu,
+                           acc, step);
+        } else {   // h_{step-1} (h0 at step 0), packed by the step before
+            packed_product(s.red, s.vec, a_reg, s.a,
+                           reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.x, step - 1, H), H, acc,
+                           step);
+        }
         if (p.active) {
             const float4 z = unit_sums(s.red, p.u, p.b);
             // v33: xw unscaled (v32) and biased here, after the product, not where loaded (where its ldexpf can
@@ -1204,9 +1093,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         block_mark(step, kMarkPublishedNs, true);
         if constexpr (kSplitBarrier) grid_arrive(counter);   // h_t published (also orders the reads of red)
         if (kInput && step + 1 < T) {   // the next step's input product while the other blocks finish
-            if constexpr (X_ASYNC != 0) wait_async_rows();
-            else stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
-            issue_early_poll(s.early, early_words, xch + xch_rows(p.x, step, H), H);   // v37: h_step's first poll
+            stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
             input_product(acc, s.in_a, s.xs);
             input_in_recurrent_units(acc, next_factors);
         }

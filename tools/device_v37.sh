@@ -3,8 +3,6 @@
 # Stages (STAGES), all under $OUT:
 #   tests     GPU test files ($TESTS; default the v37 file), TEST_TIMEOUT (default 300)
 #   clocks    the step-clock diagnostic (diag_step_clocks_v37.py)
-#   ab        v37's async x staging vs v36's loads, alternated (ab_alternate.py bench_persistent_v37)
-#   pair      the same with cuDNN and fwd+bwd (bench_persistent_v37.py)
 #   quick     the quick bench (#5's table, cuDNN in the process)
 #   rest      more GPU test files ($REST), TEST_TIMEOUT
 #   cache     the NVRTC cache
@@ -18,9 +16,6 @@ for stage in ${STAGES:-"tests clocks cache"}; do
     tests) run_gpu_tests "$OUT/tests.log" ${TESTS:-"$REPO/tests/test_step_clocks_v37_gpu.py"} ;;
     clocks) timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/diag_step_clocks_v37.py "$OUT" \
       --rounds "${ROUNDS:-4}" 2>&1 | tail -12 ;;
-    ab) timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v37 \
-      --rounds "${ROUNDS:-4}" --name ab_alternate_v37 2>&1 | tail -10 ;;
-    pair) timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/bench_persistent_v37.py "$OUT" 2>&1 | tail -8 ;;
     quick) timeout "${QUICK_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     rest) run_gpu_tests "$OUT/rest.log" $(for f in ${REST:-}; do echo "$REPO/tests/$f"; done) ;;
     cache) save_cupy_cache "$OUT" ;;

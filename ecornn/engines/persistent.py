@@ -180,14 +180,6 @@ GROUP_BARRIERS = False    # v30: True: grouped grid.sync plans synchronise each 
 BATCH_GROUPS = "auto"     # v30: 16-bit passes with the batch as groups on blocks of their own
                           # (capacity.grouped_plan) where rules.batch_groups_pay; True: wherever it fits;
                           # False: never (the ablation)
-ASYNC_X_STAGING = False   # v37: tensor-core forwards with the in-kernel projection load x_{t+1} after step t's
-                          # publish (v12); "staged": copied by cp.async in step t once the warp has staged h
-                          # (X_ASYNC=2), "top": at step t's top (X_ASYNC=1). Both measured slower (options only)
-_X_ASYNC_DEFINES = {False: {}, "staged": {"X_ASYNC": 2}, "top": {"X_ASYNC": 1}}
-EARLY_POLL = "registers"   # v37: tagged forwards with the in-kernel projection issue the next step's first poll once
-                          # x_{t+1} has arrived, before the input product: "registers" (EARLY_POLL=2), "shared" (by
-                          # cp.async, EARLY_POLL=1); False: after the input product (v12, the ablation)
-                          # (capacity.with_early_poll)
 STEP_CLOCKS = 0   # v37 diagnostic: > 0 compiles the tensor-core forward with clock marks of its first STEP_CLOCKS
                   # steps (kernels/step_clocks.cuh; read by benchmarks/diag_step_clocks_v37.py); 0: none
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
@@ -277,7 +269,6 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
         plans = {k: p.without_kernel_bias() if p.kind == "grid" else p for k, p in plans.items()}
     plans = {k: capacity.with_poll_delay(p, POLL_DELAY, POLL_SPIN_CYCLES) if p.kind in ("mma", "grid") else p
              for k, p in plans.items()}
-    plans = {k: capacity.with_early_poll(props, p, EARLY_POLL) for k, p in plans.items()}
     return {k: capacity.with_late_loads(p, BWD_LATE_LOADS) for k, p in plans.items()}   # after the overrides
 
 
@@ -616,13 +607,7 @@ def _flag_defines() -> dict:
     """Compile-time constants that engine flags (ablations) set on every persistent kernel."""
     return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0}),
             **({"XW_AT_LOAD": 1} if XW_AT_LOAD else {}), **({} if H0_IN_PRODUCT else {"H0_IN_PRODUCT": 0}),
-            **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {}), **_x_async_defines()}
-
-
-def _x_async_defines() -> dict:
-    if ASYNC_X_STAGING not in _X_ASYNC_DEFINES:
-        raise ValueError(f"ASYNC_X_STAGING: expected one of {list(_X_ASYNC_DEFINES)}, got {ASYNC_X_STAGING!r}")
-    return _X_ASYNC_DEFINES[ASYNC_X_STAGING]
+            **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {})}
 
 
 def _compile_without_spills(plan, function: str, cooperative: bool):
@@ -647,7 +632,7 @@ def _remembered(build):
 
     @functools.wraps(build)
     def cached(plan, device_id: int):
-        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS, ASYNC_X_STAGING)
+        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -1137,7 +1122,7 @@ def _graph_mode(variant) -> tuple:
             BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY,
             XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
-            LONG_REDUCTION_CHUNK, STEP_CLOCKS, ASYNC_X_STAGING, EARLY_POLL)
+            LONG_REDUCTION_CHUNK, STEP_CLOCKS)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,

@@ -701,9 +701,6 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                                 # reads a 16-bit dy, prefetched into L2 (BWD_LATE_LOADS=1; with_late_loads)
     batch_groups: int = 1       # v30 (16-bit layers): the layer's batch is batch_groups x batch columns, each
                                 # group on blocks_per_dir blocks of its own (grouped_plan); batch is one group's
-    early_poll: int = 0         # v37: the tagged forward with the input projection issues the next step's first
-                                # poll before its input product, 1: by cp.async into shared memory, 2: into
-                                # registers (with_early_poll, EARLY_POLL=1/2); 0: after it
 
     kind = "mma"
     kernel_file = "persistent_mma.cu"
@@ -763,13 +760,7 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                 **({"POLL_SPIN_CYCLES": self.poll_spin_cycles} if self.poll_delay_ns and self.poll_spin_cycles else {}),
                 **({"GROUPS": self.batch_groups} if self.batch_groups > 1 else {}),
                 **({"GROUP_BARRIERS": 1} if self.barrier_per_group else {}),
-                **({"BWD_LATE_LOADS": 1} if self.loads_late else {}),
-                **({"EARLY_POLL": self.early_poll} if self.polls_early else {})}
-
-    @property
-    def polls_early(self) -> bool:
-        """v37: a tagged forward with the input projection built with EARLY_POLL (its shared memory counted)."""
-        return bool(self.early_poll) and self.tagged and self.input_k_tiles > 0 and self.pass_name == "forward"
+                **({"BWD_LATE_LOADS": 1} if self.loads_late else {})}
 
     @property
     def barrier_per_group(self) -> bool:
@@ -936,32 +927,6 @@ def without_split_words(plan):
                    or rules.split_tagged_pays(plan.pass_name, plan.parts, plan.batch, plan.k_tiles, plan.m_tiles,
                                               words=False))
     return replace(plan, split_words=False, tagged=plan.tagged and rows_tagged)
-
-
-def early_poll_smem_bytes(plan) -> int:
-    """Shared memory of EARLY_POLL (kernels/persistent_mma.cu, kEarlyU4PerWarp): per warp, the tagged words of its
-    K-slice of the step's vector, whole uint4 per lane."""
-    per_warp = -(-plan.tagged_rows * 4 * plan.k_tiles // 32) * 32
-    return plan.warps * per_warp * 16
-
-
-EARLY_POLL_MODES = {False: 0, "shared": 1, "registers": 2}
-
-
-def with_early_poll(props: dict, plan, mode="registers"):
-    """``plan`` issuing its first poll early (v37) by ``mode`` (EARLY_POLL_MODES) where it is a tagged tensor-core
-    forward with the input projection and, for "shared", its shared memory fits; else ``plan``."""
-    if mode not in EARLY_POLL_MODES:
-        raise ValueError(f"early poll mode: expected one of {list(EARLY_POLL_MODES)}, got {mode!r}")
-    if not EARLY_POLL_MODES[mode] or plan.kind != "mma" or plan.early_poll:
-        return plan
-    early = replace(plan, early_poll=EARLY_POLL_MODES[mode])
-    if not early.polls_early:
-        return plan
-    if mode == "registers":
-        return early
-    early = replace(early, smem_bytes=plan.smem_bytes + early_poll_smem_bytes(plan))
-    return early if early.smem_bytes <= props["smem_per_block_optin"] - SMEM_RESERVED_PER_BLOCK else plan
 
 
 def with_late_loads(plan, mode="auto"):
