@@ -1,5 +1,5 @@
 // v37 diagnostic (STEP_CLOCKS > 0): where a forward step's time goes. The first STEP_CLOCKS steps of every
-// block leave SM clocks (clock64) and global times (%globaltimer, ns) at fixed points of the step in the
+// block leave SM clocks (%clock) and global times (%globaltimer, ns) at fixed points of the step in the
 // module's global ecornn_step_clocks [block][step][kClockSlots], read by benchmarks/diag_step_clocks_v37.py.
 // Thread 0 marks the step's top, the partials' barrier, the end of its pointwise work and the step's end;
 // every warp's lane 0 marks its staged vector and its finished product. Compiled out at STEP_CLOCKS = 0.
@@ -28,11 +28,11 @@ __device__ unsigned int ecornn_step_clocks[(size_t)STEP_CLOCK_BLOCKS * STEP_CLOC
 __shared__ unsigned int step_marks[STEP_CLOCKS * kClockSlots];
 #endif
 
-// This thread sets slot `slot` of step `step`'s marks where `writer` (steps past STEP_CLOCKS: none); `ns`:
-// the global timer (ns) instead of the SM clock.
+// This thread sets slot `slot` of step `step`'s marks where `writer` (steps outside [0, STEP_CLOCKS), e.g. the
+// backward's -1: none); `ns`: the global timer (ns) instead of the SM clock.
 __device__ __forceinline__ void clock_mark(bool writer, int step, int slot, bool ns = false) {
 #if STEP_CLOCKS > 0
-    if (writer && step < STEP_CLOCKS) {
+    if (writer && (unsigned)step < STEP_CLOCKS) {
         unsigned int now;
         if (ns) asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(now));
         else asm volatile("mov.u32 %0, %%clock;" : "=r"(now));

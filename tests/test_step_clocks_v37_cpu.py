@@ -86,8 +86,11 @@ def test_the_flag_reaches_the_defines_the_build_cache_and_the_graph_key(monkeypa
 PLAN = "-DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DSPLIT=1"
 
 
-def _ptx(extra):
-    out = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-ptx", "-o", "-", *PLAN.split(), *extra,
+BACKWARD = "-DPASS=1 -DBF16=0 -DBATCH=8 -DNWARPS=16 -DM_TILES=1 -DK_TILES=16 -DREG_K_TILES=16 -DTAGGED=1"
+
+
+def _ptx(extra, plan=PLAN):
+    out = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-ptx", "-o", "-", *plan.split(), *extra,
                           str(KERNELS / "persistent_mma.cu")], capture_output=True, text=True, check=True)
     return out.stdout
 
@@ -97,3 +100,5 @@ def test_the_marks_compile_in_only_with_the_flag():
     plain, marked = _ptx([]), _ptx(["-DSTEP_CLOCKS=32"])
     assert "ecornn_step_clocks" not in plain and "globaltimer" not in plain
     assert "ecornn_step_clocks" in marked and "%globaltimer_lo" in marked and "%clock" in marked
+    # the flag reaches every persistent kernel; the backward's products (step -1) mark nothing
+    assert "step_marks" not in _ptx(["-DSTEP_CLOCKS=32"], BACKWARD) and "%clock" not in _ptx(["-DSTEP_CLOCKS=32"], BACKWARD)

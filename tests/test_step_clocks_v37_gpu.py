@@ -52,3 +52,17 @@ def test_a_marked_forward_is_bitwise_the_plain_one_and_leaves_a_timeline(rng, mo
     assert all(v >= 0 for v in cycles.values()), cycles
     inside = cycles["stage_last_warp"] + cycles["partials"] + cycles["pointwise"] + cycles["barrier"]
     assert cycles["step"] >= 0.8 * inside
+
+
+def test_a_marked_training_call_is_bitwise_the_plain_one(rng, monkeypatch):
+    """The flag reaches the backward kernel too (every persistent kernel's defines), whose products mark nothing."""
+    from tests.test_persistent_gpu import _gradient_seeds, _run
+    config = LSTMConfig(256, 256, 1, False, "float16", 4, 24)
+    weights, x, h0, c0 = random_problem(rng, config)
+    seeds = _gradient_seeds(rng, config, config.dtype)
+    plain = _run("persistent", x, weights, h0, c0, *seeds, False)
+    monkeypatch.setattr(persistent, "STEP_CLOCKS", diag.MARKED_STEPS)
+    marked = _run("persistent", x, weights, h0, c0, *seeds, False)
+    assert persistent.last_kinds.get("backward", "mma") == "mma"
+    for a, b in zip(plain, marked):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
