@@ -20,6 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import diag_step_clocks_v37 as diag  # noqa: E402
 
 
+CLOCK_SKEW = 64   # SM cycles
+
+
 def _forward(x, weights, h0, c0):
     from ecornn import lstm_forward
     out = lstm_forward(x, weights, h0, c0, strategy="persistent")
@@ -49,7 +52,10 @@ def test_a_marked_forward_is_bitwise_the_plain_one_and_leaves_a_timeline(rng, mo
     got = diag.phases(record, final.warps)
     assert 0.5 < got["ghz"] < 3.0
     cycles = got["cycles"]
-    assert all(v >= 0 for v in cycles.values()), cycles
+    # phases in order; a phase near 0 may read a few cycles negative (call 7: the partials' phase of a small
+    # grid.sync plan at -12): warps read %clock on different sub-partitions of the SM
+    assert all(v >= -CLOCK_SKEW for v in cycles.values()), cycles
+    assert cycles["step"] > 0 and cycles["product_median_warp"] > 0
     inside = cycles["stage_last_warp"] + cycles["partials"] + cycles["pointwise"] + cycles["barrier"]
     assert cycles["step"] >= 0.8 * inside
 
