@@ -14,7 +14,7 @@ record is read back and split into phases per block and step (medians over block
 Across blocks, by the global timer: the spread of the blocks' publishes of one step, and the time from the last
 publish of step s - 1 to a block's median warp having staged step s (the exchange's latency).
 
-    python benchmarks/diag_step_clocks_v37.py OUT_DIR [--rounds N] [--repeats N]
+    python benchmarks/diag_step_clocks_v37.py OUT_DIR [--rounds N] [--repeats N] [--cells float16:1024:8 ...]
 Writes OUT_DIR/diag_step_clocks_v37.{json,md}.
 """
 from __future__ import annotations
@@ -87,6 +87,14 @@ def phases(record: np.ndarray, warps: int, skip: int = SKIP_STEPS) -> dict:
             "blocks": blocks, "steps_used": steps - 1 - skip}
 
 
+def parse_cell(text: str) -> tuple:
+    """("float16", 1024, 8) from "float16:1024:8" (dtype:hidden:batch), or ValueError naming what was expected."""
+    parts = text.split(":")
+    if len(parts) != 3 or parts[0] not in ("float32", "float16", "bfloat16") or not all(p.isdigit() for p in parts[1:]):
+        raise ValueError(f"cell: expected dtype:hidden:batch (dtype float32, float16 or bfloat16), got {text!r}")
+    return parts[0], int(parts[1]), int(parts[2])
+
+
 def _record(plan, blocks: int):
     """The marks of the latest launch of ``plan``'s marked build, [blocks][MARKED_STEPS][slots] uint32."""
     import cupy as cp
@@ -146,10 +154,13 @@ def markdown(rows) -> str:
 
 
 def main(argv=None):
-    args, out = bench_args(argv, repeats=10, configure=lambda p: p.add_argument("--rounds", type=int, default=4))
+    def configure(parser):
+        parser.add_argument("--rounds", type=int, default=4)
+        parser.add_argument("--cells", nargs="+", type=parse_cell, default=CELLS, help="dtype:hidden:batch ...")
+    args, out = bench_args(argv, repeats=10, configure=configure)
     meta = bench_meta()
     rows = []
-    for cell in CELLS:
+    for cell in args.cells:
         try:
             rows.append(measure_cell(*cell, args.rounds, args.repeats))
         except Exception as exc:   # one cell's failure (a build, a launch) must not lose the others

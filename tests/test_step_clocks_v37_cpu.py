@@ -68,6 +68,13 @@ def test_a_mutated_record_moves_the_phase_it_should():
     assert got["pointwise"] == POINTWISE + 40 and got["barrier"] == BARRIER - 40
 
 
+def test_cells_parse_from_the_command_line():
+    assert diag.parse_cell("bfloat16:2048:4") == ("bfloat16", 2048, 4)
+    for bad in ("float64:1024:8", "float16:1024", "float16:x:8", "float16:1024:8:1"):
+        with pytest.raises(ValueError, match="cell: expected dtype:hidden:batch .* got"):
+            diag.parse_cell(bad)
+
+
 def test_phases_check_the_records_shape():
     with pytest.raises(ValueError, match="expected 15 slots per step for 3 warps, got 14"):
         diag.phases(np.zeros((2, 10, 14), np.uint32), WARPS)
