@@ -96,16 +96,17 @@ def parse_cell(text: str) -> tuple:
 
 
 def _record(plan, blocks: int):
-    """The marks of the latest launch of ``plan``'s marked build, [blocks][MARKED_STEPS][slots] uint32."""
-    import cupy as cp
+    """The marks of the latest launch of ``plan``'s marked build (persistent.STEP_CLOCKS steps),
+    ([blocks][steps][slots] uint32, the final plan)."""
     from ecornn.engines import persistent
-    from ecornn.gpu import compile_module
-    final, _ = persistent._kernel(plan, cp.cuda.Device().id)
-    module = compile_module(final.kernel_file, {**final.defines(), **persistent._flag_defines()}, cooperative=True)
+    steps = persistent.STEP_CLOCKS
+    if not steps:
+        raise ValueError("_record: persistent.STEP_CLOCKS is 0, so no build has marks")
+    import cupy as cp
+    final, where = persistent.kernel_global(plan, "ecornn_step_clocks")
     slots = clock_slots(final.warps)
-    size = blocks * MARKED_STEPS * slots
-    flat = cp.ndarray((size,), cp.uint32, memptr=module.get_global("ecornn_step_clocks"))
-    return cp.asnumpy(flat).reshape(blocks, MARKED_STEPS, slots), final
+    flat = cp.ndarray((blocks * steps * slots,), cp.uint32, memptr=where)
+    return cp.asnumpy(flat).reshape(blocks, steps, slots), final
 
 
 def measure_cell(dtype, hidden, batch, rounds, repeats):

@@ -82,6 +82,12 @@ def test_phases_check_the_records_shape():
         diag.phases(np.zeros((2, 5, 15), np.uint32), WARPS)
 
 
+def test_a_record_needs_a_marked_build():
+    assert persistent.STEP_CLOCKS == 0
+    with pytest.raises(ValueError, match="STEP_CLOCKS is 0, so no build has marks"):
+        diag._record(None, 128)
+
+
 def test_the_flag_reaches_the_defines_the_build_cache_and_the_graph_key(monkeypatch):
     assert "STEP_CLOCKS" not in persistent._flag_defines()
     before = persistent._graph_mode("auto")

@@ -610,14 +610,25 @@ def _flag_defines() -> dict:
             **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {})}
 
 
+def _module(plan, cooperative: bool = True):
+    """The compiled module of ``plan`` under the engine's flags (cached by gpu.compile_module)."""
+    from ..gpu import compile_module
+    return compile_module(plan.kernel_file, {**plan.defines(), **_flag_defines()}, cooperative=cooperative)
+
+
+def kernel_global(plan, name: str):
+    """(final plan, MemoryPointer) of the module global ``name`` of ``plan``'s build on this device (after its
+    spill back-off): v37's step clocks."""
+    final, _ = _kernel(plan, _device_id())
+    return final, _module(final).get_global(name)
+
+
 def _compile_without_spills(plan, function: str, cooperative: bool):
     """(plan, RawKernel) of the first build of ``plan`` (or of it with fewer register tiles) that
     uses no local memory, with its dynamic shared memory set."""
-    from ..gpu import compile_module
     props = _props()
     while True:
-        defines = {**plan.defines(), **_flag_defines()}
-        kern = compile_module(plan.kernel_file, defines, cooperative=cooperative).get_function(function)
+        kern = _module(plan, cooperative).get_function(function)
         if kern.local_size_bytes == 0:
             break
         plan = _fewer_register_tiles(plan, props)
