@@ -7,3 +7,4 @@ are staged (persistent.STAGE_PER_TILE), against v37's whole-slice staging, alter
 ROWS = [("bfloat16", 2048, 4), ("float16", 2048, 4), ("bfloat16", 1024, 4), ("float16", 1024, 8),
         ("float16", 1024, 16), ("float32", 1024, 4)]
 MODES = {"v37": {}, "per tile": {"STAGE_PER_TILE": True}}
+ALTERNATE_MODES = {**MODES, "tile polls, whole slice": {"STAGE_PER_TILE": 2}}

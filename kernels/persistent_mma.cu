@@ -156,7 +156,8 @@ constexpr bool kXwAtLoad = true;
 #else
 constexpr bool kXwAtLoad = XW_AT_LOAD != 0;
 #endif
-#ifndef STAGE_PER_TILE  // v38, tagged forwards: each k-tile's mma as soon as its words are staged (tile_poll_wait)
+#ifndef STAGE_PER_TILE  // v38, tagged forwards: each k-tile's mma as soon as its words are staged (tile_poll_wait);
+                        // 2: the same polls, but the whole slice staged before the first mma (the ablation)
 #define STAGE_PER_TILE 0
 #endif
 #ifndef SPLIT_BARRIER   // grid.sync plans: the split barrier (default with the in-kernel projection) or grid.sync()
@@ -501,8 +502,14 @@ __device__ __forceinline__ void tile_poll_start(TilePoll& p, const unsigned int*
     p.polls = 0;
     p.staged = 0;
 #pragma unroll
-    for (int j = 0; j < kPollIters; ++j)
-        if (j * 32 + threadIdx.x % 32 >= kXchRows * kPollQuads || poll_col(j) >= k_len) p.staged |= 1u << j;
+    for (int j = 0; j < kPollIters; ++j) {
+        if (j * 32 + threadIdx.x % 32 >= kXchRows * kPollQuads) {
+            p.staged |= 1u << j;
+        } else if (poll_col(j) >= k_len) {   // past the vector: zeros (as stage_tagged), never polled
+            stage_quad(p.mine, poll_row(j), poll_col(j) - (threadIdx.x / 32) * kWarpK, make_uint4(0, 0, 0, 0));
+            p.staged |= 1u << j;
+        }
+    }
     p.lanes = __ballot_sync(0xffffffffu, p.staged == (1u << kPollIters) - 1u);
     if constexpr (POLL_DELAY_NS > 0) first_poll_delay();
     if (p.lanes != 0xffffffffu) tile_poll_issue(p);
@@ -836,7 +843,13 @@ struct TileWait {
     TilePoll& poll;
     int step;
     __device__ __forceinline__ void operator()(int kt) const {
-        tile_poll_wait(poll, kt);
+        if (STAGE_PER_TILE == 2) {   // the ablation: every k-tile staged before the first mma
+            if (kt == 0)
+#pragma unroll 1
+                for (int k = 0; k < kKTiles; ++k) tile_poll_wait(poll, k);
+        } else {
+            tile_poll_wait(poll, kt);
+        }
         if (kt == kKTiles - 1) staged_marks(step);
     }
 };

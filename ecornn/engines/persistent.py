@@ -183,7 +183,8 @@ BATCH_GROUPS = "auto"     # v30: 16-bit passes with the batch as groups on block
 STEP_CLOCKS = 0   # v37 diagnostic: > 0 compiles the tensor-core forward with clock marks of its first STEP_CLOCKS
                   # steps (kernels/step_clocks.cuh; read by benchmarks/diag_step_clocks_v37.py); 0: none
 STAGE_PER_TILE = False   # v38: True: tagged tensor-core forwards take each k-tile's mma as soon as its words are
-                         # staged (kernel define STAGE_PER_TILE; where the warp's slice allows, see kPerTile)
+                         # staged (kernel define STAGE_PER_TILE; where the warp's slice allows, see kPerTile);
+                         # 2: the same polls with the whole slice staged first (the ablation)
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
                           # per the capacity model's rule; True / False force one (tests, ablation)
 last_kinds: dict = {}    # pass -> kernel kind ("grid", "cluster", "mma") of the latest call (tests, benchmarks)
@@ -610,7 +611,7 @@ def _flag_defines() -> dict:
     return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0}),
             **({"XW_AT_LOAD": 1} if XW_AT_LOAD else {}), **({} if H0_IN_PRODUCT else {"H0_IN_PRODUCT": 0}),
             **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {}),
-            **({"STAGE_PER_TILE": 1} if STAGE_PER_TILE else {})}
+            **({"STAGE_PER_TILE": int(STAGE_PER_TILE)} if STAGE_PER_TILE else {})}
 
 
 def _module(plan, cooperative: bool = True):
