@@ -160,6 +160,9 @@ constexpr bool kXwAtLoad = XW_AT_LOAD != 0;
                         // 2: the same polls, but the whole slice staged before the first mma (the ablation)
 #define STAGE_PER_TILE 0
 #endif
+#ifndef TILE_POLL_LOADS  // v38 ablations of tile_poll_issue's loads (0: the missing quads)
+#define TILE_POLL_LOADS 0
+#endif
 #ifndef SPLIT_BARRIER   // grid.sync plans: the split barrier (default with the in-kernel projection) or grid.sync()
 #define SPLIT_BARRIER (IN_K_TILES > 0)
 #endif
@@ -468,12 +471,28 @@ __device__ __forceinline__ unsigned int tile_lanes(int kt) {
     return lanes;
 }
 
-// Loads of every quad the lane has not staged yet.
+// v = *src where `load` (a predicated load: no branch around it), else v unchanged.
+__device__ __forceinline__ void load_relaxed_if(uint4& v, const unsigned int* src, bool load) {
+    asm volatile("{\n .reg .pred p;\n setp.ne.u32 p, %5, 0;\n @p ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];\n}"
+                 : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w) : "l"(src), "r"((unsigned int)load) : "memory");
+}
+
+// Loads of every quad the lane has not staged yet (TILE_POLL_LOADS 1: every quad in the slice, as stage_tagged
+// reloads its chunk; 2: the missing ones by predicated loads).
 __device__ __forceinline__ void tile_poll_issue(TilePoll& p) {
     const int ld = exchange_ld(p.k_len);
 #pragma unroll
-    for (int j = 0; j < kPollIters; ++j)
-        if (!(p.staged >> j & 1u)) p.v[j] = load_relaxed(p.src + (size_t)poll_row(j) * ld + poll_col(j));
+    for (int j = 0; j < kPollIters; ++j) {
+        const unsigned int* src = p.src + (size_t)poll_row(j) * ld + poll_col(j);
+        const bool inside = j * 32 + threadIdx.x % 32 < kXchRows * kPollQuads && poll_col(j) < p.k_len;
+        if constexpr (TILE_POLL_LOADS == 1) {
+            if (inside) p.v[j] = load_relaxed(src);
+        } else if constexpr (TILE_POLL_LOADS == 2) {
+            load_relaxed_if(p.v[j], src, !(p.staged >> j & 1u));
+        } else if (!(p.staged >> j & 1u)) {
+            p.v[j] = load_relaxed(src);
+        }
+    }
 }
 
 // Stages the polled quads that carry the tag; lanes: which lanes have all theirs staged.

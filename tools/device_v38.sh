@@ -16,7 +16,7 @@ record_device "$OUT/device.txt"
 for stage in ${STAGES:-"tests clocks cache"}; do
   case $stage in
     tests) run_gpu_tests "$OUT/tests.log" ${TESTS:-"$REPO/tests/test_persistent_v38_gpu.py"} ;;
-    ab) timeout "${BENCH_TIMEOUT:-400}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v38 \
+    ab) timeout "${BENCH_TIMEOUT:-400}" python3 benchmarks/ab_alternate.py "$OUT" "${AB_MODULE:-bench_persistent_v38}" \
       --rounds "${ROUNDS:-4}" --name "${AB_NAME:-ab_tiles_v38}" ${AB_ROWS:+--rows $AB_ROWS} 2>&1 | tail -12 ;;
     clocks) timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/diag_step_clocks_v37.py "$OUT" \
       --rounds "${ROUNDS:-4}" ${CELLS:+--cells $CELLS} 2>&1 | tail -14 ;;
