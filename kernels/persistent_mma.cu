@@ -495,8 +495,8 @@ __device__ __forceinline__ void tile_poll_issue(TilePoll& p) {
     }
 }
 
-// Stages the polled quads that carry the tag; lanes: which lanes have all theirs staged.
-__device__ __forceinline__ void tile_poll_take(TilePoll& p) {
+// Stages the lane's polled quads that carry the tag (no warp synchronisation).
+__device__ __forceinline__ void tile_poll_take_lane(TilePoll& p) {
     const unsigned int bit = bit_of_tag(p.tag);
 #pragma unroll
     for (int j = 0; j < kPollIters; ++j) {
@@ -507,6 +507,11 @@ __device__ __forceinline__ void tile_poll_take(TilePoll& p) {
             p.staged |= 1u << j;
         }
     }
+}
+
+// Stages the polled quads that carry the tag; lanes: which lanes have all theirs staged.
+__device__ __forceinline__ void tile_poll_take(TilePoll& p) {
+    tile_poll_take_lane(p);
     __syncwarp();
     p.lanes = __ballot_sync(0xffffffffu, p.staged == (1u << kPollIters) - 1u);
 }
@@ -537,6 +542,19 @@ __device__ __forceinline__ void tile_poll_start(TilePoll& p, const unsigned int*
 // Returns once k-tile kt of the warp's slice is staged; a new poll is issued after every take that
 // leaves a word missing, so it is in flight during the mma that follow.
 __device__ __forceinline__ void tile_poll_wait(TilePoll& p, int kt) {
+    if constexpr (STAGE_PER_TILE >= 3) {   // ablation: each lane of k-tiles <= kt polls on its own (stage_tagged's loop)
+        if ((threadIdx.x % 32 % kPollQuads) / 4 <= kt) {
+            while (p.staged != (1u << kPollIters) - 1u) {
+                tile_poll_take_lane(p);
+                if (p.staged != (1u << kPollIters) - 1u) {
+                    if (++p.polls > kMaxPolls) __trap();
+                    tile_poll_issue(p);
+                }
+            }
+        }
+        __syncwarp();
+        return;
+    }
     const unsigned int want = tile_lanes(kt);
     while ((p.lanes & want) != want) {
         tile_poll_take(p);
@@ -862,7 +880,7 @@ struct TileWait {
     TilePoll& poll;
     int step;
     __device__ __forceinline__ void operator()(int kt) const {
-        if (STAGE_PER_TILE == 2) {   // the ablation: every k-tile staged before the first mma
+        if (STAGE_PER_TILE == 2 || STAGE_PER_TILE == 4) {   // the ablation: every k-tile staged before the first mma
             if (kt == 0)
 #pragma unroll 1
                 for (int k = 0; k < kKTiles; ++k) tile_poll_wait(poll, k);
