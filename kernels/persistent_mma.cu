@@ -156,13 +156,6 @@ constexpr bool kXwAtLoad = true;
 #else
 constexpr bool kXwAtLoad = XW_AT_LOAD != 0;
 #endif
-#ifndef STAGE_PER_TILE  // v38, tagged forwards: each k-tile's mma as soon as its words are staged (tile_poll_wait);
-                        // 2: the same polls, but the whole slice staged before the first mma (the ablation)
-#define STAGE_PER_TILE 0
-#endif
-#ifndef TILE_POLL_LOADS  // v38 ablations of tile_poll_issue's loads (0: the missing quads)
-#define TILE_POLL_LOADS 0
-#endif
 #ifndef SPLIT_BARRIER   // grid.sync plans: the split barrier (default with the in-kernel projection) or grid.sync()
 #define SPLIT_BARRIER (IN_K_TILES > 0)
 #endif
@@ -266,12 +259,6 @@ constexpr int kSmemTileU4 = kWarps * kSmemKTiles * kATiles * 32;
 constexpr int kVecStride = kWarpK / 2 + 4;
 constexpr int kVecWordsPerWarp = kVecRows * kVecStride;
 constexpr int kStageChunk = 8;                    // float4 loads per lane in flight while staging
-// v38, STAGE_PER_TILE: lane l polls quad l % kPollQuads of every row, i.e. words of k-tile (l % kPollQuads) / 4 only
-// (where kPollQuads divides 32), all its kPollIters quads in flight at once. Other plans keep stage_tagged.
-constexpr int kPollQuads = kWarpK / 4;
-constexpr int kPollIters = (kXchRows * kPollQuads + 31) / 32;
-constexpr bool kPerTile =
-    STAGE_PER_TILE != 0 && kTagged && PASS == 0 && 32 % kPollQuads == 0 && kPollIters <= kStageChunk;
 // Per-warp staged input x_t (IN_K_TILES > 0), the same format: row stride kInWarpK/2 + 4 words.
 constexpr int kXStride = kInWarpK / 2 + 4;
 constexpr int kXWordsPerWarp = kInput ? kVecRows * kXStride : 0;
@@ -430,141 +417,6 @@ __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned
     __syncwarp();
 }
 
-// ---- v38 (STAGE_PER_TILE): the tagged staging k-tile by k-tile ----
-// stage_tagged waits for the warp's whole K-slice before its first mma. Here the warp's product takes
-// k-tile kt (in stage_tagged's order: the same sums, bit for bit) once the words of k-tiles 0..kt are
-// staged, while the poll for the words still missing is in flight: the mma of the tiles that came
-// first overlap the wait for the last producer (bf16 H=2048 B=4: a 1.2 us product, v37's clocks).
-
-// A polled quad q of exchange row n, word columns kq..kq+3 of the warp's slice, into its staged rows as
-// stage_tagged stores it: the 16-bit values (low halves); split words: their lo halves into the lo rows.
-__device__ __forceinline__ void stage_quad(unsigned int* mine, int n, int kq, const uint4& q) {
-    unsigned int* hi = mine + n * kVecStride + kq / 2;
-    *reinterpret_cast<uint2*>(hi) = make_uint2(__byte_perm(q.x, q.y, 0x5410), __byte_perm(q.z, q.w, 0x5410));
-    if constexpr (kSplitWords)
-        *reinterpret_cast<uint2*>(hi + kBatch * kVecStride) =
-            make_uint2(__byte_perm(q.x, q.y, 0x7632), __byte_perm(q.z, q.w, 0x7632));
-}
-
-struct TilePoll {
-    const unsigned int* src;   // the step's exchange rows
-    unsigned int* mine;        // the warp's staged rows
-    int k_len;
-    unsigned int tag;
-    uint4 v[kPollIters];       // the lane's polled quads (in flight while lanes != ~0u)
-    unsigned int staged;       // bit j: the lane's quad j is staged (or lies outside the slice)
-    unsigned int lanes;        // warp-uniform ballot: bit l: every quad of lane l is staged
-    unsigned int polls;
-};
-
-// Lane l's quad j: row n, word column k of the exchange (k >= k_len: padding, never awaited).
-__device__ __forceinline__ int poll_row(int j) { return (j * 32 + threadIdx.x % 32) / kPollQuads; }
-__device__ __forceinline__ int poll_col(int j) {
-    return (threadIdx.x / 32) * kWarpK + 4 * ((j * 32 + threadIdx.x % 32) % kPollQuads);
-}
-
-// The lanes whose quads all belong to k-tile kt of the warp's slice.
-__device__ __forceinline__ unsigned int tile_lanes(int kt) {
-    unsigned int lanes = 0;
-#pragma unroll
-    for (int r = 0; r < 32 / kPollQuads; ++r) lanes |= 0xfu << (r * kPollQuads + 4 * kt);
-    return lanes;
-}
-
-// v = *src where `load` (a predicated load: no branch around it), else v unchanged.
-__device__ __forceinline__ void load_relaxed_if(uint4& v, const unsigned int* src, bool load) {
-    asm volatile("{\n .reg .pred p;\n setp.ne.u32 p, %5, 0;\n @p ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];\n}"
-                 : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w) : "l"(src), "r"((unsigned int)load) : "memory");
-}
-
-// Loads of every quad the lane has not staged yet (TILE_POLL_LOADS 1: every quad in the slice, as stage_tagged
-// reloads its chunk; 2: the missing ones by predicated loads).
-__device__ __forceinline__ void tile_poll_issue(TilePoll& p) {
-    const int ld = exchange_ld(p.k_len);
-#pragma unroll
-    for (int j = 0; j < kPollIters; ++j) {
-        const unsigned int* src = p.src + (size_t)poll_row(j) * ld + poll_col(j);
-        const bool inside = j * 32 + threadIdx.x % 32 < kXchRows * kPollQuads && poll_col(j) < p.k_len;
-        if constexpr (TILE_POLL_LOADS == 1) {
-            if (inside) p.v[j] = load_relaxed(src);
-        } else if constexpr (TILE_POLL_LOADS == 2) {
-            load_relaxed_if(p.v[j], src, !(p.staged >> j & 1u));
-        } else if (!(p.staged >> j & 1u)) {
-            p.v[j] = load_relaxed(src);
-        }
-    }
-}
-
-// Stages the lane's polled quads that carry the tag (no warp synchronisation).
-__device__ __forceinline__ void tile_poll_take_lane(TilePoll& p) {
-    const unsigned int bit = bit_of_tag(p.tag);
-#pragma unroll
-    for (int j = 0; j < kPollIters; ++j) {
-        if (p.staged >> j & 1u) continue;
-        const int k = poll_col(j), valid = p.k_len - k < 4 ? p.k_len - k : 4;
-        if (kSplitWords ? split_words_ready(p.v[j], bit, valid) : tagged_ready(p.v[j], p.tag, valid)) {
-            stage_quad(p.mine, poll_row(j), k - (threadIdx.x / 32) * kWarpK, p.v[j]);
-            p.staged |= 1u << j;
-        }
-    }
-}
-
-// Stages the polled quads that carry the tag; lanes: which lanes have all theirs staged.
-__device__ __forceinline__ void tile_poll_take(TilePoll& p) {
-    tile_poll_take_lane(p);
-    __syncwarp();
-    p.lanes = __ballot_sync(0xffffffffu, p.staged == (1u << kPollIters) - 1u);
-}
-
-// The first poll of the step's vector src (after v16's delay, as stage_tagged).
-__device__ __forceinline__ void tile_poll_start(TilePoll& p, const unsigned int* src, unsigned int* vec_s, int k_len,
-                                                unsigned int tag) {
-    p.src = src;
-    p.mine = vec_s + (threadIdx.x / 32) * kVecWordsPerWarp;
-    p.k_len = k_len;
-    p.tag = tag;
-    p.polls = 0;
-    p.staged = 0;
-#pragma unroll
-    for (int j = 0; j < kPollIters; ++j) {
-        if (j * 32 + threadIdx.x % 32 >= kXchRows * kPollQuads) {
-            p.staged |= 1u << j;
-        } else if (poll_col(j) >= k_len) {   // past the vector: zeros (as stage_tagged), never polled
-            stage_quad(p.mine, poll_row(j), poll_col(j) - (threadIdx.x / 32) * kWarpK, make_uint4(0, 0, 0, 0));
-            p.staged |= 1u << j;
-        }
-    }
-    p.lanes = __ballot_sync(0xffffffffu, p.staged == (1u << kPollIters) - 1u);
-    if constexpr (POLL_DELAY_NS > 0) first_poll_delay();
-    if (p.lanes != 0xffffffffu) tile_poll_issue(p);
-}
-
-// Returns once k-tile kt of the warp's slice is staged; a new poll is issued after every take that
-// leaves a word missing, so it is in flight during the mma that follow.
-__device__ __forceinline__ void tile_poll_wait(TilePoll& p, int kt) {
-    if constexpr (STAGE_PER_TILE >= 3) {   // ablation: each lane of k-tiles <= kt polls on its own (stage_tagged's loop)
-        if ((threadIdx.x % 32 % kPollQuads) / 4 <= kt) {
-            while (p.staged != (1u << kPollIters) - 1u) {
-                tile_poll_take_lane(p);
-                if (p.staged != (1u << kPollIters) - 1u) {
-                    if (++p.polls > kMaxPolls) __trap();
-                    tile_poll_issue(p);
-                }
-            }
-        }
-        __syncwarp();
-        return;
-    }
-    const unsigned int want = tile_lanes(kt);
-    while ((p.lanes & want) != want) {
-        tile_poll_take(p);
-        if (p.lanes != 0xffffffffu) {
-            if (++p.polls > kMaxPolls) __trap();
-            tile_poll_issue(p);
-        }
-    }
-}
-
 // ---- grid.sync plans (TAGGED=0): the vector as packed 16-bit values ----
 // Rows of the packed exchange [D][2][B][packed_ld(k_len)] (16-bit values, zero padding): half the
 // bytes of the fp32 vector, already in the mma's format.
@@ -659,24 +511,16 @@ __device__ __forceinline__ void smem_tile_mma(Acc& acc, const uint4* ws, const u
 // kMTiles) over Split accumulator sets. Not fully unrolled:
 // everything here comes from shared memory, and full unrolling lets ptxas hoist every tile load
 // (4 registers each) ahead of the mma chain and spill the register tiles.
-// v38: wait_tile(kt) runs before k-tile kt's first mma (tile_poll_wait; NoTileWait elsewhere).
-struct NoTileWait {
-    static constexpr bool kStagedBefore = true;   // the whole vector is staged before the product
-    __device__ __forceinline__ void operator()(int) const {}
-};
-
-template <int KT, int Split, int Stride, int KT0, bool WithLo = true, class WaitTile = NoTileWait>
+template <int KT, int Split, int Stride, int KT0, bool WithLo = true>
 __device__ __forceinline__ void smem_tile_products(float (&part)[Split][kATiles][kNTiles][4], const uint4* ws,
-                                                   const unsigned int* vec_w, WaitTile wait_tile = {}) {
+                                                   const unsigned int* vec_w) {
     constexpr int tiles = WithLo ? kATiles : kMTiles;   // fragments per k-tile
     if constexpr (Split == 1) {
 #pragma unroll 2
-        for (int ks = 0; ks < KT; ++ks) {
-            wait_tile(KT0 + ks);
+        for (int ks = 0; ks < KT; ++ks)
 #pragma unroll
             for (int mt = 0; mt < kMTiles; ++mt)
                 smem_tile_mma<Stride, WithLo>(part[0], ws + ks * tiles * 32, vec_w, KT0 + ks, mt);
-        }
     } else {   // groups of Split tiles; k-tile kt into set kt % Split (compile-time index), as the
                // register k-tiles: the sums do not depend on REG_K_TILES (v19: a spill back-off
                // changes no bit)
@@ -685,7 +529,6 @@ __device__ __forceinline__ void smem_tile_products(float (&part)[Split][kATiles]
 #pragma unroll
             for (int s = 0; s < Split; ++s) {
                 if (KT % Split == 0 || k0 + s < KT) {
-                    wait_tile(KT0 + k0 + s);
 #pragma unroll
                     for (int mt = 0; mt < kMTiles; ++mt)
                         smem_tile_mma<Stride, WithLo>(part[(KT0 + s) % Split], ws + (k0 + s) * tiles * 32, vec_w,
@@ -727,22 +570,19 @@ __device__ __forceinline__ void sum_sets(Acc& acc, const float (&part)[Split][kA
 // acc = this warp's slice of W . vector (register k-tiles first, then shared-memory ones), over
 // kAccSplit accumulator sets summed in set order. v12 (kInput): the first set starts from acc (the
 // warp's slice of the step's input product), so the warp partials carry both products.
-template <class WaitTile = NoTileWait>
 __device__ __forceinline__ void warp_product(Acc& acc, const RegTiles& a_reg, const uint4* a_s,
-                                             const unsigned int* vec_s, WaitTile wait_tile = {}) {
+                                             const unsigned int* vec_s) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const unsigned int* vec_w = vec_s + warp * kVecWordsPerWarp;
     float part[kAccSplit][kATiles][kNTiles][4];
     start_sets<kAccSplit>(part, acc, kInput);
 #pragma unroll
-    for (int kt = 0; kt < kRegKTiles; ++kt) {
-        wait_tile(kt);
+    for (int kt = 0; kt < kRegKTiles; ++kt)
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt)
             mma_ktile(part[kt % kAccSplit], a_reg[kt][mt], a_reg[kt][kSplit ? kMTiles + mt : mt], vec_w, kt, mt);
-    }
     smem_tile_products<kSmemKTiles, kAccSplit, kVecStride, kRegKTiles>(
-        part, a_s + warp * kSmemKTiles * kATiles * 32 + lane, vec_w, wait_tile);
+        part, a_s + warp * kSmemKTiles * kATiles * 32 + lane, vec_w);
     sum_sets<kAccSplit>(acc, part);
 }
 
@@ -869,38 +709,15 @@ __device__ __forceinline__ void input_in_recurrent_units(Acc& acc, const ColumnF
     }
 }
 
-__device__ __forceinline__ void staged_marks(int step) {
-    warp_mark(step, staged_slot(threadIdx.x / 32));
-    warp_mark(step, staged_ns_slot(threadIdx.x / 32), true);
-}
-
-// v38: the wait of STAGE_PER_TILE plans before k-tile kt (the staged marks: once the last one is staged).
-struct TileWait {
-    static constexpr bool kStagedBefore = false;
-    TilePoll& poll;
-    int step;
-    __device__ __forceinline__ void operator()(int kt) const {
-        if (STAGE_PER_TILE == 2 || STAGE_PER_TILE == 4) {   // the ablation: every k-tile staged before the first mma
-            if (kt == 0)
-#pragma unroll 1
-                for (int k = 0; k < kKTiles; ++k) tile_poll_wait(poll, k);
-        } else {
-            tile_poll_wait(poll, kt);
-        }
-        if (kt == kKTiles - 1) staged_marks(step);
-    }
-};
-
 // The block's product with the staged vector (stage_packed / stage_tagged), left in red_s; acc
 // holds the warp's input product first (v12, kInput; ignored otherwise). The first barrier keeps
 // the stores off red_s until every thread read the previous step's partials.
 // step: the forward's step for STEP_CLOCKS marks (-1: none).
-// v38: wait_tile stages the vector k-tile by k-tile during the product (TileWait).
-template <class WaitTile = NoTileWait>
 __device__ __forceinline__ void staged_product(float* red_s, const unsigned int* vec_s, const RegTiles& a_reg,
-                                               const uint4* a_s, Acc& acc, int step, WaitTile wait_tile = {}) {
-    if constexpr (WaitTile::kStagedBefore) staged_marks(step);
-    warp_product(acc, a_reg, a_s, vec_s, wait_tile);
+                                               const uint4* a_s, Acc& acc, int step) {
+    warp_mark(step, staged_slot(threadIdx.x / 32));
+    warp_mark(step, staged_ns_slot(threadIdx.x / 32), true);
+    warp_product(acc, a_reg, a_s, vec_s);
     warp_mark(step, product_slot(threadIdx.x / 32));
     if constexpr (kTagged) __syncthreads();   // v4: the grid barrier orders the reads
     store_partials(red_s, acc);
@@ -920,14 +737,8 @@ __device__ __forceinline__ void packed_product(float* red_s, unsigned int* vec_s
 __device__ __forceinline__ void tagged_product(float* red_s, unsigned int* vec_s, const RegTiles& a_reg,
                                                const uint4* a_s, const unsigned int* src, int k_len,
                                                unsigned int tag, Acc& acc, int step = -1) {
-    if constexpr (kPerTile) {
-        TilePoll poll;
-        tile_poll_start(poll, src, vec_s, k_len, tag);
-        staged_product(red_s, vec_s, a_reg, a_s, acc, step, TileWait{poll, step});
-    } else {
-        stage_tagged(vec_s, src, k_len, tag);
-        staged_product(red_s, vec_s, a_reg, a_s, acc, step);
-    }
+    stage_tagged(vec_s, src, k_len, tag);
+    staged_product(red_s, vec_s, a_reg, a_s, acc, step);
 }
 
 // ---- v12: the grid barrier split in two (grid.sync plans with the input projection) ----

@@ -182,10 +182,6 @@ BATCH_GROUPS = "auto"     # v30: 16-bit passes with the batch as groups on block
                           # False: never (the ablation)
 STEP_CLOCKS = 0   # v37 diagnostic: > 0 compiles the tensor-core forward with clock marks of its first STEP_CLOCKS
                   # steps (kernels/step_clocks.cuh; read by benchmarks/diag_step_clocks_v37.py); 0: none
-STAGE_PER_TILE = False   # v38: True: tagged tensor-core forwards take each k-tile's mma as soon as its words are
-                         # staged (kernel define STAGE_PER_TILE; where the warp's slice allows, see kPerTile);
-                         # 2: the same polls with the whole slice staged first (the ablation)
-TILE_POLL_LOADS = 0      # v38 ablation of STAGE_PER_TILE's polls: 1 reload every quad, 2 predicated loads
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
                           # per the capacity model's rule; True / False force one (tests, ablation)
 last_kinds: dict = {}    # pass -> kernel kind ("grid", "cluster", "mma") of the latest call (tests, benchmarks)
@@ -611,9 +607,7 @@ def _flag_defines() -> dict:
     """Compile-time constants that engine flags (ablations) set on every persistent kernel."""
     return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0}),
             **({"XW_AT_LOAD": 1} if XW_AT_LOAD else {}), **({} if H0_IN_PRODUCT else {"H0_IN_PRODUCT": 0}),
-            **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {}),
-            **({"STAGE_PER_TILE": int(STAGE_PER_TILE)} if STAGE_PER_TILE else {}),
-            **({"TILE_POLL_LOADS": int(TILE_POLL_LOADS)} if STAGE_PER_TILE and TILE_POLL_LOADS else {})}
+            **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {})}
 
 
 def _module(plan, cooperative: bool = True):
@@ -649,7 +643,7 @@ def _remembered(build):
 
     @functools.wraps(build)
     def cached(plan, device_id: int):
-        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS, STAGE_PER_TILE, TILE_POLL_LOADS)
+        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -1139,7 +1133,7 @@ def _graph_mode(variant) -> tuple:
             BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY,
             XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
-            LONG_REDUCTION_CHUNK, STEP_CLOCKS, STAGE_PER_TILE, TILE_POLL_LOADS)
+            LONG_REDUCTION_CHUNK, STEP_CLOCKS)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,

@@ -763,14 +763,6 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                 **({"BWD_LATE_LOADS": 1} if self.loads_late else {})}
 
     @property
-    def tile_staging_fits(self) -> bool:
-        """v38: whether the kernel's STAGE_PER_TILE applies to this plan (its kPerTile): a tagged forward whose
-        lanes each poll words of one k-tile (4 quads per k-tile dividing a warp's 32 lanes), 8 quads at most."""
-        quads = 4 * self.k_tiles
-        return (self.tagged and self.pass_name == "forward" and 32 % quads == 0
-                and self.tagged_rows * quads <= 8 * 32)
-
-    @property
     def barrier_per_group(self) -> bool:
         """v30: a grouped grid.sync plan built with a counter per (direction, group) (GROUP_BARRIERS)."""
         return self.batch_groups > 1 and self.group_barriers and not self.tagged
