@@ -1,10 +1,10 @@
-"""v38: the 16-bit H=2048 B=4 forward with 8 warps per block instead of 16 (16 units per block either way). Half the
+"""v38: the 16-bit H=1792-2048 B <= 4 forwards with 8 warps per block instead of 16 (the same units per block). Half the
 warps hold twice the registers each: 9-11 of 16 k-tiles per warp in registers (nvcc: 11 spill-free at 253
 registers) instead of 4 of 8, so a step reads ~80 KB of shared-memory tiles per block instead of 128 KB (v37's
 clocks: a 1.2 us product there). Costs: accumulator chains twice as long, 2 warps per scheduler, 8 staging loads
 per lane. Kernel alone, T=256, alternated rounds, CUDA events (bench_persistent._recurrence_ms).
 
-    python benchmarks/explore_h2048_warps_v38.py OUT_DIR [--rounds N] [--repeats N]
+    python benchmarks/explore_h2048_warps_v38.py OUT_DIR [--rounds N] [--repeats N] [--cells bfloat16:2048:4 ...]
 Writes OUT_DIR/explore_h2048_warps_v38.{json,md}.
 """
 from __future__ import annotations
@@ -17,23 +17,38 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_persistent import STEPS, _problem, _recurrence_ms, bench_args, bench_meta, save_rows  # noqa: E402
+from diag_step_clocks_v37 import parse_cell  # noqa: E402
 
-CELLS = [("bfloat16", 2048, 4), ("float16", 2048, 4)]
+CELLS = [("bfloat16", 2048, 4), ("float16", 2048, 4), ("bfloat16", 1792, 4), ("bfloat16", 2048, 2),
+         ("bfloat16", 2048, 1), ("float16", 1792, 2), ("bfloat16", 2048, 3)]
+
+
+def ranked_pick(config):
+    """The tensor-core forward plan the v19 register model ranks first (mma_step_clocks), without v19's keeping of
+    the v4 model's (warps, units), with the engine's first-poll delay rule."""
+    from ecornn.engines import persistent_capacity as cap
+    from ecornn.gpu import device_properties
+    props, hidden, batch = device_properties(), config.hidden_size, config.batch
+    smallest = -(-hidden // props["sm_count"])
+    plans = []
+    for warps in cap.MMA_WARP_CHOICES:
+        for units in range(smallest, min(hidden, smallest + 8) + 1):
+            plan = cap._mma_candidate(props, "forward", config.dtype, hidden, batch, 1, warps, units)
+            if plan is not None:
+                plans.append(plan)
+                break
+    return cap.with_poll_delay(min(plans, key=lambda p: (cap.mma_step_clocks(p), p.units, -p.warps)))
 
 
 def variants(config):
-    """{name: plan}: the engine's pick and 8-warp plans (tagged with the pick's first-poll delay, without, grid.sync;
-    the register model's k-tiles and 11)."""
+    """{name: plan}: the engine's pick, the v19 ranking's pick with its exchange and with the other one (call 5: 8
+    warps under grid.sync beat the 16-warp pick at H=2048 B=4)."""
     from ecornn.engines import persistent, persistent_capacity as cap
-    from ecornn.gpu import device_properties
     chosen = persistent.plans_for(config, False)["forward"]
-    eight = cap._mma_candidate(device_properties(), "forward", config.dtype, config.hidden_size, config.batch, 1, 8,
-                               chosen.units)
-    tagged = replace(eight, tagged=True, poll_delay_ns=chosen.poll_delay_ns, poll_spin_cycles=chosen.poll_spin_cycles)
-    return {"16 warps (engine)": chosen, "8 warps tagged": tagged,
-            "8 warps tagged, 11 reg": replace(tagged, reg_k_tiles=11),
-            "8 warps tagged, no delay": replace(tagged, poll_delay_ns=0, poll_spin_cycles=0),
-            "8 warps grid.sync": replace(eight, tagged=False, poll_delay_ns=0, poll_spin_cycles=0)}
+    ranked = ranked_pick(config)
+    other = cap.with_poll_delay(replace(ranked, tagged=not ranked.tagged, poll_delay_ns=0, poll_spin_cycles=0))
+    return {"engine": chosen, f"ranked {ranked.warps} warps": ranked,
+            f"ranked, {'grid.sync' if ranked.tagged else 'tagged'}": other}
 
 
 def explore(dtype, hidden, batch, rounds, repeats):
@@ -66,9 +81,12 @@ def markdown(rows):
 
 
 def main(argv=None):
-    args, out = bench_args(argv, repeats=10, configure=lambda p: p.add_argument("--rounds", type=int, default=4))
+    def configure(parser):
+        parser.add_argument("--rounds", type=int, default=4)
+        parser.add_argument("--cells", nargs="+", type=parse_cell, default=CELLS, help="dtype:hidden:batch ...")
+    args, out = bench_args(argv, repeats=10, configure=configure)
     rows = []
-    for cell in CELLS:
+    for cell in args.cells:
         rows += explore(*cell, args.rounds, args.repeats)
         save_rows(out, "explore_h2048_warps_v38", bench_meta(), rows, markdown(rows))
     print(markdown(rows))
