@@ -104,6 +104,11 @@
 // B=8 split, at the 128-register cap, spills with marks: the engine backs its register k-tiles off there).
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DSTEP_CLOCKS=32
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DGROUPS=2 -DSTEP_CLOCKS=32
+// v38 (rules.v4_warps_kept): the 16-bit forwards at H=1728-2048, B <= 4 on 8 warps: bf16 H=2048 B=4 (grid.sync),
+// fp16 H=2048 B=2 (tagged), bf16 H=1792 B=4.
+// ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=4 -DK_TILES=16 -DREG_K_TILES=9 -DTAGGED=0
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=2 -DNWARPS=8 -DM_TILES=4 -DK_TILES=16 -DREG_K_TILES=9 -DTAGGED=1
+// ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=4 -DK_TILES=14 -DREG_K_TILES=9 -DTAGGED=0
 #include <cooperative_groups.h>
 
 #include "mma_common.cuh"

@@ -20,7 +20,7 @@ def _planned_and_built(config):
 
 
 @pytest.mark.parametrize("dtype, inp, hidden, layers, bidir, batch, steps", [
-    ("bfloat16", 2048, 2048, 1, False, 4, 12),   # forward 4/8 k-tiles (v4: 3), backward 46/64 (31)
+    ("bfloat16", 2048, 2048, 1, False, 4, 12),   # forward 8 warps 9/16 (v38; v4: 16 warps 3/8), backward 46/64 (31)
     ("float16", 1024, 1024, 1, False, 8, 20),    # backward 16/16 (9)
     ("bfloat16", 64, 1024, 2, True, 4, 10),      # backward 16/16, 2 layers bidirectional
     ("float16", 1920, 1920, 1, False, 8, 8),     # forward 9/15 (v4: 4), backward 46/60 (31)
@@ -43,7 +43,8 @@ def test_v19_plans_build_as_planned_and_match_float64(rng, dtype, inp, hidden, l
     _compare(rng, config, FP32_TOL if dtype == "float32" else HALF_TOL)
 
 
-@pytest.mark.parametrize("dtype, hidden, batch", [("bfloat16", 2048, 4), ("float16", 1024, 8)])
+# v38: bf16 H=2048 B=4 left this test (its forward's warps differ between the models: rules.v4_warps_kept)
+@pytest.mark.parametrize("dtype, hidden, batch", [("bfloat16", 1024, 4), ("float16", 1024, 8)])
 def test_the_v4_ablation_gives_the_same_bits(rng, monkeypatch, dtype, hidden, batch):
     """The v4 model's plans differ only in register k-tiles here, and the kernel sums k-tile kt into
     accumulator set kt % sets wherever the tile lives: forward and every gradient bitwise equal."""

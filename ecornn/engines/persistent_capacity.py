@@ -1021,14 +1021,14 @@ def mma_step_clocks(plan: MmaPlan) -> float:
 
 def _mma_plan_for_directions(props, pass_name, dtype, hidden, batch, directions, reg_model="v19"):
     """The best-ranked (warps, units) plan of one launch of ``directions`` directions, or None. v19
-    keeps the v4 model's (warps, units) where that one fits (measured in the v5 plan exploration):
-    ranked by the v19 register tiles, bf16 H=2048 B=4 would trade its tagged exchange for 8 warps
-    under grid.sync, which mma_step_clocks does not weigh. Only the register k-tiles change there
-    (where v19 keeps fewer and the shared memory no longer fits, as fp32 H=1280 B=8, v19 ranks anew)."""
+    keeps the v4 model's (warps, units) where that one fits (measured in the v5 plan exploration).
+    Only the register k-tiles change there (where v19 keeps fewer and the shared memory no longer fits,
+    as fp32 H=1280 B=8, v19 ranks anew). v38: not where rules.v4_warps_kept says the ranking's pick
+    measured faster (16-bit forwards at H=1728-2048, B <= 4: 8 warps instead of 16)."""
     if reg_model != "v4":
         v4 = _mma_plan_for_directions(props, pass_name, dtype, hidden, batch, directions, "v4")
         kept = v4 and _mma_candidate(props, pass_name, dtype, hidden, batch, directions, v4.warps, v4.units, reg_model)
-        if kept:
+        if kept and rules.v4_warps_kept(kept):
             return kept
     blocks_available = props["sm_count"] // directions
     if blocks_available < 1:

@@ -1,0 +1,40 @@
+"""v38's 8-warp plans of the 16-bit forwards at H=1728-2048, B <= 4 on the GPU: forward, final states and (training)
+every gradient within 1e-2 of float64, bitwise reruns, inference graph replays, and the plan the engine built is
+the 8-warp one."""
+import pytest
+
+from ecornn import LSTMConfig
+from tests.test_persistent_gpu import HALF_TOL, _assert_bitwise_reruns, _assert_graph_replays_match_float64, _compare
+
+pytestmark = pytest.mark.gpu
+cp = pytest.importorskip("cupy")
+if cp.cuda.runtime.getDeviceCount() == 0:   # pragma: no cover
+    pytest.skip("no GPU", allow_module_level=True)
+
+from ecornn.engines import persistent  # noqa: E402
+
+
+def _built_forward(config, training):
+    plan = persistent.plans_for(config, training)["forward"]
+    return persistent._final(plan)
+
+
+# (dtype, input, hidden, batch, steps, tagged): grid.sync at B >= 3, tagged below; an odd input size; one step
+@pytest.mark.parametrize("dtype, inputs, hidden, batch, steps, tagged", [
+    ("bfloat16", 2048, 2048, 4, 33, False), ("float16", 300, 2048, 3, 17, False), ("bfloat16", 1792, 1792, 2, 25, True),
+    ("float16", 2048, 2048, 1, 1, True), ("bfloat16", 1000, 1984, 4, 12, False)])
+def test_the_8_warp_forwards_train_within_tolerance_of_float64(rng, dtype, inputs, hidden, batch, steps, tagged):
+    config = LSTMConfig(inputs, hidden, 1, False, dtype, batch, steps)
+    _compare(rng, config, HALF_TOL)
+    built = _built_forward(config, True)
+    assert (built.warps, built.tagged) == (8, tagged) and built.reg_k_tiles > 4, built
+
+
+def test_the_8_warp_forward_reruns_bitwise(rng):
+    _assert_bitwise_reruns(rng, LSTMConfig(2048, 2048, 1, False, "bfloat16", 4, 20))
+
+
+def test_the_8_warp_inference_graph_replays_match_float64(rng):
+    config = LSTMConfig(2048, 2048, 1, False, "bfloat16", 4, 16)
+    _assert_graph_replays_match_float64(rng, config, "mma", HALF_TOL)
+    assert _built_forward(config, False).warps == 8
