@@ -61,7 +61,7 @@ def test_v19_keeps_the_v4_warps_units_and_exchange(dtype, hidden, batch):
             continue
         kept = cap._mma_candidate(H100, pass_name, dtype, hidden, batch, 1, old.warps, old.units)
         if kept and not cap.rules.v4_warps_kept(kept):   # v38: ranked anew, 8 warps
-            assert new.warps == 8 and (pass_name, old.warps, batch) == ("forward", 16, batch) and batch <= 4
+            assert new.warps == 8 and pass_name == "forward" and batch <= 4
         elif new.smem_bytes <= old.smem_bytes:   # the v4 geometry still fits under v19
             assert (new.warps, new.units, new.tagged) == (old.warps, old.units, old.tagged)
 

@@ -1,6 +1,7 @@
-"""v38 on the CPU: the tensor-core plan choice ranks the 16-bit forwards at H=1728-2048, B <= 4 anew (8 warps, more
-k-tiles in registers; grid.sync from B=3 on) instead of keeping the v4 model's 16 warps (rules.v4_warps_kept), and
-leaves every other pick alone. tests/test_persistent_v38_gpu.py runs the new plans against float64."""
+"""v38 on the CPU: the tensor-core plan choice ranks the 16-bit forwards at H=1728-2048, B <= 4 and H=1088-1472,
+B=1 anew (8 warps, more k-tiles in registers; grid.sync from B=3 on) instead of keeping the v4 model's 16 or 4
+warps (rules.v4_warps_kept), and leaves every other pick alone. tests/test_persistent_v38_gpu.py runs the new
+plans against float64."""
 import pytest
 
 from ecornn import LSTMConfig
@@ -21,12 +22,22 @@ def test_the_wide_16bit_forwards_at_small_batch_take_8_warps(dtype, hidden, batc
     assert plan.smem_bytes < old.smem_bytes
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("hidden", [1088, 1216, 1344, 1472])
+def test_the_4_warp_forwards_at_batch_1_take_8_warps(dtype, hidden):
+    old = cap.plan_mma(H100, "forward", hidden, 1, dtype=dtype, reg_model="v4")
+    plan = cap.plan_mma(H100, "forward", hidden, 1, dtype=dtype)
+    assert (old.warps, plan.warps, plan.tagged) == (4, 8, True) and old.units == plan.units
+    assert plan.k_tiles - plan.reg_k_tiles <= 1 < old.k_tiles - old.reg_k_tiles   # (almost) all in registers
+
+
 @pytest.mark.parametrize("pass_name, dtype, hidden, batch, directions", [
     ("backward", "bfloat16", 2048, 4, 1),   # not measured: the backward keeps v4's pick
     ("forward", "bfloat16", 1024, 4, 2),    # two directions (16 warps, every k-tile in registers)
     ("forward", "float16", 1536, 8, 1),     # B > 4
     ("forward", "float16", 1024, 8, 1),
-    ("forward", "bfloat16", 1216, 1, 1),    # v4's 4-warp pick (not measured)
+    ("forward", "bfloat16", 1216, 1, 2),    # v4's 4-warp pick of two directions (not measured)
+    ("forward", "bfloat16", 1216, 2, 1),    # 8 warps under both
 ])
 def test_other_picks_keep_the_v4_warps(pass_name, dtype, hidden, batch, directions):
     old = cap.plan_mma(H100, pass_name, hidden, batch, directions, dtype=dtype, reg_model="v4")
@@ -42,7 +53,6 @@ def test_the_rule_reads_the_picks_geometry():
     assert rules.v4_warps_kept(replace(pick, batch=5))
     assert rules.v4_warps_kept(replace(pick, directions_per_launch=2))
     assert rules.v4_warps_kept(replace(pick, pass_name="backward"))
-    assert rules.v4_warps_kept(replace(pick, warps=8))
     assert rules.v4_warps_kept(replace(pick, dtype="float32"))                   # the fp32 split: 2 parts
 
 

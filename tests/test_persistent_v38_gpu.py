@@ -1,4 +1,4 @@
-"""v38's 8-warp plans of the 16-bit forwards at H=1728-2048, B <= 4 on the GPU: forward, final states and (training)
+"""v38's 8-warp plans of the 16-bit forwards at H=1728-2048, B <= 4 and H=1088-1472, B=1 on the GPU: forward, final states and (training)
 every gradient within 1e-2 of float64, bitwise reruns, inference graph replays, and the plan the engine built is
 the 8-warp one."""
 import pytest
@@ -22,12 +22,13 @@ def _built_forward(config, training):
 # (dtype, input, hidden, batch, steps, tagged): grid.sync at B >= 3, tagged below; an odd input size; one step
 @pytest.mark.parametrize("dtype, inputs, hidden, batch, steps, tagged", [
     ("bfloat16", 2048, 2048, 4, 33, False), ("float16", 300, 2048, 3, 17, False), ("bfloat16", 1792, 1792, 2, 25, True),
-    ("float16", 2048, 2048, 1, 1, True), ("bfloat16", 1000, 1984, 4, 12, False)])
+    ("float16", 2048, 2048, 1, 1, True), ("bfloat16", 1000, 1984, 4, 12, False), ("float16", 1216, 1216, 1, 40, True),
+    ("bfloat16", 700, 1472, 1, 19, True)])
 def test_the_8_warp_forwards_train_within_tolerance_of_float64(rng, dtype, inputs, hidden, batch, steps, tagged):
     config = LSTMConfig(inputs, hidden, 1, False, dtype, batch, steps)
     _compare(rng, config, HALF_TOL)
     built = _built_forward(config, True)
-    assert (built.warps, built.tagged) == (8, tagged) and built.reg_k_tiles > 4, built
+    assert (built.warps, built.tagged) == (8, tagged) and built.reg_k_tiles >= 9, built
 
 
 def test_the_8_warp_forward_reruns_bitwise(rng):
