@@ -40,15 +40,25 @@ def ranked_pick(config):
     return cap.with_poll_delay(min(plans, key=lambda p: (cap.mma_step_clocks(p), p.units, -p.warps)))
 
 
+def v4_pick(config):
+    """The v4 register model's (warps, units) with v19's register tiles: what the engine ran before v38."""
+    from ecornn.engines import persistent_capacity as cap
+    from ecornn.gpu import device_properties
+    props, hidden, batch = device_properties(), config.hidden_size, config.batch
+    v4 = cap._mma_plan_for_directions(props, "forward", config.dtype, hidden, batch, 1, "v4")
+    return cap.with_poll_delay(cap._mma_candidate(props, "forward", config.dtype, hidden, batch, 1, v4.warps, v4.units))
+
+
 def variants(config):
     """{name: plan}: the engine's pick, the v19 ranking's pick with its exchange and with the other one (call 5: 8
-    warps under grid.sync beat the 16-warp pick at H=2048 B=4)."""
+    warps under grid.sync beat the 16-warp pick at H=2048 B=4), and from call 10 the v4 model's (warps, units)."""
     from ecornn.engines import persistent, persistent_capacity as cap
     chosen = persistent.plans_for(config, False)["forward"]
     ranked = ranked_pick(config)
     other = cap.with_poll_delay(replace(ranked, tagged=not ranked.tagged, poll_delay_ns=0, poll_spin_cycles=0))
+    old = v4_pick(config)
     return {"engine": chosen, f"ranked {ranked.warps} warps": ranked,
-            f"ranked, {'grid.sync' if ranked.tagged else 'tagged'}": other}
+            f"ranked, {'grid.sync' if ranked.tagged else 'tagged'}": other, f"v4 pick ({old.warps} warps)": old}
 
 
 def explore(dtype, hidden, batch, rounds, repeats):
