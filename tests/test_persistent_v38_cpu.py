@@ -60,3 +60,14 @@ def test_the_training_config_of_h2048_b4_runs_8_warps_forward_and_the_old_backwa
     plans = cap.plan_config(H100, LSTMConfig(2048, 2048, 1, False, "bfloat16", 4, 8), training=True)
     assert (plans["forward"].warps, plans["forward"].tagged, plans["forward"].poll_delay_ns) == (8, False, 0)
     assert plans["backward"].warps == cap.plan_mma(H100, "backward", 2048, 4, dtype="bfloat16", reg_model="v4").warps
+
+
+def test_the_v19_kept_ablation_restores_the_picks_before_v38():
+    for dtype, hidden, batch in [("bfloat16", 2048, 4), ("float16", 1216, 1), ("float16", 1024, 8)]:
+        config = LSTMConfig(hidden, hidden, 1, False, dtype, batch, 8)
+        kept = cap.plan_config(H100, config, True, reg_model="v19-kept")
+        old = cap.plan_mma(H100, "forward", hidden, batch, dtype=dtype, reg_model="v4")
+        assert (kept["forward"].warps, kept["forward"].units) == (old.warps, old.units)
+        assert kept["backward"] == cap.plan_config(H100, config, True)["backward"]
+    with pytest.raises(ValueError, match="reg_model"):
+        cap.plan_mma(H100, "forward", 1024, 4, dtype="float16", reg_model="v20")
