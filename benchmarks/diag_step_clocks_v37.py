@@ -154,11 +154,16 @@ def markdown(rows) -> str:
     return "\n".join(lines) + "\n\nns (SM cycles / the record's GHz); medians over blocks and steps.\n"
 
 
-def main(argv=None):
+def cell_args(argv, cells):
+    """(args, out dir) of a bench over --cells dtype:hidden:batch ... (default ``cells``) in --rounds alternated rounds."""
     def configure(parser):
         parser.add_argument("--rounds", type=int, default=4)
-        parser.add_argument("--cells", nargs="+", type=parse_cell, default=CELLS, help="dtype:hidden:batch ...")
-    args, out = bench_args(argv, repeats=10, configure=configure)
+        parser.add_argument("--cells", nargs="+", type=parse_cell, default=cells, help="dtype:hidden:batch ...")
+    return bench_args(argv, repeats=10, configure=configure)
+
+
+def main(argv=None):
+    args, out = cell_args(argv, CELLS)
     meta = bench_meta()
     rows = []
     for cell in args.cells:

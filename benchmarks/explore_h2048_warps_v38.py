@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_persistent import STEPS, _problem, _recurrence_ms, bench_args, bench_meta, save_rows  # noqa: E402
-from diag_step_clocks_v37 import parse_cell  # noqa: E402
+from bench_persistent import STEPS, _problem, _recurrence_ms, bench_meta, save_rows  # noqa: E402
+from diag_step_clocks_v37 import cell_args  # noqa: E402
 
 CELLS = [("bfloat16", 2048, 4), ("float16", 2048, 4), ("bfloat16", 1792, 4), ("bfloat16", 2048, 2),
          ("bfloat16", 2048, 1), ("float16", 1792, 2), ("bfloat16", 2048, 3)]
@@ -91,10 +91,7 @@ def markdown(rows):
 
 
 def main(argv=None):
-    def configure(parser):
-        parser.add_argument("--rounds", type=int, default=4)
-        parser.add_argument("--cells", nargs="+", type=parse_cell, default=CELLS, help="dtype:hidden:batch ...")
-    args, out = bench_args(argv, repeats=10, configure=configure)
+    args, out = cell_args(argv, CELLS)
     rows = []
     for cell in args.cells:
         rows += explore(*cell, args.rounds, args.repeats)
