@@ -149,7 +149,8 @@ X_PREFETCH = True           # v24: kernels that project x themselves prefetch al
 FAST_FP32_GATES = True      # v28: the fp32 kernels' gates on MUFU.EX2 / MUFU.RCP (~2^-21); False: expf / tanhf,
                             # compiled with FAST_FP32_GATES=0 (the ablation)
 REGISTER_MODEL = "v19"    # tensor-core plans: register k-tiles by the v19 refit; "v4": the old model (ablation);
-                          # "v19-kept": v19's tiles with the v4 model's (warps, units) kept everywhere (before v38)
+                          # "v19-kept": v19's tiles with the v4 model's (warps, units) kept everywhere (before v38);
+                          # "v19-ranked": never kept (every pick by the v19 ranking; v38's bidirectional exploration)
 TAGGED_WITH_WAIT = True  # v26: the tagged exchange past 4 polls per lane where the warps wait otherwise: 16-bit
                          # forwards at B <= 8 with the in-kernel projection, the paired split at B=4 with a
                          # long first-poll delay; False: v5's rule alone (the ablation)

@@ -650,7 +650,8 @@ MMA_FULL_REG_PER_BATCH_V19 = 1
 # v19: a 16-warp forward with an odd number of shared-memory k-tiles (the unroll-by-2 loop's remainder)
 # needs this many more (bf16 H=1792 B=4 keeps 3 of 7; nvcc: fp16 H=2112 B=4 spills 8 bytes at 4 of 9).
 MMA_ODD_SMEM_TILES_REGS_V19 = {("forward", 16): 8}
-MMA_REG_MODELS = ("v19", "v4", "v19-kept")   # v38's ablation "v19-kept": v19's tiles, v4's picks kept everywhere
+MMA_REG_MODELS = ("v19", "v4", "v19-kept", "v19-ranked")   # v38: v19's tiles with v4's picks kept everywhere /
+                                                            # never (the ablation / an exploration)
 # ... plus one register per batch row above 16 (the pointwise and staging state grow with B): the
 # overhead above was fitted at B <= 16; at H=512 B=64 (16 warps) ptxas needs 128 + 16 spilled bytes
 # where the fit said 104, the engine's back-off then ran out of shared memory and "auto" fell back to
@@ -952,7 +953,7 @@ def with_poll_delay(plan, enabled=True, spin="auto"):
 
 def mma_register_k_tiles(props, pass_name, parts, warps, batch, m_tiles, k_tiles, reg_model="v19") -> tuple:
     """(k-tiles per warp kept in registers, registers besides them) by the register model
-    ``reg_model`` ("v19" or "v19-kept", or "v4": the ablation); (None, None) when not even the rest fits."""
+    ``reg_model`` ("v19", "v19-kept", "v19-ranked", or "v4": the ablation); (None, None) when not even the rest fits."""
     if reg_model not in MMA_REG_MODELS:
         raise ValueError(f"reg_model: expected one of {MMA_REG_MODELS}, got {reg_model!r}")
     a_tiles, n_tiles = parts * m_tiles, -(-batch // 8)
@@ -1028,7 +1029,8 @@ def _mma_plan_for_directions(props, pass_name, dtype, hidden, batch, directions,
     if reg_model != "v4":
         v4 = _mma_plan_for_directions(props, pass_name, dtype, hidden, batch, directions, "v4")
         kept = v4 and _mma_candidate(props, pass_name, dtype, hidden, batch, directions, v4.warps, v4.units, reg_model)
-        if kept and (reg_model == "v19-kept" or rules.v4_warps_kept(kept)):   # "v19-kept": the choice before v38
+        # "v19-kept": the choice before v38; "v19-ranked": every pick ranked anew
+        if kept and reg_model != "v19-ranked" and (reg_model == "v19-kept" or rules.v4_warps_kept(kept)):
             return kept
     blocks_available = props["sm_count"] // directions
     if blocks_available < 1:
