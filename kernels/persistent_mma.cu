@@ -109,6 +109,9 @@
 // ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=4 -DK_TILES=16 -DREG_K_TILES=9 -DTAGGED=0
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=2 -DNWARPS=8 -DM_TILES=4 -DK_TILES=16 -DREG_K_TILES=9 -DTAGGED=1
 // ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=4 -DK_TILES=14 -DREG_K_TILES=9 -DTAGGED=0
+// v38, two directions in one grid on 8 warps: fp16 H=1024 B=8 (the projection in the kernel), bf16 H=1216 B=1.
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8
+// ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=1 -DNWARPS=8 -DM_TILES=5 -DK_TILES=10 -DREG_K_TILES=7 -DTAGGED=1
 #include <cooperative_groups.h>
 
 #include "mma_common.cuh"

@@ -1,6 +1,7 @@
-"""v38 on the CPU: the tensor-core plan choice ranks the 16-bit forwards at H=1728-2048, B <= 4 and H=1088-1472,
-B=1 anew (8 warps, more k-tiles in registers; grid.sync from B=3 on) instead of keeping the v4 model's 16 or 4
-warps (rules.v4_warps_kept), and leaves every other pick alone. tests/test_persistent_v38_gpu.py runs the new
+"""v38 on the CPU: the tensor-core plan choice ranks the 16-bit forwards at H=1728-2048, B <= 4, H=1088-1472, B=1
+and two directions in one grid at H=704-1216, B <= 8 anew (8 warps, more k-tiles in registers; grid.sync from B=3
+on at H=2048) instead of keeping the v4 model's 16 or 4 warps (rules.v4_warps_kept), and leaves every other pick
+alone. tests/test_persistent_v38_gpu.py runs the new
 plans against float64."""
 import pytest
 
@@ -31,13 +32,28 @@ def test_the_4_warp_forwards_at_batch_1_take_8_warps(dtype, hidden):
     assert plan.k_tiles - plan.reg_k_tiles <= 1 < old.k_tiles - old.reg_k_tiles   # (almost) all in registers
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("hidden, batch, old_warps", [(1024, 4, 16), (1024, 8, 16), (960, 5, 16), (1216, 1, 4),
+                                                      (704, 2, 4), (1088, 3, 4)])
+def test_two_directions_in_one_grid_take_8_warps(dtype, hidden, batch, old_warps):
+    old = cap.plan_mma(H100, "forward", hidden, batch, 2, dtype=dtype, reg_model="v4")
+    plan = cap.plan_mma(H100, "forward", hidden, batch, 2, dtype=dtype)
+    assert old.directions_per_launch == plan.directions_per_launch == 2 and old.units == plan.units
+    assert (old.warps, plan.warps) == (old_warps, 8)
+
+
+def test_two_directions_at_h1024_fit_the_projection_in_the_kernel_on_8_warps():
+    plans = cap.plan_config(H100, LSTMConfig(1024, 1024, 1, True, "float16", 8, 8), training=False)
+    assert (plans["forward"].warps, plans["forward"].input_k_tiles, plans["forward"].tagged) == (8, 8, True)
+
+
 @pytest.mark.parametrize("pass_name, dtype, hidden, batch, directions", [
     ("backward", "bfloat16", 2048, 4, 1),   # not measured: the backward keeps v4's pick
-    ("forward", "bfloat16", 1024, 4, 2),    # two directions (16 warps, every k-tile in registers)
-    ("forward", "float16", 1536, 8, 1),     # B > 4
+    ("backward", "float16", 1024, 4, 2),
+    ("forward", "float16", 1536, 8, 1),     # B > 4, one direction: the ranking agrees
     ("forward", "float16", 1024, 8, 1),
-    ("forward", "bfloat16", 1216, 1, 2),    # v4's 4-warp pick of two directions (not measured)
     ("forward", "bfloat16", 1216, 2, 1),    # 8 warps under both
+    ("forward", "float32", 960, 1, 2),      # the fp32 split (2 parts) keeps its pick (not measured)
 ])
 def test_other_picks_keep_the_v4_warps(pass_name, dtype, hidden, batch, directions):
     old = cap.plan_mma(H100, pass_name, hidden, batch, directions, dtype=dtype, reg_model="v4")
@@ -50,8 +66,8 @@ def test_the_rule_reads_the_picks_geometry():
     assert pick.reg_k_tiles < pick.k_tiles and not rules.v4_warps_kept(pick)
     from dataclasses import replace
     assert rules.v4_warps_kept(replace(pick, reg_k_tiles=pick.k_tiles))          # no shared-memory k-tiles
-    assert rules.v4_warps_kept(replace(pick, batch=5))
-    assert rules.v4_warps_kept(replace(pick, directions_per_launch=2))
+    assert rules.v4_warps_kept(replace(pick, batch=9))
+    assert not rules.v4_warps_kept(replace(pick, reg_k_tiles=pick.k_tiles, directions_per_launch=2))
     assert rules.v4_warps_kept(replace(pick, pass_name="backward"))
     assert rules.v4_warps_kept(replace(pick, dtype="float32"))                   # the fp32 split: 2 parts
 

@@ -1,6 +1,6 @@
-"""v38's 8-warp plans of the 16-bit forwards at H=1728-2048, B <= 4 and H=1088-1472, B=1 on the GPU: forward, final states and (training)
-every gradient within 1e-2 of float64, bitwise reruns, inference graph replays, and the plan the engine built is
-the 8-warp one."""
+"""v38's 8-warp plans of the 16-bit forwards (H=1728-2048 at B <= 4, H=1088-1472 at B=1, two directions in one grid
+at H=704-1216) on the GPU: forward, final states and (training) every gradient within 1e-2 of float64, bitwise
+reruns, inference graph replays, and the plan the engine built is the 8-warp one."""
 import pytest
 
 from ecornn import LSTMConfig
@@ -29,6 +29,18 @@ def test_the_8_warp_forwards_train_within_tolerance_of_float64(rng, dtype, input
     _compare(rng, config, HALF_TOL)
     built = _built_forward(config, True)
     assert (built.warps, built.tagged) == (8, tagged) and built.reg_k_tiles >= 9, built
+
+
+# two directions in one grid (v38: 8 warps; fp16 H=1024 B=8 with the projection in the kernel), 2 layers
+@pytest.mark.parametrize("dtype, inputs, hidden, layers, batch, steps", [
+    ("float16", 1024, 1024, 1, 8, 21), ("bfloat16", 300, 1216, 1, 1, 18), ("float16", 64, 704, 2, 2, 15)])
+def test_the_8_warp_bidirectional_forwards_train_within_tolerance_of_float64(rng, dtype, inputs, hidden, layers, batch,
+                                                                            steps):
+    config = LSTMConfig(inputs, hidden, layers, True, dtype, batch, steps)
+    _compare(rng, config, HALF_TOL)
+    plan = persistent.plans_for(config, True)["forward"]
+    built = persistent._final(plan)
+    assert (built.warps, built.directions_per_launch) == (8, 2), built
 
 
 def test_the_8_warp_forward_reruns_bitwise(rng):

@@ -1025,7 +1025,8 @@ def _mma_plan_for_directions(props, pass_name, dtype, hidden, batch, directions,
     keeps the v4 model's (warps, units) where that one fits (measured in the v5 plan exploration).
     Only the register k-tiles change there (where v19 keeps fewer and the shared memory no longer fits,
     as fp32 H=1280 B=8, v19 ranks anew). v38: not where rules.v4_warps_kept says the ranking's pick
-    measured faster (16-bit forwards at H=1728-2048, B <= 4 and at H=1088-1472, B=1: 8 warps instead of 16 or 4)."""
+    measured faster (16-bit forwards at H=1728-2048, B <= 4, at H=1088-1472, B=1 and two directions in one grid at
+    H=704-1216, B <= 8: 8 warps instead of 16 or 4)."""
     if reg_model != "v4":
         v4 = _mma_plan_for_directions(props, pass_name, dtype, hidden, batch, directions, "v4")
         kept = v4 and _mma_candidate(props, pass_name, dtype, hidden, batch, directions, v4.warps, v4.units, reg_model)

@@ -68,17 +68,20 @@ def tagged_exchange_pays(batch: int, k_tiles: int) -> bool:
 
 def v4_warps_kept(plan) -> bool:
     """Whether the tensor-core plan choice keeps the v4 register model's (warps, units) pick ``plan`` (v19) instead of
-    ranking the candidates anew (mma_step_clocks with the v19 register tiles). v38: not for one-direction 16-bit
-    forwards at B <= 4 whose pick streams k-tiles from shared memory: the 16-warp picks at H=1728-2048 (the ranking:
-    8 warps, 9 of 14-16 k-tiles in registers instead of 3-4 of 7-8; grid.sync from B=3 by tagged_exchange_pays) and
-    the 4-warp picks at B=1, H=1088-1472 (8 warps, every k-tile or all but one in registers instead of 5 of 17-23).
-    H100 kernel alone, pick vs ranked, us/step (results/persistent_v38, calls 6 and 8): bf16 H=2048 B=4 3.34 vs 3.18,
-    fp16 3.46 vs 3.27, B=3 3.37 vs 3.30, B=2 2.92 vs 2.80, B=1 2.58 vs 2.56; bf16 H=1792 B=4 3.69 vs 2.99; fp16 H=1792
-    B=2 3.17 vs 2.97; B=1: fp16 H=1088 2.54 vs 1.91, H=1216 2.88 vs 2.01, bf16 H=1344 2.69 vs 1.89, H=1472 2.77 vs
-    1.84. Two directions in one grid were not measured and keep the pick."""
+    ranking the candidates anew (mma_step_clocks with the v19 register tiles). v38: not for 16-bit forwards at B <= 8
+    whose pick streams k-tiles from shared memory or runs two directions in one grid. On the H100 that is the 16-warp
+    picks at H=1728-2048, B <= 4 (the ranking: 8 warps, 9 of 14-16 k-tiles in registers instead of 3-4 of 7-8;
+    grid.sync from B=3 by tagged_exchange_pays), the 4-warp picks at B=1, H=1088-1472 (8 warps, every k-tile or all
+    but one in registers instead of 5 of 17-23), and two directions at H=704-1216 (4 or 16 warps -> 8; at H=1024 the
+    8-warp plan also fits the input projection in the kernel). H100, pick vs ranked, us/step (results/persistent_v38):
+    kernel alone (calls 6, 8): bf16 H=2048 B=4 3.34 vs 3.18, fp16 3.46 vs 3.27, B=3 3.37 vs 3.30, B=2 2.92 vs 2.80,
+    B=1 2.58 vs 2.56; bf16 H=1792 B=4 3.69 vs 2.99; fp16 H=1792 B=2 3.17 vs 2.97; B=1: fp16 H=1088 2.54 vs 1.91,
+    H=1216 2.88 vs 2.01, bf16 H=1344 2.69 vs 1.89, H=1472 2.77 vs 1.84. Whole bidirectional forward (call 13): bf16
+    H=1024 B=4 2.58 vs 2.45, fp16 H=1024 B=8 3.23 vs 2.49, bf16 H=1216 B=1 2.94 vs 2.26, fp16 H=704 B=2 1.81 vs 1.71,
+    bf16 H=1088 B=2 3.10 vs 2.49."""
     streams_tiles = plan.reg_k_tiles < plan.k_tiles
-    return not (plan.pass_name == "forward" and plan.parts == 1 and plan.batch <= 4 and plan.directions_per_launch == 1
-                and streams_tiles)
+    return not (plan.pass_name == "forward" and plan.parts == 1 and plan.batch <= 8
+                and (streams_tiles or plan.directions_per_launch == 2))
 
 
 def grid_tagged_pays(reduction_length_padded: int, batch: int, warps: int) -> bool:
