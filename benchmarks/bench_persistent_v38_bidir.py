@@ -15,7 +15,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ab_modes  # noqa: E402
 from ab_modes import whole_forward_us  # noqa: E402
-from bench_persistent import _problem, bench_args, bench_meta, save_rows  # noqa: E402
+from bench_persistent import _problem, bench_args, bench_meta, measure_rows  # noqa: E402
 
 CELLS = [("bfloat16", 1024, 4), ("float16", 1024, 8), ("bfloat16", 1216, 1), ("float16", 704, 2), ("bfloat16", 1088, 2)]
 MODES = {"v38": {}, "ranked": {"REGISTER_MODEL": "v19-ranked"}}
@@ -45,11 +45,8 @@ def markdown(rows):
 
 def main(argv=None):
     args, out = bench_args(argv, repeats=10, configure=lambda p: p.add_argument("--rounds", type=int, default=3))
-    rows = []
-    for cell in CELLS:
-        rows.append(measure(*cell, args.rounds, args.repeats))
-        save_rows(out, "bench_persistent_v38_bidir", bench_meta(), rows, markdown(rows))
-    print(markdown(rows))
+    measure_rows(out, "bench_persistent_v38_bidir", bench_meta(), CELLS,
+                 lambda *cell: measure(*cell, args.rounds, args.repeats), markdown)
 
 
 if __name__ == "__main__":
