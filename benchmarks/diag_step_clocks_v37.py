@@ -155,7 +155,7 @@ def markdown(rows) -> str:
 
 
 def cell_args(argv, cells):
-    """(args, out dir) of a bench over --cells dtype:hidden:batch ... (default ``cells``) in --rounds alternated rounds."""
+    """(args, out dir) of a bench over --cells dtype:hidden:batch ... (default ``cells``), --rounds alternated."""
     def configure(parser):
         parser.add_argument("--rounds", type=int, default=4)
         parser.add_argument("--cells", nargs="+", type=parse_cell, default=cells, help="dtype:hidden:batch ...")

@@ -1,8 +1,7 @@
 """v38 on the CPU: the tensor-core plan choice ranks the 16-bit forwards at H=1728-2048, B <= 4, H=1088-1472, B=1
 and two directions in one grid at H=704-1216, B <= 8 anew (8 warps, more k-tiles in registers; grid.sync from B=3
 on at H=2048) instead of keeping the v4 model's 16 or 4 warps (rules.v4_warps_kept), and leaves every other pick
-alone. tests/test_persistent_v38_gpu.py runs the new
-plans against float64."""
+alone. tests/test_persistent_v38_gpu.py runs the new plans against float64."""
 import pytest
 
 from ecornn import LSTMConfig

@@ -953,7 +953,8 @@ def with_poll_delay(plan, enabled=True, spin="auto"):
 
 def mma_register_k_tiles(props, pass_name, parts, warps, batch, m_tiles, k_tiles, reg_model="v19") -> tuple:
     """(k-tiles per warp kept in registers, registers besides them) by the register model
-    ``reg_model`` ("v19", "v19-kept", "v19-ranked", or "v4": the ablation); (None, None) when not even the rest fits."""
+    ``reg_model`` ("v19", "v19-kept", "v19-ranked", or "v4": the ablation); (None, None) when not even the rest
+    fits."""
     if reg_model not in MMA_REG_MODELS:
         raise ValueError(f"reg_model: expected one of {MMA_REG_MODELS}, got {reg_model!r}")
     a_tiles, n_tiles = parts * m_tiles, -(-batch // 8)
