@@ -23,30 +23,23 @@ CELLS = [("bfloat16", 2048, 4), ("float16", 2048, 4), ("bfloat16", 1792, 4), ("b
          ("bfloat16", 2048, 1), ("float16", 1792, 2), ("bfloat16", 2048, 3)]
 
 
-def ranked_pick(config):
-    """The tensor-core forward plan the v19 register model ranks first (mma_step_clocks), without v19's keeping of
-    the v4 model's (warps, units), with the engine's first-poll delay rule."""
+def _pick(config, reg_model):
+    """The engine's tensor-core forward plan choice under the register model ``reg_model``, with its first-poll
+    delay rule."""
     from ecornn.engines import persistent_capacity as cap
     from ecornn.gpu import device_properties
-    props, hidden, batch = device_properties(), config.hidden_size, config.batch
-    smallest = -(-hidden // props["sm_count"])
-    plans = []
-    for warps in cap.MMA_WARP_CHOICES:
-        for units in range(smallest, min(hidden, smallest + 8) + 1):
-            plan = cap._mma_candidate(props, "forward", config.dtype, hidden, batch, 1, warps, units)
-            if plan is not None:
-                plans.append(plan)
-                break
-    return cap.with_poll_delay(min(plans, key=lambda p: (cap.mma_step_clocks(p), p.units, -p.warps)))
+    return cap.with_poll_delay(cap._mma_plan_for_directions(device_properties(), "forward", config.dtype,
+                                                            config.hidden_size, config.batch, 1, reg_model))
+
+
+def ranked_pick(config):
+    """The plan the v19 register model ranks first (mma_step_clocks), no v4 pick kept ("v19-ranked")."""
+    return _pick(config, "v19-ranked")
 
 
 def v4_pick(config):
     """The v4 register model's (warps, units) with v19's register tiles: what the engine ran before v38."""
-    from ecornn.engines import persistent_capacity as cap
-    from ecornn.gpu import device_properties
-    props, hidden, batch = device_properties(), config.hidden_size, config.batch
-    v4 = cap._mma_plan_for_directions(props, "forward", config.dtype, hidden, batch, 1, "v4")
-    return cap.with_poll_delay(cap._mma_candidate(props, "forward", config.dtype, hidden, batch, 1, v4.warps, v4.units))
+    return _pick(config, "v19-kept")
 
 
 def variants(config):

@@ -26,14 +26,14 @@ def test_which_forwards_take_which_delay(dtype, hidden, batch, delay):
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_the_tagged_16_warp_forward_at_h2048_b4_takes_the_long_delay(dtype):
-    """v38's engine runs 8 warps under grid.sync there; the v4 model's 16-warp tagged plan keeps v18's delay."""
-    plan = cap.with_poll_delay(cap.plan_mma(H100, "forward", 2048, 4, dtype=dtype, reg_model="v4"))
+    """v38's engine runs 8 warps under grid.sync there; the plan before v38 ("v19-kept") keeps v18's delay."""
+    plan = cap.with_poll_delay(cap.plan_mma(H100, "forward", 2048, 4, dtype=dtype, reg_model="v19-kept"))
     assert (plan.warps, plan.tagged, plan.poll_delay_ns) == (16, True, rules.LONG_POLL_DELAY_NS)
 
 
 def test_the_engine_flag_turns_the_long_delay_off(cpu_engine, monkeypatch):
     config = LSTMConfig(2048, 2048, 1, False, "bfloat16", 4, 8)
-    monkeypatch.setattr(persistent, "REGISTER_MODEL", "v4")   # the 16-warp tagged plan (v38: v19's is grid.sync)
+    monkeypatch.setattr(persistent, "REGISTER_MODEL", "v19-kept")   # the 16-warp tagged plan before v38
     assert persistent.plans_for(config)["forward"].poll_delay_ns == rules.LONG_POLL_DELAY_NS
     monkeypatch.setattr(persistent, "POLL_DELAY", False)
     assert persistent.plans_for(config)["forward"].poll_delay_ns == 0

@@ -38,8 +38,7 @@ def test_the_8_warp_bidirectional_forwards_train_within_tolerance_of_float64(rng
                                                                             steps):
     config = LSTMConfig(inputs, hidden, layers, True, dtype, batch, steps)
     _compare(rng, config, HALF_TOL)
-    plan = persistent.plans_for(config, True)["forward"]
-    built = persistent._final(plan)
+    built = _built_forward(config, True)
     assert (built.warps, built.directions_per_launch) == (8, 2), built
 
 
