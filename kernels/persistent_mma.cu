@@ -141,6 +141,18 @@ namespace cg = cooperative_groups;
 #ifndef POLL_SPIN_CYCLES   // v35: the first-poll delay as a clock64() spin of this many SM cycles (rules.poll_spin_cycles);
 #define POLL_SPIN_CYCLES 0   // 0: __nanosleep(POLL_DELAY_NS), whose sleep PTX bounds only by [0, 2 t]
 #endif
+#ifndef ADAPT_POLL_DELAY   // v39: each forward warp's first-poll delay adapts step by step to its first poll (below)
+#define ADAPT_POLL_DELAY 0
+#endif
+#ifndef ADAPT_DOWN_NS      // v39: shorter by this after a step whose first poll found the warp's slice ready,
+#define ADAPT_DOWN_NS 25
+#endif
+#ifndef ADAPT_UP_NS        // ... longer by this after one that had to poll again,
+#define ADAPT_UP_NS 100
+#endif
+#ifndef ADAPT_MAX_NS       // ... never past this
+#define ADAPT_MAX_NS 1600
+#endif
 #ifndef SPLIT_WORDS     // v28: the split's h as one word (hi | lo with the step-parity bit); 0: v13's two rows
 #define SPLIT_WORDS 1
 #endif
@@ -376,17 +388,38 @@ __device__ __forceinline__ void first_poll_delay() {
     }
 }
 
+// v39 (ADAPT_POLL_DELAY, forwards): a warp's first-poll delay, kept in a register over the steps. A constant delay
+// is the same for every warp, but the time the warp should wait is not: the warps that skip the pointwise reach
+// their polls a pointwise earlier, and the block that published last finds every other block's h already there.
+// After a step whose first poll found the warp's whole slice ready the delay gets ADAPT_DOWN_NS shorter; after one
+// that polled again, ADAPT_UP_NS longer (at most ADAPT_MAX_NS): a repoll costs a round trip and L2 traffic near
+// the other blocks' publishes, a wasted nanosecond only itself.
+constexpr bool kAdaptPollDelay = ADAPT_POLL_DELAY != 0 && PASS == 0;
+
+__device__ __forceinline__ void adapt_poll_delay(unsigned int& delay_ns, bool repolled) {
+    if (__any_sync(0xffffffffu, repolled))
+        delay_ns = delay_ns + ADAPT_UP_NS < ADAPT_MAX_NS ? delay_ns + ADAPT_UP_NS : ADAPT_MAX_NS;
+    else
+        delay_ns = delay_ns > ADAPT_DOWN_NS ? delay_ns - ADAPT_DOWN_NS : 0u;
+}
+
 // The warp's K-slice of the tagged exchange rows src[n * ld + k] (n < kVecRows, k < k_len): waits until
 // every word of the warp's K-slice carries `tag`, then keeps the 16-bit halves (no conversion).
+// delay_ns: the warp's adaptive first-poll delay (kAdaptPollDelay; unused otherwise).
 __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned int* src, int k_len,
-                                             unsigned int tag) {
+                                             unsigned int tag, unsigned int& delay_ns) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int ld = exchange_ld(k_len);
     unsigned int* mine = vec_s + warp * kVecWordsPerWarp;
     constexpr int quads = kWarpK / 4, count = kXchRows * quads;
     constexpr int iters = (count + 31) / 32, chunk = iters < kStageChunk ? iters : kStageChunk;
     const unsigned int bit = bit_of_tag(tag);
-    if constexpr (POLL_DELAY_NS > 0) first_poll_delay();   // v16: fewer polls before the data can be there
+    if constexpr (kAdaptPollDelay) {
+        if (delay_ns > 0) __nanosleep(delay_ns);
+    } else if constexpr (POLL_DELAY_NS > 0) {
+        first_poll_delay();   // v16: fewer polls before the data can be there
+    }
+    bool repolled = false;   // v39: whether the first chunk took more than one poll (this lane)
 #pragma unroll 1
     for (int base = 0; base < iters; base += chunk) {
         uint4 v[chunk];
@@ -409,6 +442,7 @@ __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned
             }
             if (ready) break;
             if (polls > kMaxPolls) __trap();
+            if (base == 0) repolled = true;
         }
 #pragma unroll
         for (int j = 0; j < chunk; ++j) {
@@ -422,6 +456,7 @@ __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned
             }
         }
     }
+    if constexpr (kAdaptPollDelay) adapt_poll_delay(delay_ns, repolled);
     __syncwarp();
 }
 
@@ -744,8 +779,8 @@ __device__ __forceinline__ void packed_product(float* red_s, unsigned int* vec_s
 // The same with the step's vector from the tagged exchange rows src (see stage_tagged).
 __device__ __forceinline__ void tagged_product(float* red_s, unsigned int* vec_s, const RegTiles& a_reg,
                                                const uint4* a_s, const unsigned int* src, int k_len,
-                                               unsigned int tag, Acc& acc, int step = -1) {
-    stage_tagged(vec_s, src, k_len, tag);
+                                               unsigned int tag, Acc& acc, unsigned int& delay_ns, int step = -1) {
+    stage_tagged(vec_s, src, k_len, tag, delay_ns);
     staged_product(red_s, vec_s, a_reg, a_s, acc, step);
 }
 
@@ -1031,6 +1066,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     }
     if constexpr (kSplitBarrier) grid_wait(counter, 1u, arrivals);   // ... round 1
     else if constexpr (!kTagged) grid.sync();
+    unsigned int poll_delay_ns = POLL_DELAY_NS;   // v39: this warp's, where it adapts (kAdaptPollDelay)
     for (int step = 0; step < T; ++step) {
         const int t = p.reverse ? T - 1 - step : step;
         const int t_next = p.reverse ? t - 1 : t + 1;
@@ -1061,7 +1097,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         }
         if constexpr (kTagged) {   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1
             tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.x, step - 1, H), H, (step + 1) & 0xffffu,
-                           acc, step);
+                           acc, poll_delay_ns, step);
         } else {   // h_{step-1} (h0 at step 0), packed by the step before
             packed_product(s.red, s.vec, a_reg, s.a,
                            reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.x, step - 1, H), H, acc,
@@ -1190,8 +1226,9 @@ persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ d
         }
         Acc acc;
         if constexpr (kTagged) {
+            unsigned int no_delay = 0;   // the backward's polls do not wait (POLL_DELAY_PASSES)
             tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.x, T - 1 - step, (int)G), (int)G,
-                           (T - step) & 0xffffu, acc);
+                           (T - step) & 0xffffu, acc, no_delay);
         } else {
             if constexpr (kGroupBarriers) {   // v30: the group's blocks only; round T - step
                 grid_arrive(barrier_of(barrier, p.x));

@@ -1,0 +1,46 @@
+"""`persistent` v39 on the GPU: with ADAPTIVE_POLL_DELAY every tagged tensor-core forward's warps adapt their first-poll
+delay step by step. The delay moves no value: forward and every gradient bitwise identical with and without it, and
+within tolerance of float64; inference graph replays under it match float64."""
+import numpy as np
+import pytest
+
+from ecornn import LSTMConfig
+from ecornn.engines import persistent
+from tests.helpers import random_problem
+from tests.test_persistent_gpu import (FP32_TOL, HALF_TOL, _assert_graph_replays_match_float64, _compare,
+                                       _gradient_seeds, _run)
+
+pytestmark = pytest.mark.gpu
+
+ADAPT = (25, 100, 1600)
+
+
+def _forward_plan(config):
+    return persistent._final(persistent.plans_for(config, training=True)["forward"])
+
+
+# tagged tensor-core forwards: the fp32 split at B=4 (400 ns), 16-bit at B <= 2 (250 ns), the in-kernel projection
+# (no constant delay: the adaptive one starts at 0), the grouped B=16, two directions; odd sizes; one step
+@pytest.mark.parametrize("dtype, inp, hidden, layers, bidir, batch, steps", [
+    ("float32", 1024, 1024, 1, False, 4, 40), ("float16", 1000, 1000, 1, False, 1, 33),
+    ("bfloat16", 48, 1024, 2, True, 2, 20), ("bfloat16", 300, 1024, 1, False, 4, 25),
+    ("float16", 1024, 1024, 1, False, 16, 17), ("float32", 1536, 1536, 1, False, 4, 1)])
+def test_the_adaptive_delay_changes_no_bit(monkeypatch, rng, dtype, inp, hidden, layers, bidir, batch, steps):
+    config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)
+    plan = _forward_plan(config)
+    assert plan.kind == "mma" and plan.tagged, plan
+    weights, x, h0, c0 = random_problem(rng, config)
+    seeds = _gradient_seeds(rng, config, dtype)
+    constant = _run("persistent", x, weights, h0, c0, *seeds, bidir)
+    monkeypatch.setattr(persistent, "ADAPTIVE_POLL_DELAY", ADAPT)
+    adaptive = _run("persistent", x, weights, h0, c0, *seeds, bidir)
+    for a, b in zip(constant, adaptive):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
+    _compare(rng, config, FP32_TOL if dtype == "float32" else HALF_TOL)
+
+
+@pytest.mark.parametrize("dtype, batch", [("float32", 4), ("float16", 1)])
+def test_adaptive_inference_graph_replays_match_float64(monkeypatch, rng, dtype, batch):
+    monkeypatch.setattr(persistent, "ADAPTIVE_POLL_DELAY", ADAPT)
+    config = LSTMConfig(512, 1024, 1, False, dtype, batch, 30)
+    _assert_graph_replays_match_float64(rng, config, "mma", FP32_TOL if dtype == "float32" else HALF_TOL)
