@@ -6,7 +6,7 @@ first-poll delay suits a block that publishes early; an adaptive one (ADAPTIVE_P
 whose lateness persists. The phases of each mode's record are v37's (diag_step_clocks_v37.phases); the records
 are saved as .npz for later reading.
 
-    python benchmarks/diag_publish_order_v39.py OUT_DIR [--cells float32:1024:4 ...]
+    python benchmarks/diag_publish_order_v39.py OUT_DIR [--cells float32:1024:4 ...] [--modes "early at 4" ...]
 Writes OUT_DIR/diag_publish_order_v39.{json,md} and OUT_DIR/records_v39/*.npz.
 """
 from __future__ import annotations
@@ -18,11 +18,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ab_modes  # noqa: E402
-from bench_persistent import _problem, bench_meta, kernel_launcher, save_rows  # noqa: E402
-from diag_step_clocks_v37 import MARKED_STEPS, SKIP_STEPS, THREAD_MARKS, _record, _since, cell_args, phases  # noqa: E402
+from bench_persistent import _problem, bench_args, bench_meta, kernel_launcher, save_rows  # noqa: E402
+from diag_step_clocks_v37 import (MARKED_STEPS, SKIP_STEPS, THREAD_MARKS, _record, _since, parse_cell,  # noqa: E402
+                                  phases)
 
 CELLS = [("float32", 1024, 4), ("float16", 1024, 1), ("float16", 1024, 16)]
-MODES = {"v38": {}, "adapt 25/100": {"ADAPTIVE_POLL_DELAY": (25, 100, 1600)}}
+MODES = {"v38": {}, "adapt 25/100": {"ADAPTIVE_POLL_DELAY": (25, 100, 1600)}, "early at 4": {"EARLY_POLL_AT": 4},
+         "early at 6": {"EARLY_POLL_AT": 6}}
 PUBLISHED_NS = THREAD_MARKS.index("published_ns")
 
 
@@ -97,10 +99,13 @@ def markdown(rows) -> str:
 
 
 def main(argv=None):
-    args, out = cell_args(argv, CELLS)
+    def configure(parser):
+        parser.add_argument("--cells", nargs="+", type=parse_cell, default=CELLS, help="dtype:hidden:batch ...")
+        parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
+    args, out = bench_args(argv, repeats=10, configure=configure)
     meta, rows = bench_meta(), []
     for cell in args.cells:
-        for mode in MODES:
+        for mode in args.modes:
             try:
                 rows.append(measure(cell, mode, out))
             except Exception as exc:   # one cell's failure must not lose the others

@@ -44,3 +44,30 @@ def test_adaptive_inference_graph_replays_match_float64(monkeypatch, rng, dtype,
     monkeypatch.setattr(persistent, "ADAPTIVE_POLL_DELAY", ADAPT)
     config = LSTMConfig(512, 1024, 1, False, dtype, batch, 30)
     _assert_graph_replays_match_float64(rng, config, "mma", FP32_TOL if dtype == "float32" else HALF_TOL)
+
+
+# v39 EARLY_POLL_AT: the tagged forwards with the in-kernel projection (grouped B=16, B=8, B=4; two layers
+# bidirectional; an odd H; W_ih with fewer k-tiles than the poll's place; one step)
+@pytest.mark.parametrize("dtype, inp, hidden, layers, bidir, batch, steps, at", [
+    ("float16", 1024, 1024, 1, False, 16, 30, 4), ("bfloat16", 1024, 1024, 1, False, 4, 25, 2),
+    ("float16", 1024, 1024, 1, False, 8, 1, 4), ("float16", 512, 512, 2, True, 8, 20, 6),
+    ("bfloat16", 1000, 1000, 1, False, 16, 17, 0), ("float16", 512, 1024, 1, False, 16, 40, 6)])
+def test_the_early_poll_changes_no_bit(monkeypatch, rng, dtype, inp, hidden, layers, bidir, batch, steps, at):
+    config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)
+    weights, x, h0, c0 = random_problem(rng, config)
+    seeds = _gradient_seeds(rng, config, dtype)
+    after = _run("persistent", x, weights, h0, c0, *seeds, bidir)
+    monkeypatch.setattr(persistent, "EARLY_POLL_AT", at)
+    plan = _forward_plan(config)
+    assert plan.polls_early and plan.early_poll_at == min(at, plan.input_k_tiles), plan
+    early = _run("persistent", x, weights, h0, c0, *seeds, bidir)
+    for a, b in zip(after, early):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
+    _compare(rng, config, HALF_TOL)
+
+
+def test_early_poll_inference_graph_replays_match_float64(monkeypatch, rng):
+    monkeypatch.setattr(persistent, "EARLY_POLL_AT", 4)
+    config = LSTMConfig(1024, 1024, 1, False, "float16", 16, 30)
+    _assert_graph_replays_match_float64(rng, config, "mma", HALF_TOL)
+    assert _forward_plan(config).polls_early

@@ -182,6 +182,9 @@ GROUP_BARRIERS = False    # v30: True: grouped grid.sync plans synchronise each 
 BATCH_GROUPS = "auto"     # v30: 16-bit passes with the batch as groups on blocks of their own
                           # (capacity.grouped_plan) where rules.batch_groups_pay; True: wherever it fits;
                           # False: never (the ablation)
+EARLY_POLL_AT = None   # v39: an int k: tagged tensor-core forwards with the in-kernel projection copy the next step's
+                       # first poll to shared memory (cp.async) before input k-tile k (capacity.with_early_poll);
+                       # None: the poll after the input product (v12)
 ADAPTIVE_POLL_DELAY = None   # v39: (down_ns, up_ns, max_ns): every tagged tensor-core forward's warps adapt their first-poll
                              # delay step by step (kernel ADAPT_POLL_DELAY: shorter after a first poll that found the
                              # slice ready, longer after a repoll); None: the plan's constant delay (poll_delay_ns)
@@ -274,6 +277,7 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
         plans = {k: p.without_kernel_bias() if p.kind == "grid" else p for k, p in plans.items()}
     plans = {k: capacity.with_poll_delay(p, POLL_DELAY, POLL_SPIN_CYCLES) if p.kind in ("mma", "grid") else p
              for k, p in plans.items()}
+    plans = {k: capacity.with_early_poll(props, p, EARLY_POLL_AT) for k, p in plans.items()}
     return {k: capacity.with_late_loads(p, BWD_LATE_LOADS) for k, p in plans.items()}   # after the overrides
 
 
@@ -1151,7 +1155,7 @@ def _graph_mode(variant) -> tuple:
             BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY,
             XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
-            LONG_REDUCTION_CHUNK, STEP_CLOCKS, ADAPTIVE_POLL_DELAY)
+            LONG_REDUCTION_CHUNK, STEP_CLOCKS, ADAPTIVE_POLL_DELAY, EARLY_POLL_AT)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
