@@ -2,13 +2,15 @@
 # v39's device visit: each warp's first-poll delay adapting step by step (ADAPTIVE_POLL_DELAY).
 # Stages (STAGES), all under $OUT:
 #   tests     GPU test files ($TESTS; default the v39 file), TEST_TIMEOUT (default 300)
-#   order     benchmarks/diag_publish_order_v39.py (CELLS: its --cells)
+#   order     benchmarks/diag_publish_order_v39.py (CELLS: its --cells; ORDER_MODES: its --modes, |-separated)
+#   early     the same for the early poll (bench_persistent_v39_early)
 #   ab        whole forwards and kernels, adaptive vs constant delays (bench_persistent_v39 via ab_alternate.py;
 #             ROUNDS, ROWS: the first N rows)
 #   quick     the quick bench (#5's table, cuDNN in the process)
 #   rest      more GPU test files ($REST), TEST_TIMEOUT
 #   cache     the NVRTC cache
 set -u
+IFS='|' read -ra ORDER_MODES_LIST <<< "${ORDER_MODES:-}"
 OUT=${OUT:-/tmp/v39_out}
 mkdir -p "$OUT"
 source benchmarks/device_setup.sh
@@ -17,9 +19,11 @@ for stage in ${STAGES:-"tests quick cache"}; do
   case $stage in
     tests) run_gpu_tests "$OUT/tests.log" ${TESTS:-"$REPO/tests/test_persistent_v39_gpu.py"} ;;
     order) timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/diag_publish_order_v39.py "$OUT" \
-      ${CELLS:+--cells $CELLS} 2>&1 | tail -12 ;;
+      ${CELLS:+--cells $CELLS} ${ORDER_MODES:+--modes "${ORDER_MODES_LIST[@]}"} 2>&1 | tail -12 ;;
     ab) timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v39 \
       --rounds "${ROUNDS:-4}" ${ROWS:+--rows $ROWS} --name ab_adaptive_delay_v39 2>&1 | tail -12 ;;
+    early) timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v39_early \
+      --rounds "${ROUNDS:-4}" ${ROWS:+--rows $ROWS} --name ab_early_poll_v39 2>&1 | tail -12 ;;
     quick) timeout "${QUICK_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     rest) run_gpu_tests "$OUT/rest.log" $(for f in ${REST:-}; do echo "$REPO/tests/$f"; done) ;;
     cache) save_cupy_cache "$OUT" ;;
