@@ -2,11 +2,11 @@
 block's published h), per cell and engine mode: the Spearman correlation of the blocks' publish ranks between
 steps s and s+1 (and s+2), the spread of the publishes, and how long a block waits from its own publish to its
 median warp's staged vector of the next step, for the earliest and the latest quarter of publishers. A constant
-first-poll delay suits a block that publishes early; an adaptive one (ADAPTIVE_POLL_DELAY) can only follow blocks
-whose lateness persists. The phases of each mode's record are v37's (diag_step_clocks_v37.phases); the records
+first-poll delay suits a block that publishes early; an adaptive one (v39's ADAPTIVE_POLL_DELAY, removed) could only
+follow blocks whose lateness persists. The phases of each mode's record are v37's (diag_step_clocks_v37.phases); the records
 are saved as .npz for later reading.
 
-    python benchmarks/diag_publish_order_v39.py OUT_DIR [--cells float32:1024:4 ...] [--modes "early at 4" ...]
+    python benchmarks/diag_publish_order_v39.py OUT_DIR [--cells float32:1024:4 ...] [--modes v38 ...]
 Writes OUT_DIR/diag_publish_order_v39.{json,md} and OUT_DIR/records_v39/*.npz.
 """
 from __future__ import annotations
@@ -23,8 +23,7 @@ from diag_step_clocks_v37 import (MARKED_STEPS, SKIP_STEPS, THREAD_MARKS, _recor
                                   phases)
 
 CELLS = [("float32", 1024, 4), ("float16", 1024, 1), ("float16", 1024, 16)]
-MODES = {"v38": {}, "adapt 25/100": {"ADAPTIVE_POLL_DELAY": (25, 100, 1600)}, "early at 4": {"EARLY_POLL_AT": 4},
-         "early at 6": {"EARLY_POLL_AT": 6}}
+MODES = {"v38": {}}   # engine-flag modes (ab_modes.set_engine_flags); calls 1-2 also ran v39's removed options
 PUBLISHED_NS = THREAD_MARKS.index("published_ns")
 
 

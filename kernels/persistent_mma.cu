@@ -141,21 +141,6 @@ namespace cg = cooperative_groups;
 #ifndef POLL_SPIN_CYCLES   // v35: the first-poll delay as a clock64() spin of this many SM cycles (rules.poll_spin_cycles);
 #define POLL_SPIN_CYCLES 0   // 0: __nanosleep(POLL_DELAY_NS), whose sleep PTX bounds only by [0, 2 t]
 #endif
-#ifndef EARLY_POLL_AT   // v39, tagged forwards with IN_K_TILES: the next step's first poll is copied to shared memory by
-#define EARLY_POLL_AT -1  // cp.async before input k-tile EARLY_POLL_AT of the input product (-1: after the product)
-#endif
-#ifndef ADAPT_POLL_DELAY   // v39: each forward warp's first-poll delay adapts step by step to its first poll (below)
-#define ADAPT_POLL_DELAY 0
-#endif
-#ifndef ADAPT_DOWN_NS      // v39: shorter by this after a step whose first poll found the warp's slice ready,
-#define ADAPT_DOWN_NS 25
-#endif
-#ifndef ADAPT_UP_NS        // ... longer by this after one that had to poll again,
-#define ADAPT_UP_NS 100
-#endif
-#ifndef ADAPT_MAX_NS       // ... never past this
-#define ADAPT_MAX_NS 1600
-#endif
 #ifndef SPLIT_WORDS     // v28: the split's h as one word (hi | lo with the step-parity bit); 0: v13's two rows
 #define SPLIT_WORDS 1
 #endif
@@ -285,11 +270,6 @@ constexpr int kStageChunk = 8;                    // float4 loads per lane in fl
 // Per-warp staged input x_t (IN_K_TILES > 0), the same format: row stride kInWarpK/2 + 4 words.
 constexpr int kXStride = kInWarpK / 2 + 4;
 constexpr int kXWordsPerWarp = kInput ? kVecRows * kXStride : 0;
-// v39 (EARLY_POLL_AT): per warp, the raw tagged words of its K-slice of the next step's vector, as stage_tagged
-// reads them (uint4 i of the slice at [i]); persistent_capacity.early_poll_smem_bytes counts them.
-constexpr bool kEarlyPoll = EARLY_POLL_AT >= 0 && kTagged && kInput && PASS == 0;
-constexpr int kEarlyPollAt = kEarlyPoll ? (EARLY_POLL_AT < IN_K_TILES ? EARLY_POLL_AT : IN_K_TILES) : IN_K_TILES;
-constexpr int kEarlyU4PerWarp = kEarlyPoll ? (kXchRows * (kWarpK / 4) + 31) / 32 * 32 : 0;
 
 #if PASS == 0
 // v29: the parts of the split input (see kInTileU4).
@@ -396,42 +376,17 @@ __device__ __forceinline__ void first_poll_delay() {
     }
 }
 
-// v39 (ADAPT_POLL_DELAY, forwards): a warp's first-poll delay, kept in a register over the steps. A constant delay
-// is the same for every warp, but the time the warp should wait is not: the warps that skip the pointwise reach
-// their polls a pointwise earlier, and the block that published last finds every other block's h already there.
-// After a step whose first poll found the warp's whole slice ready the delay gets ADAPT_DOWN_NS shorter; after one
-// that polled again, ADAPT_UP_NS longer (at most ADAPT_MAX_NS): a repoll costs a round trip and L2 traffic near
-// the other blocks' publishes, a wasted nanosecond only itself.
-constexpr bool kAdaptPollDelay = ADAPT_POLL_DELAY != 0 && PASS == 0;
-
-__device__ __forceinline__ void adapt_poll_delay(unsigned int& delay_ns, bool repolled) {
-    if (__any_sync(0xffffffffu, repolled))
-        delay_ns = delay_ns + ADAPT_UP_NS < ADAPT_MAX_NS ? delay_ns + ADAPT_UP_NS : ADAPT_MAX_NS;
-    else
-        delay_ns = delay_ns > ADAPT_DOWN_NS ? delay_ns - ADAPT_DOWN_NS : 0u;
-}
-
 // The warp's K-slice of the tagged exchange rows src[n * ld + k] (n < kVecRows, k < k_len): waits until
 // every word of the warp's K-slice carries `tag`, then keeps the 16-bit halves (no conversion).
-// delay_ns: the warp's adaptive first-poll delay (kAdaptPollDelay; unused otherwise). early (v39, EARLY_POLL_AT): the
-// warp's words copied by issue_early_poll, which stand in for the first poll; null: none was issued.
 __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned int* src, int k_len,
-                                             unsigned int tag, unsigned int& delay_ns, const uint4* early = nullptr) {
+                                             unsigned int tag) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int ld = exchange_ld(k_len);
     unsigned int* mine = vec_s + warp * kVecWordsPerWarp;
     constexpr int quads = kWarpK / 4, count = kXchRows * quads;
     constexpr int iters = (count + 31) / 32, chunk = iters < kStageChunk ? iters : kStageChunk;
     const unsigned int bit = bit_of_tag(tag);
-    if (kEarlyPoll && early != nullptr) {
-        asm volatile("cp.async.wait_all;" ::: "memory");   // the warp's copies have landed ...
-        __syncwarp();                                      // ... and every lane sees them
-    } else if constexpr (kAdaptPollDelay) {
-        if (delay_ns > 0) __nanosleep(delay_ns);
-    } else if constexpr (POLL_DELAY_NS > 0) {
-        first_poll_delay();   // v16: fewer polls before the data can be there
-    }
-    bool repolled = false;   // v39: whether the first chunk took more than one poll (this lane)
+    if constexpr (POLL_DELAY_NS > 0) first_poll_delay();   // v16: fewer polls before the data can be there
 #pragma unroll 1
     for (int base = 0; base < iters; base += chunk) {
         uint4 v[chunk];
@@ -442,10 +397,7 @@ __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned
 #pragma unroll
             for (int j = 0; j < chunk; ++j) {
                 const int i = (base + j) * 32 + lane, n = i / quads, k = warp * kWarpK + 4 * (i % quads);
-                if (kEarlyPoll && early != nullptr && polls == 0)
-                    v[j] = i < count && k < k_len ? early[i] : make_uint4(0, 0, 0, 0);
-                else
-                    v[j] = i < count && k < k_len ? load_relaxed(src + (size_t)n * ld + k) : make_uint4(0, 0, 0, 0);
+                v[j] = i < count && k < k_len ? load_relaxed(src + (size_t)n * ld + k) : make_uint4(0, 0, 0, 0);
             }
             bool ready = true;
 #pragma unroll
@@ -457,7 +409,6 @@ __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned
             }
             if (ready) break;
             if (polls > kMaxPolls) __trap();
-            if (base == 0) repolled = true;
         }
 #pragma unroll
         for (int j = 0; j < chunk; ++j) {
@@ -471,32 +422,7 @@ __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned
             }
         }
     }
-    if constexpr (kAdaptPollDelay) adapt_poll_delay(delay_ns, repolled);
     __syncwarp();
-}
-
-// v39 (EARLY_POLL_AT): the first poll of the warp's K-slice of the tagged rows src, stage_tagged's loads issued as
-// cp.async (cached in L2 only) into the warp's early region, in the middle of the input product: its round trip
-// overlaps the rest of the product. v37 issued it before the whole product and measured slower (its polls came
-// while blocks were still publishing); stage_tagged waits for the copies and checks them as its first poll.
-__device__ __forceinline__ void issue_early_poll(uint4* early_s, const unsigned int* src, int k_len) {
-    if constexpr (kEarlyPoll) {
-        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-        const int ld = exchange_ld(k_len);
-        uint4* mine = early_s + warp * kEarlyU4PerWarp;
-        constexpr int quads = kWarpK / 4, count = kXchRows * quads;
-        __syncwarp();   // every lane has read the last step's words
-#pragma unroll
-        for (int i = lane; i < count; i += 32) {
-            const int n = i / quads, k = warp * kWarpK + 4 * (i % quads);
-            if (k < k_len) {
-                const unsigned int dst = static_cast<unsigned int>(__cvta_generic_to_shared(mine + i));
-                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src + (size_t)n * ld + k)
-                             : "memory");
-            }
-        }
-        asm volatile("cp.async.commit_group;" ::: "memory");
-    }
 }
 
 // ---- grid.sync plans (TAGGED=0): the vector as packed 16-bit values ----
@@ -682,24 +608,14 @@ __device__ __forceinline__ void stage_input(unsigned int* xs, const unsigned sho
 
 // v12: acc = this warp's slice of W_ih . x_t, every k-tile from shared memory in_s, x_t staged by
 // stage_input. v29 (SPLIT): the hi tiles times x_t's hi and lo rows.
-// v39: with EARLY_POLL_AT, the next step's first poll (issue_early_poll of poll_src into early_s) is issued before
-// k-tile kEarlyPollAt; the k-tiles keep their accumulator sets and order, so the sums are bitwise v38's.
-__device__ __forceinline__ void input_product(Acc& acc, const uint4* in_s, const unsigned int* xs,
-                                              uint4* early_s = nullptr, const unsigned int* poll_src = nullptr,
-                                              int k_len = 0) {
+__device__ __forceinline__ void input_product(Acc& acc, const uint4* in_s, const unsigned int* xs) {
     if constexpr (kInput) {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
         const unsigned int* x_w = xs + warp * kXWordsPerWarp;
-        const uint4* ws = in_s + warp * kInKTiles * kMTiles * 32 + lane;
         float part[kInAccSplit][kATiles][kNTiles][4];
         start_sets<kInAccSplit>(part, acc, false);
-        if constexpr (kEarlyPoll && kEarlyPollAt > 0)
-            smem_tile_products<kEarlyPollAt, kInAccSplit, kXStride, 0, false>(part, ws, x_w);
-        if (kEarlyPoll && early_s != nullptr) issue_early_poll(early_s, poll_src, k_len);
-        constexpr int rest = kInKTiles - (kEarlyPoll ? kEarlyPollAt : 0);
-        if constexpr (rest > 0)
-            smem_tile_products<rest, kInAccSplit, kXStride, kInKTiles - rest, false>(
-                part, ws + (kInKTiles - rest) * kMTiles * 32, x_w);
+        smem_tile_products<kInKTiles, kInAccSplit, kXStride, 0, false>(
+            part, in_s + warp * kInKTiles * kMTiles * 32 + lane, x_w);
         sum_sets<kInAccSplit>(acc, part);
     }
 }
@@ -828,9 +744,8 @@ __device__ __forceinline__ void packed_product(float* red_s, unsigned int* vec_s
 // The same with the step's vector from the tagged exchange rows src (see stage_tagged).
 __device__ __forceinline__ void tagged_product(float* red_s, unsigned int* vec_s, const RegTiles& a_reg,
                                                const uint4* a_s, const unsigned int* src, int k_len,
-                                               unsigned int tag, Acc& acc, unsigned int& delay_ns, int step = -1,
-                                               const uint4* early = nullptr) {
-    stage_tagged(vec_s, src, k_len, tag, delay_ns, early);
+                                               unsigned int tag, Acc& acc, int step = -1) {
+    stage_tagged(vec_s, src, k_len, tag);
     staged_product(red_s, vec_s, a_reg, a_s, acc, step);
 }
 
@@ -916,7 +831,6 @@ struct Carve {
     unsigned int* vec;
     uint4* in_a;
     unsigned int* xs;
-    uint4* early;   // v39, EARLY_POLL_AT
 };
 
 __device__ __forceinline__ Carve carve(uint4* smem) {
@@ -926,7 +840,6 @@ __device__ __forceinline__ Carve carve(uint4* smem) {
     s.vec = reinterpret_cast<unsigned int*>(s.red + kRedFloats);
     s.in_a = reinterpret_cast<uint4*>(s.vec + kWarps * kVecWordsPerWarp);
     s.xs = reinterpret_cast<unsigned int*>(s.in_a + kInTileU4);
-    s.early = reinterpret_cast<uint4*>(s.xs + kWarps * kXWordsPerWarp);
     return s;
 }
 
@@ -1118,7 +1031,6 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     }
     if constexpr (kSplitBarrier) grid_wait(counter, 1u, arrivals);   // ... round 1
     else if constexpr (!kTagged) grid.sync();
-    unsigned int poll_delay_ns = POLL_DELAY_NS;   // v39: this warp's, where it adapts (kAdaptPollDelay)
     for (int step = 0; step < T; ++step) {
         const int t = p.reverse ? T - 1 - step : step;
         const int t_next = p.reverse ? t - 1 : t + 1;
@@ -1149,8 +1061,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         }
         if constexpr (kTagged) {   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1
             tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.x, step - 1, H), H, (step + 1) & 0xffffu,
-                           acc, poll_delay_ns, step,
-                           kEarlyPoll && step > 0 ? s.early + (threadIdx.x / 32) * kEarlyU4PerWarp : nullptr);
+                           acc, step);
         } else {   // h_{step-1} (h0 at step 0), packed by the step before
             packed_product(s.red, s.vec, a_reg, s.a,
                            reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.x, step - 1, H), H, acc,
@@ -1191,10 +1102,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         if constexpr (kSplitBarrier) grid_arrive(counter);   // h_t published (also orders the reads of red)
         if (kInput && step + 1 < T) {   // the next step's input product while the other blocks finish
             stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
-            if constexpr (kEarlyPoll)   // v39: h_step's first poll in the middle of the product
-                input_product(acc, s.in_a, s.xs, s.early, xch + xch_rows(p.x, step, H), H);
-            else
-                input_product(acc, s.in_a, s.xs);
+            input_product(acc, s.in_a, s.xs);
             input_in_recurrent_units(acc, next_factors);
         }
         if constexpr (kSplitBarrier) grid_wait(counter, step + 2u, arrivals);
@@ -1282,9 +1190,8 @@ persistent_lstm_bwd(const uint4* __restrict__ tiles, const float* __restrict__ d
         }
         Acc acc;
         if constexpr (kTagged) {
-            unsigned int no_delay = 0;   // the backward's polls do not wait (POLL_DELAY_PASSES)
             tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.x, T - 1 - step, (int)G), (int)G,
-                           (T - step) & 0xffffu, acc, no_delay);
+                           (T - step) & 0xffffu, acc);
         } else {
             if constexpr (kGroupBarriers) {   // v30: the group's blocks only; round T - step
                 grid_arrive(barrier_of(barrier, p.x));

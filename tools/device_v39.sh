@@ -1,11 +1,10 @@
 #!/bin/bash
-# v39's device visit: each warp's first-poll delay adapting step by step (ADAPTIVE_POLL_DELAY).
+# v39's device visit.
 # Stages (STAGES), all under $OUT:
 #   tests     GPU test files ($TESTS; default the v39 file), TEST_TIMEOUT (default 300)
 #   order     benchmarks/diag_publish_order_v39.py (CELLS: its --cells; ORDER_MODES: its --modes, |-separated)
-#   early     the same for the early poll (bench_persistent_v39_early)
-#   ab        whole forwards and kernels, adaptive vs constant delays (bench_persistent_v39 via ab_alternate.py;
-#             ROUNDS, ROWS: the first N rows)
+#   ab        whole forwards and kernels, the modes of bench_persistent_v39 (via ab_alternate.py; ROUNDS, ROWS: the
+#             first N rows). Calls 1-2 ran the removed adaptive delay and early poll (their code: commit 622cde1)
 #   quick     the quick bench (#5's table, cuDNN in the process)
 #   rest      more GPU test files ($REST), TEST_TIMEOUT
 #   cache     the NVRTC cache
@@ -21,9 +20,7 @@ for stage in ${STAGES:-"tests quick cache"}; do
     order) timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/diag_publish_order_v39.py "$OUT" \
       ${CELLS:+--cells $CELLS} ${ORDER_MODES:+--modes "${ORDER_MODES_LIST[@]}"} 2>&1 | tail -12 ;;
     ab) timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v39 \
-      --rounds "${ROUNDS:-4}" ${ROWS:+--rows $ROWS} --name ab_adaptive_delay_v39 2>&1 | tail -12 ;;
-    early) timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v39_early \
-      --rounds "${ROUNDS:-4}" ${ROWS:+--rows $ROWS} --name ab_early_poll_v39 2>&1 | tail -12 ;;
+      --rounds "${ROUNDS:-4}" ${ROWS:+--rows $ROWS} --name ab_parity_words_v39 2>&1 | tail -12 ;;
     quick) timeout "${QUICK_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     rest) run_gpu_tests "$OUT/rest.log" $(for f in ${REST:-}; do echo "$REPO/tests/$f"; done) ;;
     cache) save_cupy_cache "$OUT" ;;

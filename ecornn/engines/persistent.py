@@ -182,12 +182,6 @@ GROUP_BARRIERS = False    # v30: True: grouped grid.sync plans synchronise each 
 BATCH_GROUPS = "auto"     # v30: 16-bit passes with the batch as groups on blocks of their own
                           # (capacity.grouped_plan) where rules.batch_groups_pay; True: wherever it fits;
                           # False: never (the ablation)
-EARLY_POLL_AT = None   # v39: an int k: tagged tensor-core forwards with the in-kernel projection copy the next step's
-                       # first poll to shared memory (cp.async) before input k-tile k (capacity.with_early_poll);
-                       # None: the poll after the input product (v12)
-ADAPTIVE_POLL_DELAY = None   # v39: (down_ns, up_ns, max_ns): every tagged tensor-core forward's warps adapt their first-poll
-                             # delay step by step (kernel ADAPT_POLL_DELAY: shorter after a first poll that found the
-                             # slice ready, longer after a repoll); None: the plan's constant delay (poll_delay_ns)
 STEP_CLOCKS = 0   # v37 diagnostic: > 0 compiles the tensor-core forward with clock marks of its first STEP_CLOCKS
                   # steps (kernels/step_clocks.cuh; read by benchmarks/diag_step_clocks_v37.py); 0: none
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
@@ -277,7 +271,6 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
         plans = {k: p.without_kernel_bias() if p.kind == "grid" else p for k, p in plans.items()}
     plans = {k: capacity.with_poll_delay(p, POLL_DELAY, POLL_SPIN_CYCLES) if p.kind in ("mma", "grid") else p
              for k, p in plans.items()}
-    plans = {k: capacity.with_early_poll(props, p, EARLY_POLL_AT) for k, p in plans.items()}
     return {k: capacity.with_late_loads(p, BWD_LATE_LOADS) for k, p in plans.items()}   # after the overrides
 
 
@@ -616,19 +609,7 @@ def _flag_defines() -> dict:
     """Compile-time constants that engine flags (ablations) set on every persistent kernel."""
     return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0}),
             **({"XW_AT_LOAD": 1} if XW_AT_LOAD else {}), **({} if H0_IN_PRODUCT else {"H0_IN_PRODUCT": 0}),
-            **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {}), **_adaptive_delay_defines()}
-
-
-def _adaptive_delay_defines() -> dict:
-    """v39: the kernel defines of ADAPTIVE_POLL_DELAY ((down_ns, up_ns, max_ns) or None), or ValueError naming it."""
-    if ADAPTIVE_POLL_DELAY is None:
-        return {}
-    values = tuple(ADAPTIVE_POLL_DELAY)
-    if len(values) != 3 or not all(isinstance(v, int) and v >= 0 for v in values) or values[2] < 1:
-        raise ValueError(f"ADAPTIVE_POLL_DELAY: expected None or (down_ns, up_ns, max_ns) of ints >= 0 with "
-                         f"max_ns >= 1, got {ADAPTIVE_POLL_DELAY!r}")
-    down, up, most = values
-    return {"ADAPT_POLL_DELAY": 1, "ADAPT_DOWN_NS": down, "ADAPT_UP_NS": up, "ADAPT_MAX_NS": most}
+            **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {})}
 
 
 def _module(plan, cooperative: bool = True):
@@ -664,8 +645,7 @@ def _remembered(build):
 
     @functools.wraps(build)
     def cached(plan, device_id: int):
-        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS,
-               ADAPTIVE_POLL_DELAY)
+        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -1155,7 +1135,7 @@ def _graph_mode(variant) -> tuple:
             BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY,
             XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
-            LONG_REDUCTION_CHUNK, STEP_CLOCKS, ADAPTIVE_POLL_DELAY, EARLY_POLL_AT)
+            LONG_REDUCTION_CHUNK, STEP_CLOCKS)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,

@@ -702,8 +702,6 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                                 # reads a 16-bit dy, prefetched into L2 (BWD_LATE_LOADS=1; with_late_loads)
     batch_groups: int = 1       # v30 (16-bit layers): the layer's batch is batch_groups x batch columns, each
                                 # group on blocks_per_dir blocks of its own (grouped_plan); batch is one group's
-    early_poll_at: int = -1     # v39: the tagged forward with the input projection copies the next step's first poll
-                                # to shared memory before this input k-tile (EARLY_POLL_AT; with_early_poll); -1: none
 
     kind = "mma"
     kernel_file = "persistent_mma.cu"
@@ -763,13 +761,7 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                 **({"POLL_SPIN_CYCLES": self.poll_spin_cycles} if self.poll_delay_ns and self.poll_spin_cycles else {}),
                 **({"GROUPS": self.batch_groups} if self.batch_groups > 1 else {}),
                 **({"GROUP_BARRIERS": 1} if self.barrier_per_group else {}),
-                **({"BWD_LATE_LOADS": 1} if self.loads_late else {}),
-                **({"EARLY_POLL_AT": self.early_poll_at} if self.polls_early else {})}
-
-    @property
-    def polls_early(self) -> bool:
-        """v39: a tagged forward with the input projection built with EARLY_POLL_AT (its shared memory counted)."""
-        return self.early_poll_at >= 0 and self.tagged and self.input_k_tiles > 0 and self.pass_name == "forward"
+                **({"BWD_LATE_LOADS": 1} if self.loads_late else {})}
 
     @property
     def barrier_per_group(self) -> bool:
@@ -936,27 +928,6 @@ def without_split_words(plan):
                    or rules.split_tagged_pays(plan.pass_name, plan.parts, plan.batch, plan.k_tiles, plan.m_tiles,
                                               words=False))
     return replace(plan, split_words=False, tagged=plan.tagged and rows_tagged)
-
-
-def early_poll_smem_bytes(plan) -> int:
-    """Shared memory of EARLY_POLL_AT (kernels/persistent_mma.cu, kEarlyU4PerWarp): per warp, the tagged words of
-    its K-slice of the step's vector, whole uint4 per lane."""
-    per_warp = -(-plan.tagged_rows * 4 * plan.k_tiles // 32) * 32
-    return plan.warps * per_warp * 16
-
-
-def with_early_poll(props: dict, plan, at=None):
-    """``plan`` copying its first poll to shared memory before input k-tile ``at`` (v39; None: ``plan``) where it is
-    a tagged tensor-core forward with the input projection whose shared memory still fits; else ``plan``."""
-    if at is None or plan.kind != "mma":
-        return plan
-    if not isinstance(at, int) or at < 0:
-        raise ValueError(f"early poll k-tile: expected None or an int >= 0, got {at!r}")
-    early = replace(plan, early_poll_at=min(at, plan.input_k_tiles))
-    if not early.polls_early or plan.polls_early:
-        return plan
-    early = replace(early, smem_bytes=plan.smem_bytes + early_poll_smem_bytes(plan))
-    return early if early.smem_bytes <= props["smem_per_block_optin"] - SMEM_RESERVED_PER_BLOCK else plan
 
 
 def with_late_loads(plan, mode="auto"):
