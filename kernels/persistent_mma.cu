@@ -995,6 +995,22 @@ __device__ __forceinline__ float load_state(const float* state, size_t at, int s
     return state[at];
 }
 
+// v39 (kPackedTags): step 0's vector is h0 itself, which every block reads from the input (the packed tags cannot
+// carry |h0| > 1): the same packed pairs the exchange gives v38 (half_bits is pack_pair's low half).
+__device__ __forceinline__ void stage_h0(unsigned int* vec_s, const float* h0, const Slot& p, int H, int states16) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    unsigned int* mine = vec_s + warp * kVecWordsPerWarp;
+    constexpr int pairs = kWarpK / 2;
+    for (int i = lane; i < kVecRows * pairs; i += 32) {
+        const int n = i / pairs, k = warp * kWarpK + 2 * (i % pairs);
+        const size_t row = ((size_t)p.d * kBatchAll + p.g * kBatch + n) * H;
+        const float a = k < H ? load_state(h0, row + k, states16) : 0.0f;
+        const float b = k + 1 < H ? load_state(h0, row + k + 1, states16) : 0.0f;
+        mine[n * kVecStride + i % pairs] = pack_pair<kBf16>(a, b);
+    }
+    __syncwarp();
+}
+
 // The pre-activations of (unit u, batch b): the warps' partials summed in warp order.
 __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
     float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -1117,7 +1133,10 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
             const float4 x4 = __ldg(reinterpret_cast<const float4*>(sx.lo_product + row * G + 4 * (size_t)p.j));
             xz = make_float4(fmaf(x4.x, f, b4.x), fmaf(x4.y, f, b4.y), fmaf(x4.z, f, b4.z), fmaf(x4.w, f, b4.w));
         }
-        if constexpr (kTagged) {   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1
+        if (kPackedTags && step == 0) {   // v39: h0 from the input (its slot is still written, for the tag bits)
+            stage_h0(s.vec, h0, p, H, states16);
+            staged_product(s.red, s.vec, a_reg, s.a, acc, step);
+        } else if constexpr (kTagged) {   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1
             tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.x, step - 1, H), H, (step + 1) & 0xffffu,
                            acc, step);
         } else {   // h_{step-1} (h0 at step 0), packed by the step before
