@@ -23,7 +23,7 @@ from diag_step_clocks_v37 import (MARKED_STEPS, SKIP_STEPS, THREAD_MARKS, _recor
                                   phases)
 
 CELLS = [("float32", 1024, 4), ("float16", 1024, 1), ("float16", 1024, 16)]
-MODES = {"v38": {}, "packed tags": {"PACKED_TAGS": True}}   # engine-flag modes (ab_modes.set_engine_flags); calls 1-2 also ran v39's removed options
+MODES = {"v38": {}}   # engine-flag modes (ab_modes.set_engine_flags); calls 1-3 also ran v39's removed options
 PUBLISHED_NS = THREAD_MARKS.index("published_ns")
 
 

@@ -112,11 +112,6 @@
 // v38, two directions in one grid on 8 warps: fp16 H=1024 B=8 (the projection in the kernel), bf16 H=1216 B=1.
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8
 // ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=1 -DNWARPS=8 -DM_TILES=5 -DK_TILES=10 -DREG_K_TILES=7 -DTAGGED=1
-// v39 (PACKED_TAGS): the tagged 16-bit forwards with packed tags: the grouped B=16 and bf16 B=4 with the projection,
-// fp16 B=1 with the first-poll delay.
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DGROUPS=2 -DPACKED_TAGS=1
-// ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DPACKED_TAGS=1
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=1 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DPOLL_DELAY_NS=250 -DPACKED_TAGS=1
 #include <cooperative_groups.h>
 
 #include "mma_common.cuh"
@@ -145,9 +140,6 @@ namespace cg = cooperative_groups;
 #endif
 #ifndef POLL_SPIN_CYCLES   // v35: the first-poll delay as a clock64() spin of this many SM cycles (rules.poll_spin_cycles);
 #define POLL_SPIN_CYCLES 0   // 0: __nanosleep(POLL_DELAY_NS), whose sleep PTX bounds only by [0, 2 t]
-#endif
-#ifndef PACKED_TAGS     // v39, tagged 16-bit forwards: h as packed 16-bit values, the step's tag bit in each value's
-#define PACKED_TAGS 0   // exponent's top bit (0 in every |h| <= 1); 0: one word per value with a 16-bit tag (v5)
 #endif
 #ifndef SPLIT_WORDS     // v28: the split's h as one word (hi | lo with the step-parity bit); 0: v13's two rows
 #define SPLIT_WORDS 1
@@ -221,7 +213,6 @@ constexpr float kLoScale = 2048.0f;                   // lo = (x - hi) * 2^11
 // (the dropped lo.lo term is 2^-22).
 constexpr bool kSplitWords = kSplit && SPLIT_WORDS != 0;
 constexpr int kXchRows = kSplitWords && kTagged ? BATCH : kVecRows;   // rows of the exchange buffer
-constexpr bool kPackedTags = PACKED_TAGS != 0 && kTagged && !kSplit && PASS == 0;   // v39
 static_assert(!kSplit || (PASS == 0 && BF16 == 0), "SPLIT: fp16 halves, forward only");
 static_assert(kGroups == 1 || !kSplit, "GROUPS: 16-bit layers only");
 constexpr int kTileU4 = kWarps * kKTiles * kATiles * 32;   // one block's packed tile (uint4)
@@ -374,40 +365,6 @@ __device__ __forceinline__ bool split_words_ready(const uint4& q, unsigned int b
     return (leading_diff(q, bit << 16, valid) & 0x10000u) == 0;
 }
 
-// ---- v39 (PACKED_TAGS): the tagged exchange of 16-bit forwards at 2 bytes per value ----
-// h = o tanh(c) has |h| <= 1, so the top bit of its fp16 or bf16 exponent (bit 14) is 0 and can carry the step's
-// tag bit (bit_of_tag: the slot's uses alternate it). A 16-bit store is single-copy atomic, so each value is its own
-// tagged word: a quad of 8 values is ready when the valid ones all carry the bit. A NaN h (exponent all ones) keeps
-// its other bits: with bit 14 cleared it reads above 1.0, which no valid h does, and is turned back into a NaN.
-constexpr unsigned int kOneBits = kBf16 ? 0x3f80u : 0x3c00u;   // 1.0
-constexpr unsigned int kNanBits = kBf16 ? 0x7fc0u : 0x7e00u;
-
-// The value published: h's bits, |h| clamped to 1 (a NaN stays a NaN), bit 14 replaced by the tag bit.
-__device__ __forceinline__ unsigned short packed_tag_bits(float h, unsigned int bit) {
-    if (fabsf(h) > 1.0f) h = copysignf(1.0f, h);   // rounding of the gates cannot leave |h| <= 1 broken, not even
-    return static_cast<unsigned short>((half_bits(h) & 0xbfffu) | (bit << 14));   // by an ulp: the bit would
-}                                                                                 // read as a NaN
-
-// Whether the `valid` (1..8) leading values of q carry the tag bit.
-__device__ __forceinline__ bool packed_tags_ready(const uint4& q, unsigned int bit, int valid) {
-    const unsigned int t = bit ? 0x40004000u : 0u;
-    const auto mask = [valid](int word) {
-        return (2 * word < valid ? 0x4000u : 0u) | (2 * word + 1 < valid ? 0x40000000u : 0u);
-    };
-    return (((q.x ^ t) & mask(0)) | ((q.y ^ t) & mask(1)) | ((q.z ^ t) & mask(2)) | ((q.w ^ t) & mask(3))) == 0;
-}
-
-// A word of two published values back to their 16-bit bits: bit 14 cleared, a half above 1.0 made a NaN.
-__device__ __forceinline__ unsigned int packed_tags_value(unsigned int w) {
-    w &= 0xbfffbfffu;
-    constexpr unsigned int above_one = 0x7fffu - kOneBits;   // a half + this carries into its bit 15 iff it is > 1.0
-    if (((w & 0x7fff7fffu) + (above_one | above_one << 16)) & 0x80008000u) {   // rare: a NaN came
-        if ((w & 0x7fffu) > kOneBits) w = (w & 0xffff0000u) | kNanBits;
-        if (((w >> 16) & 0x7fffu) > kOneBits) w = (w & 0xffffu) | kNanBits << 16;
-    }
-    return w;
-}
-
 // v16's wait before a warp's first poll of the step; v35: a clock64() spin where POLL_SPIN_CYCLES is set.
 __device__ __forceinline__ void first_poll_delay() {
     if constexpr (POLL_SPIN_CYCLES > 0) {
@@ -424,11 +381,9 @@ __device__ __forceinline__ void first_poll_delay() {
 __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned int* src, int k_len,
                                              unsigned int tag) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    // v39 (kPackedTags): src holds 2 values per word, rows of packed_ld(k_len) / 2 words, 8 values per quad
-    constexpr int per_quad = kPackedTags ? 8 : 4;
-    const int ld = kPackedTags ? (k_len + 7) / 8 * 4 : exchange_ld(k_len);
+    const int ld = exchange_ld(k_len);
     unsigned int* mine = vec_s + warp * kVecWordsPerWarp;
-    constexpr int quads = kWarpK / per_quad, count = kXchRows * quads;
+    constexpr int quads = kWarpK / 4, count = kXchRows * quads;
     constexpr int iters = (count + 31) / 32, chunk = iters < kStageChunk ? iters : kStageChunk;
     const unsigned int bit = bit_of_tag(tag);
     if constexpr (POLL_DELAY_NS > 0) first_poll_delay();   // v16: fewer polls before the data can be there
@@ -441,30 +396,24 @@ __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned
         for (long long polls = 0;; ++polls) {
 #pragma unroll
             for (int j = 0; j < chunk; ++j) {
-                const int i = (base + j) * 32 + lane, n = i / quads, k = warp * kWarpK + per_quad * (i % quads);
-                v[j] = i < count && k < k_len ? load_relaxed(src + (size_t)n * ld + k * 4 / per_quad)
-                                              : make_uint4(0, 0, 0, 0);
+                const int i = (base + j) * 32 + lane, n = i / quads, k = warp * kWarpK + 4 * (i % quads);
+                v[j] = i < count && k < k_len ? load_relaxed(src + (size_t)n * ld + k) : make_uint4(0, 0, 0, 0);
             }
             bool ready = true;
 #pragma unroll
             for (int j = 0; j < chunk; ++j) {
-                const int i = (base + j) * 32 + lane, k = warp * kWarpK + per_quad * (i % quads);
-                const int valid = k_len - k < per_quad ? k_len - k : per_quad;
+                const int i = (base + j) * 32 + lane, k = warp * kWarpK + 4 * (i % quads);
+                const int valid = k_len - k < 4 ? k_len - k : 4;
                 if (i < count && k < k_len)
-                    ready &= kPackedTags ? packed_tags_ready(v[j], bit, valid)
-                             : kSplitWords ? split_words_ready(v[j], bit, valid) : tagged_ready(v[j], tag, valid);
+                    ready &= kSplitWords ? split_words_ready(v[j], bit, valid) : tagged_ready(v[j], tag, valid);
             }
             if (ready) break;
             if (polls > kMaxPolls) __trap();
         }
 #pragma unroll
         for (int j = 0; j < chunk; ++j) {
-            const int i = (base + j) * 32 + lane, n = i / quads, kq = per_quad * (i % quads);
-            if (kPackedTags && i < count) {   // already the mma's packed pairs
-                *reinterpret_cast<uint4*>(mine + n * kVecStride + kq / 2) =
-                    make_uint4(packed_tags_value(v[j].x), packed_tags_value(v[j].y), packed_tags_value(v[j].z),
-                               packed_tags_value(v[j].w));
-            } else if (i < count) {
+            const int i = (base + j) * 32 + lane, n = i / quads, kq = 4 * (i % quads);
+            if (i < count) {
                 *reinterpret_cast<uint2*>(mine + n * kVecStride + kq / 2) =
                     make_uint2(__byte_perm(v[j].x, v[j].y, 0x5410), __byte_perm(v[j].z, v[j].w, 0x5410));
                 if constexpr (kSplitWords)   // the lo halves (high 16 bits) into the lo rows
@@ -898,7 +847,6 @@ __device__ __forceinline__ Carve carve(uint4* smem) {
 // Offset of the exchange rows [B][exchange_ld(k_len)] that step `step` (processing order) of
 // direction d publishes: slot step & 1 of xch [D][2][B][exchange_ld(k_len)].
 __device__ __forceinline__ size_t xch_rows(int d, int step, int k_len) {
-    if constexpr (kPackedTags) return packed_rows(d, step, k_len) / 2;   // v39: in words of 2 values
     return slot_offset(d, step, exchange_ld(k_len));
 }
 
@@ -957,12 +905,6 @@ __device__ __forceinline__ void publish_h(unsigned int* xch, int d, int step, in
     const unsigned short hi = half_bits(h);
     unsigned short lo = kSplit ? half_bits((h - unpack_half<kBf16>(hi)) * kLoScale) : 0;
     if constexpr (kSplitWords) lo = (lo & 0xfffeu) | bit_of_tag(tag);   // v28 (both exchanges)
-    if constexpr (kPackedTags) {   // v39
-        unsigned short* value = reinterpret_cast<unsigned short*>(xch) + packed_rows(d, step, H) + (size_t)b * packed_ld(H) + j;
-        asm volatile("st.relaxed.gpu.global.u16 [%0], %1;" ::"l"(value), "h"(packed_tag_bits(h, bit_of_tag(tag)))
-                     : "memory");
-        return;
-    }
     if constexpr (kTagged) {
         const int ld = exchange_ld(H);
         unsigned int* word = xch + xch_rows(d, step, H) + (size_t)b * ld + j;
@@ -993,22 +935,6 @@ __device__ __forceinline__ void store_output(float* out, size_t at, float v, int
 __device__ __forceinline__ float load_state(const float* state, size_t at, int states16) {
     if (!kSplit && states16) return unpack_half<kBf16>(reinterpret_cast<const unsigned short*>(state)[at]);
     return state[at];
-}
-
-// v39 (kPackedTags): step 0's vector is h0 itself, which every block reads from the input (the packed tags cannot
-// carry |h0| > 1): the same packed pairs the exchange gives v38 (half_bits is pack_pair's low half).
-__device__ __forceinline__ void stage_h0(unsigned int* vec_s, const float* h0, const Slot& p, int H, int states16) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    unsigned int* mine = vec_s + warp * kVecWordsPerWarp;
-    constexpr int pairs = kWarpK / 2;
-    for (int i = lane; i < kVecRows * pairs; i += 32) {
-        const int n = i / pairs, k = warp * kWarpK + 2 * (i % pairs);
-        const size_t row = ((size_t)p.d * kBatchAll + p.g * kBatch + n) * H;
-        const float a = k < H ? load_state(h0, row + k, states16) : 0.0f;
-        const float b = k + 1 < H ? load_state(h0, row + k + 1, states16) : 0.0f;
-        mine[n * kVecStride + i % pairs] = pack_pair<kBf16>(a, b);
-    }
-    __syncwarp();
 }
 
 // The pre-activations of (unit u, batch b): the warps' partials summed in warp order.
@@ -1133,10 +1059,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
             const float4 x4 = __ldg(reinterpret_cast<const float4*>(sx.lo_product + row * G + 4 * (size_t)p.j));
             xz = make_float4(fmaf(x4.x, f, b4.x), fmaf(x4.y, f, b4.y), fmaf(x4.z, f, b4.z), fmaf(x4.w, f, b4.w));
         }
-        if (kPackedTags && step == 0) {   // v39: h0 from the input (its slot is still written, for the tag bits)
-            stage_h0(s.vec, h0, p, H, states16);
-            staged_product(s.red, s.vec, a_reg, s.a, acc, step);
-        } else if constexpr (kTagged) {   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1
+        if constexpr (kTagged) {   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1
             tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.x, step - 1, H), H, (step + 1) & 0xffffu,
                            acc, step);
         } else {   // h_{step-1} (h0 at step 0), packed by the step before

@@ -702,8 +702,6 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                                 # reads a 16-bit dy, prefetched into L2 (BWD_LATE_LOADS=1; with_late_loads)
     batch_groups: int = 1       # v30 (16-bit layers): the layer's batch is batch_groups x batch columns, each
                                 # group on blocks_per_dir blocks of its own (grouped_plan); batch is one group's
-    packed_tags: bool = False   # v39: a tagged 16-bit forward exchanges h as packed 16-bit values, the tag bit in
-                                # each value's exponent top bit (PACKED_TAGS; with_packed_tags)
 
     kind = "mma"
     kernel_file = "persistent_mma.cu"
@@ -763,13 +761,7 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                 **({"POLL_SPIN_CYCLES": self.poll_spin_cycles} if self.poll_delay_ns and self.poll_spin_cycles else {}),
                 **({"GROUPS": self.batch_groups} if self.batch_groups > 1 else {}),
                 **({"GROUP_BARRIERS": 1} if self.barrier_per_group else {}),
-                **({"BWD_LATE_LOADS": 1} if self.loads_late else {}),
-                **({"PACKED_TAGS": 1} if self.tags_packed else {})}
-
-    @property
-    def tags_packed(self) -> bool:
-        """v39: a tagged 16-bit forward built with PACKED_TAGS (2 bytes per exchanged value instead of 4)."""
-        return self.packed_tags and self.tagged and self.parts == 1 and self.pass_name == "forward"
+                **({"BWD_LATE_LOADS": 1} if self.loads_late else {})}
 
     @property
     def barrier_per_group(self) -> bool:
@@ -804,7 +796,7 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
         (rows rounded up to 4 words), or packed 16-bit values under grid.sync (rows rounded up to 8
         values, i.e. 4 words)."""
         k = self.hidden if self.pass_name == "forward" else 4 * self.hidden
-        row = -(-k // 4) * 4 if self.tagged and not self.tags_packed else -(-k // 8) * 4   # v39: packed tags as packed
+        row = -(-k // 4) * 4 if self.tagged else -(-k // 8) * 4
         # split: the lo rows after the hi rows, or (v28, tagged) in the words' high halves; v30: a region
         # per (direction, batch group)
         return (directions * self.batch_groups, 2, self.tagged_rows if self.tagged else self.parts * self.batch, row)
@@ -821,8 +813,7 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
         return (f"{self.pass_name} (tensor cores, {self.dtype}{split}): {self.grid} blocks x {self.threads} threads, "
                 f"{self.units} units/block, {self.reg_k_tiles}/{self.k_tiles} k-tiles in registers, "
                 f"{self.smem_bytes // 1024} KB smem, {self.launches} launch(es){projection}, "
-                f"{exchange_text(self.tagged, self.poll_delay_ns, self.poll_spin_cycles)}"
-                f"{' of packed values' if self.tags_packed else ''}")
+                f"{exchange_text(self.tagged, self.poll_delay_ns, self.poll_spin_cycles)}")
 
     def with_exchange(self, tagged: bool) -> "MmaPlan":
         """The same plan with the other exchange (same shared memory)."""
@@ -937,15 +928,6 @@ def without_split_words(plan):
                    or rules.split_tagged_pays(plan.pass_name, plan.parts, plan.batch, plan.k_tiles, plan.m_tiles,
                                               words=False))
     return replace(plan, split_words=False, tagged=plan.tagged and rows_tagged)
-
-
-def with_packed_tags(plan, enabled=True):
-    """``plan`` exchanging h as packed 16-bit values with the tag bit in each (v39) where ``enabled`` and it is a
-    tagged tensor-core 16-bit forward; else ``plan`` (as it was, without them)."""
-    if plan.kind != "mma":
-        return plan
-    packed = replace(plan, packed_tags=bool(enabled))
-    return packed if packed.tags_packed else replace(plan, packed_tags=False)
 
 
 def with_late_loads(plan, mode="auto"):
