@@ -3,8 +3,9 @@
 # tests of the removed options: the adaptive delay and the early poll (their code: commit 622cde1), the packed tags
 # (commit 039bbba).
 # Stages (STAGES), all under $OUT:
-#   tests     GPU test files ($TESTS; default test_persistent_gpu.py), TEST_TIMEOUT (default 300)
+#   tests     GPU test files ($TESTS; default the v39 file), TEST_TIMEOUT (default 300)
 #   order     benchmarks/diag_publish_order_v39.py (CELLS: its --cells; ORDER_MODES: its --modes, |-separated)
+#   groups    benchmarks/explore_groups_v39.py (ROUNDS, default 2): more than two batch groups
 #   quick     the quick bench (#5's table, cuDNN in the process)
 #   rest      more GPU test files ($REST), TEST_TIMEOUT
 #   cache     the NVRTC cache
@@ -16,9 +17,11 @@ source benchmarks/device_setup.sh
 record_device "$OUT/device.txt"
 for stage in ${STAGES:-"tests quick cache"}; do
   case $stage in
-    tests) run_gpu_tests "$OUT/tests.log" ${TESTS:-"$REPO/tests/test_persistent_gpu.py"} ;;
+    tests) run_gpu_tests "$OUT/tests.log" ${TESTS:-"$REPO/tests/test_persistent_v39_gpu.py"} ;;
     order) timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/diag_publish_order_v39.py "$OUT" \
       ${CELLS:+--cells $CELLS} ${ORDER_MODES:+--modes "${ORDER_MODES_LIST[@]}"} 2>&1 | tail -12 ;;
+    groups) timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/explore_groups_v39.py "$OUT" --rounds "${ROUNDS:-2}" \
+      2>&1 | tail -24 ;;
     quick) timeout "${QUICK_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     rest) run_gpu_tests "$OUT/rest.log" $(for f in ${REST:-}; do echo "$REPO/tests/$f"; done) ;;
     cache) save_cupy_cache "$OUT" ;;

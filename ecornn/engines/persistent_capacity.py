@@ -1094,12 +1094,12 @@ def _with_projection(props: dict, forward, config):
     return forward
 
 
-def grouped_plan(props: dict, config, pass_name: str = "forward", reg_model: str = "v19"):
-    """v30: the 16-bit ``pass_name`` of ``config`` with its batch as BATCH_GROUPS groups, each on blocks
-    of its own, planned as a layer of the group's batch on 1/BATCH_GROUPS of the SMs (the directions'
+def grouped_plan(props: dict, config, pass_name: str = "forward", reg_model: str = "v19", groups: int = None):
+    """v30: the 16-bit ``pass_name`` of ``config`` with its batch as ``groups`` (default BATCH_GROUPS) groups, each
+    on blocks of its own, planned as a layer of the group's batch on 1/groups of the SMs (the directions'
     way of sharing a grid; GROUP_WARPS warps), a forward with that batch's projection rules; None where
     the batch does not split or a group does not fit."""
-    groups, batch = BATCH_GROUPS, config.batch
+    groups, batch = groups or BATCH_GROUPS, config.batch
     if config.dtype not in MMA_DTYPES or batch % groups or batch // groups < BATCH_GROUP_MIN:
         return None
     dims = (pass_name, config.dtype, config.hidden_size, batch // groups, reg_model)
@@ -1127,7 +1127,8 @@ def _group_plan(props, pass_name, dtype, hidden, batch, reg_model, shares):
 def plan_mma_config(props: dict, config, training: bool, reg_model: str = "v19", batch_groups="auto") -> dict:
     """Tensor-core plans of every pass a call needs, or NotSupported. fp32: the split forward (v13)
     and the fp32 kernels' backward. ``batch_groups``: the v30 grouped passes where rules.batch_groups_pay
-    or where only they fit ("auto"), wherever they fit (True) or never (False)."""
+    or where only they fit ("auto"), wherever they fit (True) or never (False); v39: an int G > 1, G groups
+    wherever they fit (the exploration of more groups)."""
     args = (config.hidden_size, config.batch, config.num_directions, config.dtype, reg_model)
     if config.dtype == MMA_SPLIT_DTYPE:
         forward = plan_mma(props, "forward", *args)
@@ -1142,8 +1143,9 @@ def _pass_plan(props, config, pass_name, args, batch_groups):
     """One 16-bit pass: the grouped plan where it is taken (v30), else the ungrouped one (a forward with
     its projection rules), else the grouped one where only it fits (fp16 H=1024 B=32 trains only
     grouped); NotSupported with the ungrouped plan's reason where neither fits."""
-    grouped = grouped_plan(props, config, pass_name, args[-1]) if batch_groups is not False else None
-    if grouped is not None and (batch_groups is True or rules.batch_groups_pay(grouped)):
+    groups = batch_groups if isinstance(batch_groups, int) and not isinstance(batch_groups, bool) else None
+    grouped = grouped_plan(props, config, pass_name, args[-1], groups) if batch_groups is not False else None
+    if grouped is not None and (batch_groups is True or groups or rules.batch_groups_pay(grouped)):
         return grouped
     try:
         plan = plan_mma(props, pass_name, *args)

@@ -1,0 +1,75 @@
+"""v39 exploration: the 16-bit passes with the batch as more than two groups (persistent.BATCH_GROUPS = G, an int:
+G groups of B/G columns, each on 1/G of the SMs, wherever they fit) against the engine's choice ("auto": two groups
+where they pay, v30). Per cell and mode, alternated in one process: the forward kernel alone, the whole forward
+(graph replay) and fwd+bwd, T=256, input = hidden.
+
+    python benchmarks/explore_groups_v39.py OUT_DIR [--rounds N] [--repeats N]
+Writes OUT_DIR/explore_groups_v39.{json,md}.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ab_modes  # noqa: E402
+from bench_persistent import _problem, bench_args, bench_meta, save_rows  # noqa: E402
+
+# (dtype, hidden, batch, groups to try besides "auto")
+CELLS = [("float16", 256, 32, (4,)), ("float16", 512, 32, (4,)), ("float16", 256, 64, (4, 8)),
+         ("bfloat16", 512, 64, (4, 8)), ("float16", 768, 32, (4,)), ("float16", 256, 128, (4, 8, 16))]
+
+
+def measure_cell(dtype, hidden, batch, groups, rounds, repeats) -> dict:
+    problem = _problem(dtype, hidden, batch, seed=hidden + batch)
+    modes = {"auto": {}, **{f"G={g}": {"BATCH_GROUPS": g} for g in groups}}
+    usable = {}
+    for mode, flags in modes.items():   # a mode that does not plan (NotSupported) is recorded, not timed
+        ab_modes.set_engine_flags(flags)
+        try:
+            from ecornn.engines import persistent
+            persistent.plans_for(problem[0], True)
+            usable[mode] = flags
+        except Exception as exc:   # noqa: BLE001 - recorded per mode
+            usable.setdefault("_errors", {})[mode] = f"{type(exc).__name__}: {str(exc)[:160]}"
+        finally:
+            ab_modes.set_engine_flags({})
+    errors = usable.pop("_errors", {})
+
+    def measure():
+        t = ab_modes.time_mode(*problem, repeats, train=True)
+        return {"fwd": t["graph_fwd_us"], "kernel": t["kernel_us"], "train": t["train_ms"], "plan": t["plan"]}
+    runs = ab_modes.alternate_rounds(usable, rounds, measure)
+    return {"dtype": dtype, "hidden": hidden, "batch": batch, "errors": errors,
+            "modes": {m: {k: (v if k == "plan" else [float(x) for x in v]) for k, v in r.items()} for m, r in runs.items()}}
+
+
+def markdown(rows) -> str:
+    lines = ["| cell | mode | whole forward µs/step | kernel | fwd+bwd ms | forward plan |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        for mode, m in r["modes"].items():
+            lines.append(f"| {r['dtype']} H={r['hidden']} B={r['batch']} | {mode} | {np.median(m['fwd']):.2f} | "
+                         f"{np.median(m['kernel']):.2f} | {np.median(m['train']):.3f} | {m['plan'][0][:110]} |")
+        for mode, err in r["errors"].items():
+            lines.append(f"| {r['dtype']} H={r['hidden']} B={r['batch']} | {mode} | {err} | | | |")
+    return "\n".join(lines) + "\n\nMedians over the kept rounds (modes alternated, a warm-up round dropped).\n"
+
+
+def main(argv=None):
+    args, out = bench_args(argv, repeats=10, configure=lambda p: p.add_argument("--rounds", type=int, default=2))
+    meta, rows = bench_meta(), []
+    for dtype, hidden, batch, groups in CELLS:
+        try:
+            rows.append(measure_cell(dtype, hidden, batch, groups, args.rounds, args.repeats))
+        except Exception as exc:   # one cell's failure must not lose the others
+            rows.append({"dtype": dtype, "hidden": hidden, "batch": batch, "modes": {},
+                         "errors": {"cell": f"{type(exc).__name__}: {str(exc)[:300]}"}})
+        print(rows[-1], flush=True)
+        save_rows(out, "explore_groups_v39", meta, rows, markdown(rows))
+    print(markdown(rows))
+
+
+if __name__ == "__main__":
+    main()
