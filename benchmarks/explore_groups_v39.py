@@ -3,7 +3,7 @@ G groups of B/G columns, each on 1/G of the SMs, wherever they fit) against the 
 where they pay, v30). Per cell and mode, alternated in one process: the forward kernel alone, the whole forward
 (graph replay) and fwd+bwd, T=256, input = hidden.
 
-    python benchmarks/explore_groups_v39.py OUT_DIR [--rounds N] [--repeats N]
+    python benchmarks/explore_groups_v39.py OUT_DIR [--rounds N] [--repeats N] [--set 1|2]
 Writes OUT_DIR/explore_groups_v39.{json,md}.
 """
 from __future__ import annotations
@@ -17,9 +17,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ab_modes  # noqa: E402
 from bench_persistent import _problem, bench_args, bench_meta, save_rows  # noqa: E402
 
-# (dtype, hidden, batch, groups to try besides "auto")
-CELLS = [("float16", 256, 32, (4,)), ("float16", 512, 32, (4,)), ("float16", 256, 64, (4, 8)),
-         ("bfloat16", 512, 64, (4, 8)), ("float16", 768, 32, (4,)), ("float16", 256, 128, (4, 8, 16))]
+# (dtype, hidden, batch, groups to try besides "auto"), per --set: 1 (call 4, "auto" was v30's two groups), 2 (call 5,
+# "auto" is v39's rule, 2 is v38's choice)
+CELL_SETS = {
+    1: [("float16", 256, 32, (4,)), ("float16", 512, 32, (4,)), ("float16", 256, 64, (4, 8)),
+        ("bfloat16", 512, 64, (4, 8)), ("float16", 768, 32, (4,)), ("float16", 256, 128, (4, 8, 16))],
+    2: [("float16", 1024, 24, (2,)), ("float16", 1024, 32, (2,)), ("bfloat16", 512, 32, (2,)),
+        ("float16", 512, 64, (2,)), ("bfloat16", 256, 48, (2,)), ("float16", 512, 48, (2,)),
+        ("bfloat16", 384, 64, (2,)), ("float16", 128, 128, (2,))]}
 
 
 def measure_cell(dtype, hidden, batch, groups, rounds, repeats) -> dict:
@@ -58,9 +63,12 @@ def markdown(rows) -> str:
 
 
 def main(argv=None):
-    args, out = bench_args(argv, repeats=10, configure=lambda p: p.add_argument("--rounds", type=int, default=2))
+    def configure(parser):
+        parser.add_argument("--rounds", type=int, default=2)
+        parser.add_argument("--set", type=int, choices=sorted(CELL_SETS), default=max(CELL_SETS))
+    args, out = bench_args(argv, repeats=10, configure=configure)
     meta, rows = bench_meta(), []
-    for dtype, hidden, batch, groups in CELLS:
+    for dtype, hidden, batch, groups in CELL_SETS[args.set]:
         try:
             rows.append(measure_cell(dtype, hidden, batch, groups, args.rounds, args.repeats))
         except Exception as exc:   # one cell's failure must not lose the others

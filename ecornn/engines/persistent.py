@@ -181,7 +181,8 @@ GROUP_BARRIERS = False    # v30: True: grouped grid.sync plans synchronise each 
                           # (results/persistent_v30, 14_), so an option only
 BATCH_GROUPS = "auto"     # v30: 16-bit passes with the batch as groups on blocks of their own
                           # (capacity.grouped_plan) where rules.batch_groups_pay; True: wherever it fits;
-                          # False: never (the ablation); v39: an int G > 1: G groups wherever they fit
+                          # False: never (the ablation); v39: "auto" takes as many groups of 8 columns as
+                          # fit (rules.batch_group_counts); an int G > 1: G groups wherever they fit (2: v38)
 STEP_CLOCKS = 0   # v37 diagnostic: > 0 compiles the tensor-core forward with clock marks of its first STEP_CLOCKS
                   # steps (kernels/step_clocks.cuh; read by benchmarks/diag_step_clocks_v37.py); 0: none
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()

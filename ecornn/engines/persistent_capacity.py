@@ -622,7 +622,7 @@ def predicted_cluster_us_per_step(plan: ClusterPlan, clock_ghz: float = 1.75, ba
 # ---- v4: tensor cores for 16-bit weights (kernels/persistent_mma.cu) ------------------------------
 MMA_DTYPES = ("float16", "bfloat16")
 MMA_WARP_CHOICES = (16, 8, 4)
-BATCH_GROUPS = 2        # v30: groups of a grouped pass's batch (grouped_plan)
+BATCH_GROUPS = 2        # v30: groups of a grouped pass's batch (grouped_plan; v39: "auto" tries more first)
 BATCH_GROUP_MIN = 8     # ... each of at least this many columns (one mma N tile)
 GROUP_WARPS = {"forward": 8,    # ... on blocks of this many warps (fp16 H=1024 B=16 forward, kernel alone:
                "backward": 16}  # 8 warps 2.31-2.45, 16 warps 2.72-2.86)
@@ -1127,8 +1127,8 @@ def _group_plan(props, pass_name, dtype, hidden, batch, reg_model, shares):
 def plan_mma_config(props: dict, config, training: bool, reg_model: str = "v19", batch_groups="auto") -> dict:
     """Tensor-core plans of every pass a call needs, or NotSupported. fp32: the split forward (v13)
     and the fp32 kernels' backward. ``batch_groups``: the v30 grouped passes where rules.batch_groups_pay
-    or where only they fit ("auto"), wherever they fit (True) or never (False); v39: an int G > 1, G groups
-    wherever they fit (the exploration of more groups)."""
+    or where only they fit ("auto"; v39: as many groups as rules.batch_group_counts gives), wherever they fit
+    (True: v30's BATCH_GROUPS) or never (False); an int G > 1: G groups wherever they fit (2: v38's choice)."""
     args = (config.hidden_size, config.batch, config.num_directions, config.dtype, reg_model)
     if config.dtype == MMA_SPLIT_DTYPE:
         forward = plan_mma(props, "forward", *args)
@@ -1143,9 +1143,8 @@ def _pass_plan(props, config, pass_name, args, batch_groups):
     """One 16-bit pass: the grouped plan where it is taken (v30), else the ungrouped one (a forward with
     its projection rules), else the grouped one where only it fits (fp16 H=1024 B=32 trains only
     grouped); NotSupported with the ungrouped plan's reason where neither fits."""
-    groups = batch_groups if isinstance(batch_groups, int) and not isinstance(batch_groups, bool) else None
-    grouped = grouped_plan(props, config, pass_name, args[-1], groups) if batch_groups is not False else None
-    if grouped is not None and (batch_groups is True or groups or rules.batch_groups_pay(grouped)):
+    grouped = _grouped_pass_plan(props, config, pass_name, args[-1], batch_groups)
+    if grouped is not None and (batch_groups != "auto" or rules.batch_groups_pay(grouped)):
         return grouped
     try:
         plan = plan_mma(props, pass_name, *args)
@@ -1154,6 +1153,19 @@ def _pass_plan(props, config, pass_name, args, batch_groups):
             raise
         return grouped
     return _with_projection(props, plan, config) if pass_name == "forward" else plan
+
+
+def _grouped_pass_plan(props, config, pass_name, reg_model, batch_groups):
+    """The grouped plan of one 16-bit pass for ``batch_groups`` (see plan_mma_config), or None: "auto" the first
+    of rules.batch_group_counts that fits (v39), True v30's BATCH_GROUPS, an int that many groups."""
+    if batch_groups is False:
+        return None
+    if batch_groups == "auto":
+        counts = rules.batch_group_counts(config.batch)
+    else:
+        counts = (BATCH_GROUPS if batch_groups is True else int(batch_groups),)
+    return next((plan for groups in counts
+                 for plan in [grouped_plan(props, config, pass_name, reg_model, groups)] if plan is not None), None)
 
 
 def largest_mma_hidden(props: dict, batch: int, pass_name: str = "forward", step: int = 64,

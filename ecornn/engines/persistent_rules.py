@@ -279,6 +279,29 @@ def batch_groups_pay(grouped) -> bool:
     return grouped.kind == "mma" and grouped.batch_groups > 1
 
 
+MAX_BATCH_GROUPS = 16   # v39: the most groups measured (fp16 H=256 B=128)
+GROUP_COLUMNS = 8       # v39: the columns of a group the "auto" choice starts from (one mma N tile)
+
+
+def batch_group_counts(batch: int) -> tuple:
+    """v39: the group counts a 16-bit pass of batch ``batch`` tries, in order, where groups are taken ("auto"): groups
+    of GROUP_COLUMNS columns, then of twice as many, ... (at most MAX_BATCH_GROUPS groups), then v30's two. Where a
+    count's plan does not fit, the next one is tried. H100, whole forward µs/step and fwd+bwd ms, the most groups vs
+    v30's two, alternated (results/persistent_v39, call 4): fp16 H=256 B=32 (4 groups) 1.09 vs 1.57 and 0.94 vs 1.22,
+    H=512 B=32 (4) 1.64 vs 2.40 and 1.32 vs 1.57, H=768 B=32 (4) 2.78 vs 3.10 and 2.03 vs 2.27, H=256 B=64 (8) 1.33
+    vs 3.10 and 1.11 vs 2.16 (4 groups: 1.69, 1.32), bf16 H=512 B=64 (8) 2.43 vs 3.09 and 1.81 vs 2.34 (4: 2.93,
+    1.86), fp16 H=256 B=128 (16) 1.98 and 1.53 (8: 2.38, 1.68; 4: 2.90, 1.96; two groups do not fit). A batch that
+    is not a multiple of GROUP_COLUMNS keeps v30's two groups."""
+    counts = []
+    if batch % GROUP_COLUMNS == 0:
+        columns = GROUP_COLUMNS
+        while batch % columns == 0 and batch // columns >= 2:
+            if batch // columns <= MAX_BATCH_GROUPS:
+                counts.append(batch // columns)
+            columns *= 2
+    return tuple(counts) + ((2,) if 2 not in counts else ())
+
+
 # v31 (H100, fwd+bwd, explore_bwd_v31 calls 5-7): the grid.sync backward's next-step loads issued after the
 # barrier, not before it (the barrier's fence waited for them in flight), paid -0.02 to -0.12 ms per training
 # call where each warp's product per step is 16 or more mma (fp16 H=1024 B=8 and 16, bf16 H=1024 B=4, H=1536 B=8,
