@@ -47,8 +47,9 @@ def test_the_ungrouped_b16_backward_wastes_half_its_tiles():
     assert ungrouped.batch_groups == 1 and "GROUPS" not in ungrouped.defines()
 
 
-@pytest.mark.parametrize("dtype, hidden, batch", [("float16", 1024, 16), ("bfloat16", 768, 16), ("float16", 1024, 24),
-                                                  ("float16", 256, 32), ("bfloat16", 512, 64), ("float16", 384, 18)])
+# v39: batches of 24 and more in groups of 8 where they fit and pay (test_persistent_v39_cpu); v30's two groups here
+@pytest.mark.parametrize("dtype, hidden, batch", [("float16", 1024, 16), ("bfloat16", 768, 16), ("float16", 1024, 32),
+                                                  ("float16", 384, 18), ("float16", 512, 20)])
 def test_auto_groups_even_batches_of_16_and_more(dtype, hidden, batch):
     for plan in _plans(dtype, hidden, batch).values():
         assert plan.batch_groups == 2 and 2 * plan.batch == batch
@@ -149,6 +150,7 @@ def test_a_barrier_per_group_is_an_option(monkeypatch):
     grid.sync (the backward, the forward at groups of 16) build with a counter per (direction, group);
     tagged and ungrouped plans have no such barrier either way."""
     monkeypatch.setattr(persistent, "_props", cap.h100_properties)
+    monkeypatch.setattr(persistent, "BATCH_GROUPS", 2)   # v30's two groups (v39's four at B=32 are tagged)
     config = LSTMConfig(512, 512, 1, False, "float16", 32, 8)
     assert all("GROUP_BARRIERS" not in p.defines() for p in persistent.plans_for(config, True).values())
     key = persistent._graph_mode("auto")

@@ -6,6 +6,7 @@
 #   tests     GPU test files ($TESTS; default the v39 file), TEST_TIMEOUT (default 300)
 #   order     benchmarks/diag_publish_order_v39.py (CELLS: its --cells; ORDER_MODES: its --modes, |-separated)
 #   groups    benchmarks/explore_groups_v39.py (ROUNDS, default 2): more than two batch groups
+#   gbench    benchmarks/bench_groups_v39.py: the many-group cells with fused and cuDNN in the process
 #   quick     the quick bench (#5's table, cuDNN in the process)
 #   rest      more GPU test files ($REST), TEST_TIMEOUT
 #   cache     the NVRTC cache
@@ -22,6 +23,7 @@ for stage in ${STAGES:-"tests quick cache"}; do
       ${CELLS:+--cells $CELLS} ${ORDER_MODES:+--modes "${ORDER_MODES_LIST[@]}"} 2>&1 | tail -12 ;;
     groups) timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/explore_groups_v39.py "$OUT" --rounds "${ROUNDS:-2}" \
       2>&1 | tail -24 ;;
+    gbench) timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/bench_groups_v39.py "$OUT" 2>&1 | tail -16 ;;
     quick) timeout "${QUICK_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     rest) run_gpu_tests "$OUT/rest.log" $(for f in ${REST:-}; do echo "$REPO/tests/$f"; done) ;;
     cache) save_cupy_cache "$OUT" ;;

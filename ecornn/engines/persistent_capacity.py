@@ -1157,15 +1157,17 @@ def _pass_plan(props, config, pass_name, args, batch_groups):
 
 def _grouped_pass_plan(props, config, pass_name, reg_model, batch_groups):
     """The grouped plan of one 16-bit pass for ``batch_groups`` (see plan_mma_config), or None: "auto" the first
-    of rules.batch_group_counts that fits (v39), True v30's BATCH_GROUPS, an int that many groups."""
+    of rules.batch_group_counts that fits and pays (v39: rules.more_groups_pay; v30's BATCH_GROUPS where it fits),
+    True v30's BATCH_GROUPS, an int that many groups."""
     if batch_groups is False:
         return None
-    if batch_groups == "auto":
-        counts = rules.batch_group_counts(config.batch)
-    else:
-        counts = (BATCH_GROUPS if batch_groups is True else int(batch_groups),)
-    return next((plan for groups in counts
-                 for plan in [grouped_plan(props, config, pass_name, reg_model, groups)] if plan is not None), None)
+    if batch_groups != "auto":
+        return grouped_plan(props, config, pass_name, reg_model, BATCH_GROUPS if batch_groups is True else batch_groups)
+    for groups in rules.batch_group_counts(config.batch):
+        plan = grouped_plan(props, config, pass_name, reg_model, groups)
+        if plan is not None and (groups == BATCH_GROUPS or rules.more_groups_pay(plan)):
+            return plan
+    return None
 
 
 def largest_mma_hidden(props: dict, batch: int, pass_name: str = "forward", step: int = 64,

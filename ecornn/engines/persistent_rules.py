@@ -302,6 +302,15 @@ def batch_group_counts(batch: int) -> tuple:
     return tuple(counts) + ((2,) if 2 not in counts else ())
 
 
+def more_groups_pay(grouped) -> bool:
+    """v39: whether "auto" takes the grouped plan ``grouped`` of a count batch_group_counts gives before v30's two
+    groups: a backward wherever it fits, a forward where more than half of its k-tiles stay in registers. H100
+    (results/persistent_v39, call 5), whole forward µs/step: fp16 H=1024 B=32 in 4 groups (4 of 8 k-tiles in
+    registers) 3.63 vs 3.38 in two, B=24 in 3 groups (5 of 8) 3.07 vs 3.29, H=768 B=32 in 4 (5 of 6) 2.78 vs 3.10
+    (call 4); every other measured count kept all its k-tiles in registers and won."""
+    return grouped.pass_name != "forward" or 2 * grouped.reg_k_tiles > grouped.k_tiles
+
+
 # v31 (H100, fwd+bwd, explore_bwd_v31 calls 5-7): the grid.sync backward's next-step loads issued after the
 # barrier, not before it (the barrier's fence waited for them in flight), paid -0.02 to -0.12 ms per training
 # call where each warp's product per step is 16 or more mma (fp16 H=1024 B=8 and 16, bf16 H=1024 B=4, H=1536 B=8,
