@@ -9,6 +9,7 @@
 #   gbench    benchmarks/bench_groups_v39.py: the many-group cells with fused and cuDNN in the process
 #   quick     the quick bench (#5's table, cuDNN in the process)
 #   rest      more GPU test files ($REST), TEST_TIMEOUT
+#   sanitize  compute-sanitizer memcheck and racecheck over benchmarks/persistent_groups_small_run.py (SAN_TIMEOUT)
 #   cache     the NVRTC cache
 set -u
 IFS='|' read -ra ORDER_MODES_LIST <<< "${ORDER_MODES:-}"
@@ -26,6 +27,7 @@ for stage in ${STAGES:-"tests quick cache"}; do
     gbench) timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/bench_groups_v39.py "$OUT" 2>&1 | tail -16 ;;
     quick) timeout "${QUICK_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     rest) run_gpu_tests "$OUT/rest.log" $(for f in ${REST:-}; do echo "$REPO/tests/$f"; done) ;;
+    sanitize) run_sanitizers benchmarks/persistent_groups_small_run.py "$OUT/sanitizers.log" "${SAN_TIMEOUT:-150}" 10 ;;
     cache) save_cupy_cache "$OUT" ;;
   esac
 done

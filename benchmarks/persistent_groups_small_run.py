@@ -1,0 +1,21 @@
+"""A small 16-bit forward + backward in many batch groups (v39: groups of 8 columns) for compute-sanitizer runs:
+2 layers, bidirectional, odd H, fp16 in 4 groups and bf16 in 8; fails unless the grouped mma kernels ran."""
+import numpy as np
+
+from ecornn import LSTMConfig, lstm_backward, lstm_forward
+from ecornn.engines import persistent
+from ecornn.weights import init_weights
+
+for dtype, hidden, batch, groups in (("float16", 40, 32, 4), ("bfloat16", 24, 64, 8)):
+    config = LSTMConfig(16, hidden, 2, True, dtype, batch, 5)
+    plans = {k: persistent._final(p) for k, p in persistent.plans_for(config, True).items()}
+    assert {p.batch_groups for p in plans.values()} == {groups}, plans
+    rng = np.random.default_rng(batch)
+    x = rng.standard_normal(config.input_shape).astype(dtype)
+    h0, c0 = (rng.standard_normal(config.state_shape).astype(dtype) for _ in range(2))
+    out = lstm_forward(x, init_weights(config, seed=1), h0, c0, bidirectional=True, strategy="persistent",
+                       training=True)
+    grads = lstm_backward(out.reserve, np.ones(config.output_shape, dtype))
+    assert persistent.last_kinds == {"forward": "mma", "backward": "mma"}, persistent.last_kinds
+    print("groups small run ok", dtype, groups, float(np.abs(np.asarray(out.y, np.float32)).sum()),
+          float(np.abs(np.asarray(grads.dx, np.float32)).sum()))
