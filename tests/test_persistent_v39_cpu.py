@@ -53,6 +53,12 @@ def test_the_flag_forces_a_count_or_v30s_choices(batch_groups, want):
     assert set(_groups("float16", 256, 64, batch_groups=batch_groups).values()) == {want}
 
 
+@pytest.mark.parametrize("bad", [1, 0, -4, "all", 2.0])
+def test_a_bad_count_names_what_was_expected(bad):
+    with pytest.raises(ValueError, match=r"batch groups: expected 'auto', True, False or an int >= 2, got"):
+        _groups("float16", 256, 64, batch_groups=bad)
+
+
 def test_a_forced_count_that_does_not_fit_falls_back():
     # fp16 H=1024 B=24: three groups fit the forward, not the backward, which runs ungrouped
     assert _groups("float16", 1024, 24, batch_groups=3) == {"forward": 3, "backward": 1}

@@ -1161,8 +1161,12 @@ def _grouped_pass_plan(props, config, pass_name, reg_model, batch_groups):
     True v30's BATCH_GROUPS, an int that many groups."""
     if batch_groups is False:
         return None
+    if batch_groups is True:
+        return grouped_plan(props, config, pass_name, reg_model, BATCH_GROUPS)
     if batch_groups != "auto":
-        return grouped_plan(props, config, pass_name, reg_model, BATCH_GROUPS if batch_groups is True else batch_groups)
+        if not isinstance(batch_groups, int) or batch_groups < 2:
+            raise ValueError(f"batch groups: expected 'auto', True, False or an int >= 2, got {batch_groups!r}")
+        return grouped_plan(props, config, pass_name, reg_model, batch_groups)
     for groups in rules.batch_group_counts(config.batch):
         plan = grouped_plan(props, config, pass_name, reg_model, groups)
         if plan is not None and (groups == BATCH_GROUPS or rules.more_groups_pay(plan)):
