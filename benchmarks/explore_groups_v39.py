@@ -1,6 +1,6 @@
 """v39 exploration: the 16-bit passes with the batch as more than two groups (persistent.BATCH_GROUPS = G, an int:
-G groups of B/G columns, each on 1/G of the SMs, wherever they fit) against the engine's choice ("auto": two groups
-where they pay, v30). Per cell and mode, alternated in one process: the forward kernel alone, the whole forward
+G groups of B/G columns, each on 1/G of the SMs, wherever they fit) against the engine's choice ("auto": v30's two
+groups in call 4's set 1, v39's rule in call 5's set 2). Per cell and mode, alternated in one process: the forward kernel alone, the whole forward
 (graph replay) and fwd+bwd, T=256, input = hidden.
 
     python benchmarks/explore_groups_v39.py OUT_DIR [--rounds N] [--repeats N] [--set 1|2]
@@ -28,20 +28,19 @@ CELL_SETS = {
 
 
 def measure_cell(dtype, hidden, batch, groups, rounds, repeats) -> dict:
+    from ecornn.engines import persistent
     problem = _problem(dtype, hidden, batch, seed=hidden + batch)
     modes = {"auto": {}, **{f"G={g}": {"BATCH_GROUPS": g} for g in groups}}
-    usable = {}
+    usable, errors = {}, {}
     for mode, flags in modes.items():   # a mode that does not plan (NotSupported) is recorded, not timed
         ab_modes.set_engine_flags(flags)
         try:
-            from ecornn.engines import persistent
             persistent.plans_for(problem[0], True)
             usable[mode] = flags
         except Exception as exc:   # noqa: BLE001 - recorded per mode
-            usable.setdefault("_errors", {})[mode] = f"{type(exc).__name__}: {str(exc)[:160]}"
+            errors[mode] = f"{type(exc).__name__}: {str(exc)[:160]}"
         finally:
             ab_modes.set_engine_flags({})
-    errors = usable.pop("_errors", {})
 
     def measure():
         t = ab_modes.time_mode(*problem, repeats, train=True)

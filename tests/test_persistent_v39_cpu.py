@@ -79,7 +79,7 @@ def test_a_many_group_plans_defines_grid_and_exchange():
     assert plan.exchange_shape(1)[0] == 16 and "16 groups of 8" in plan.describe()
 
 
-def test_the_planner_costs_one_groups_batch(monkeypatch):
+def test_the_planner_costs_one_groups_batch():
     from ecornn import costmodel, planner
     from ecornn.devices import KNOWN
     config = LSTMConfig(256, 256, 1, False, "float16", 64, 256)
