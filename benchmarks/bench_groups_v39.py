@@ -19,13 +19,18 @@ CELLS = [("float16", 256, 32), ("float16", 512, 32), ("bfloat16", 512, 32), ("fl
          ("float16", 1024, 24), ("float16", 1024, 32)]
 
 
-def main(argv=None):
+def run(cells, name: str, argv=None):
+    """Bench ``cells`` (dtype, hidden, batch) one row at a time, saving OUT_DIR/``name``.{json,md} after each."""
     args, out = bench_args(argv, repeats=10)
     meta, rows = bench_meta(), []
-    for cell in CELLS:
+    for cell in cells:
         rows.append(row(*cell, repeats=args.repeats))
         print(markdown(rows[-1:]).splitlines()[-1], flush=True)
-        save_rows(out, "bench_groups_v39", meta, rows, markdown(rows))
+        save_rows(out, name, meta, rows, markdown(rows))
+
+
+def main(argv=None):
+    run(CELLS, "bench_groups_v39", argv)
 
 
 if __name__ == "__main__":

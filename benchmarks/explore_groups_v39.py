@@ -27,7 +27,8 @@ CELL_SETS = {
         ("bfloat16", 384, 64, (2,)), ("float16", 128, 128, (2,))]}
 
 
-def measure_cell(dtype, hidden, batch, groups, rounds, repeats) -> dict:
+def measure_cell(dtype, hidden, batch, groups, rounds, repeats, train=True) -> dict:
+    """Per mode ("auto" and G groups): whole forward, kernel and (``train``) fwd+bwd, alternated."""
     from ecornn.engines import persistent
     problem = _problem(dtype, hidden, batch, seed=hidden + batch)
     modes = {"auto": {}, **{f"G={g}": {"BATCH_GROUPS": g} for g in groups}}
@@ -35,7 +36,7 @@ def measure_cell(dtype, hidden, batch, groups, rounds, repeats) -> dict:
     for mode, flags in modes.items():   # a mode that does not plan (NotSupported) is recorded, not timed
         ab_modes.set_engine_flags(flags)
         try:
-            persistent.plans_for(problem[0], True)
+            persistent.plans_for(problem[0], train)
             usable[mode] = flags
         except Exception as exc:   # noqa: BLE001 - recorded per mode
             errors[mode] = f"{type(exc).__name__}: {str(exc)[:160]}"
@@ -43,8 +44,9 @@ def measure_cell(dtype, hidden, batch, groups, rounds, repeats) -> dict:
             ab_modes.set_engine_flags({})
 
     def measure():
-        t = ab_modes.time_mode(*problem, repeats, train=True)
-        return {"fwd": t["graph_fwd_us"], "kernel": t["kernel_us"], "train": t["train_ms"], "plan": t["plan"]}
+        t = ab_modes.time_mode(*problem, repeats, train=train)
+        return {"fwd": t["graph_fwd_us"], "kernel": t["kernel_us"], "train": t.get("train_ms", float("nan")),
+                "plan": t["plan"]}
     runs = ab_modes.alternate_rounds(usable, rounds, measure)
     return {"dtype": dtype, "hidden": hidden, "batch": batch, "errors": errors,
             "modes": {m: {k: (v if k == "plan" else [float(x) for x in v]) for k, v in r.items()} for m, r in runs.items()}}
@@ -62,19 +64,24 @@ def markdown(rows) -> str:
 
 
 def main(argv=None):
+    run(CELL_SETS, "explore_groups_v39", argv)
+
+
+def run(cell_sets: dict, name: str, argv=None):
+    """Measure the cells of --set (a key of ``cell_sets``), saving OUT_DIR/``name``.{json,md} after each."""
     def configure(parser):
         parser.add_argument("--rounds", type=int, default=2)
-        parser.add_argument("--set", type=int, choices=sorted(CELL_SETS), default=max(CELL_SETS))
+        parser.add_argument("--set", type=int, choices=sorted(cell_sets), default=max(cell_sets))
     args, out = bench_args(argv, repeats=10, configure=configure)
     meta, rows = bench_meta(), []
-    for dtype, hidden, batch, groups in CELL_SETS[args.set]:
+    for dtype, hidden, batch, groups, *train in cell_sets[args.set]:   # an optional 5th item: train (default True)
         try:
-            rows.append(measure_cell(dtype, hidden, batch, groups, args.rounds, args.repeats))
+            rows.append(measure_cell(dtype, hidden, batch, groups, args.rounds, args.repeats, *train))
         except Exception as exc:   # one cell's failure must not lose the others
             rows.append({"dtype": dtype, "hidden": hidden, "batch": batch, "modes": {},
                          "errors": {"cell": f"{type(exc).__name__}: {str(exc)[:300]}"}})
         print(rows[-1], flush=True)
-        save_rows(out, "explore_groups_v39", meta, rows, markdown(rows))
+        save_rows(out, name, meta, rows, markdown(rows))
     print(markdown(rows))
 
 

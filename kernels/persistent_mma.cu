@@ -214,7 +214,9 @@ constexpr float kLoScale = 2048.0f;                   // lo = (x - hi) * 2^11
 constexpr bool kSplitWords = kSplit && SPLIT_WORDS != 0;
 constexpr int kXchRows = kSplitWords && kTagged ? BATCH : kVecRows;   // rows of the exchange buffer
 static_assert(!kSplit || (PASS == 0 && BF16 == 0), "SPLIT: fp16 halves, forward only");
-static_assert(kGroups == 1 || !kSplit, "GROUPS: 16-bit layers only");
+// v40: GROUPS with SPLIT (fp32 forwards in batch groups), not with v29's in-kernel split projection (its split
+// input [T][B][.] is not grouped; a forced option only).
+static_assert(kGroups == 1 || !kSplit || IN_K_TILES == 0, "GROUPS with SPLIT: not with the in-kernel projection");
 constexpr int kTileU4 = kWarps * kKTiles * kATiles * 32;   // one block's packed tile (uint4)
 
 static_assert(REG_K_TILES >= 0 && REG_K_TILES <= K_TILES, "REG_K_TILES must be in [0, K_TILES]");
@@ -1077,7 +1079,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
                 xz = make_float4(xw4.x + b4.x, xw4.y + b4.y, xw4.z + b4.z, xw4.w + b4.w);
             }
             if (kSplit && !kH0InProduct && step == 0) {   // W_hh h0 (in h0's place); read here, once: no registers held for it
-                const float4 r = __ldg(reinterpret_cast<const float4*>(h0 + ((size_t)p.d * kBatch + p.b) * G + 4 * (size_t)p.j));
+                const float4 r = __ldg(reinterpret_cast<const float4*>(h0 + ((size_t)p.d * kBatchAll + batch_column(p)) * G + 4 * (size_t)p.j));
                 xz = make_float4(xz.x + r.x, xz.y + r.y, xz.z + r.z, xz.w + r.w);
             }
             // v34: the step-0 product with h0's exponent back (powers of two: exact), read where the prologue left it

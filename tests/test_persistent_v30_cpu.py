@@ -62,10 +62,12 @@ def test_auto_leaves_small_and_odd_batches_ungrouped(dtype, hidden, batch):
         assert plan.batch_groups == 1
 
 
-def test_fp32_is_never_grouped():
+def test_the_fp32_backward_is_never_grouped():
+    """v40 groups the fp32 split forward (tests/test_persistent_v40_cpu.py); the fp32 backward stays on FFMA."""
     config = LSTMConfig(1024, 1024, 1, False, "float32", 16, 8)
-    assert cap.grouped_plan(H100, config) is None
-    assert all(getattr(p, "batch_groups", 1) == 1 for p in cap.plan_config(H100, config, True).values())
+    assert cap.grouped_plan(H100, config, "backward") is None
+    assert cap.grouped_plan(H100, config).parts == 2
+    assert getattr(cap.plan_config(H100, config, True, batch_groups=2)["backward"], "batch_groups", 1) == 1
 
 
 def test_the_flag_false_gives_v29s_plans(monkeypatch):

@@ -375,6 +375,9 @@ def plan_config(props: dict, config, training: bool, backward_by_rows="auto", fp
         # a 16-bit call: say why the tensor-core kernel did not fit first, the fp32 fallback's reason after
         raise NotSupported(STRATEGY, f"{mma_error.reason}; the fp32 kernels as fallback: {exc.reason}") from exc
     if config.dtype == MMA_SPLIT_DTYPE and fp32_tensor_cores:
+        grouped = _grouped_split_forward(props, config, reg_model, batch_groups)
+        if grouped is not None:
+            return {**plans, "forward": grouped}
         try:
             split = plan_mma(props, "forward", config.hidden_size, config.batch, config.num_directions,
                              MMA_SPLIT_DTYPE, reg_model)
@@ -383,6 +386,19 @@ def plan_config(props: dict, config, training: bool, backward_by_rows="auto", fp
         if fp32_tensor_cores is True or rules.fp32_split_pays(split):
             plans = {**plans, "forward": split_forward(props, split, config)}
     return plans
+
+
+def _grouped_split_forward(props: dict, config, reg_model: str, batch_groups):
+    """v40: the fp32 split forward with its batch in groups on blocks of their own, or None (the ungrouped split or
+    FFMA): "auto" the first of rules.split_group_counts that fits where rules.split_groups_pay; True, an int G, as
+    for 16-bit passes (_grouped_pass_plan); False never."""
+    if batch_groups != "auto":
+        return _grouped_pass_plan(props, config, "forward", reg_model, batch_groups)
+    for groups in rules.split_group_counts(config.batch):
+        plan = grouped_plan(props, config, "forward", reg_model, groups)
+        if plan is not None and rules.split_groups_pay(plan):
+            return plan
+    return None
 
 
 def split_forward(props: dict, split, config):
@@ -624,6 +640,7 @@ MMA_DTYPES = ("float16", "bfloat16")
 MMA_WARP_CHOICES = (16, 8, 4)
 BATCH_GROUPS = 2        # v30: groups of a grouped pass's batch (grouped_plan; v39: "auto" tries more first)
 BATCH_GROUP_MIN = 8     # ... each of at least this many columns (one mma N tile)
+SPLIT_GROUP_MIN = 4     # v40: the fp32 split's groups from 4 columns (paired: hi and lo rows fill the N tile)
 GROUP_WARPS = {"forward": 8,    # ... on blocks of this many warps (fp16 H=1024 B=16 forward, kernel alone:
                "backward": 16}  # 8 warps 2.31-2.45, 16 warps 2.72-2.86)
 # Registers besides the register tiles (4 * m_tiles per k-tile) and the accumulators
@@ -877,6 +894,8 @@ def with_input_projection(props: dict, plan, input_sizes):
         return grid_with_input_projection(props, plan, input_sizes)
     if plan.pass_name != "forward" or any(k % 8 for k in input_sizes):
         return plan
+    if plan.parts == 2 and plan.batch_groups > 1:   # v40: v29's split input [T][B][.] is not grouped
+        return plan
     in_k = -(-max(input_sizes) // (16 * plan.warps))
     smem = plan.smem_bytes + mma_input_smem_bytes(plan.batch, plan.warps, plan.m_tiles, in_k, plan.parts)
     regs = plan.regs_per_thread + mma_input_registers(plan)
@@ -1100,7 +1119,10 @@ def grouped_plan(props: dict, config, pass_name: str = "forward", reg_model: str
     way of sharing a grid; GROUP_WARPS warps), a forward with that batch's projection rules; None where
     the batch does not split or a group does not fit."""
     groups, batch = groups or BATCH_GROUPS, config.batch
-    if config.dtype not in MMA_DTYPES or batch % groups or batch // groups < BATCH_GROUP_MIN:
+    split = config.dtype == MMA_SPLIT_DTYPE   # v40: the fp32 split forward in groups too
+    if split and pass_name != "forward" or config.dtype not in MMA_DTYPES and not split:
+        return None
+    if batch % groups or batch // groups < (SPLIT_GROUP_MIN if split else BATCH_GROUP_MIN):
         return None
     dims = (pass_name, config.dtype, config.hidden_size, batch // groups, reg_model)
     plan = _group_plan(props, *dims, 2 * groups) if config.num_directions == 2 else None
@@ -1112,7 +1134,9 @@ def grouped_plan(props: dict, config, pass_name: str = "forward", reg_model: str
     if plan is None:
         return None
     plan = replace(plan, batch_groups=groups)
-    return _with_projection(props, plan, config) if pass_name == "forward" else plan
+    if pass_name != "forward":
+        return plan
+    return split_forward(props, plan, config) if split else _with_projection(props, plan, config)
 
 
 def _group_plan(props, pass_name, dtype, hidden, batch, reg_model, shares):
@@ -1131,8 +1155,9 @@ def plan_mma_config(props: dict, config, training: bool, reg_model: str = "v19",
     (True: v30's BATCH_GROUPS) or never (False); an int G > 1: G groups wherever they fit (2: v38's choice)."""
     args = (config.hidden_size, config.batch, config.num_directions, config.dtype, reg_model)
     if config.dtype == MMA_SPLIT_DTYPE:
-        forward = plan_mma(props, "forward", *args)
-        return {**plan_grid_config(props, config, training), "forward": split_forward(props, forward, config)}
+        forward = _grouped_split_forward(props, config, reg_model, batch_groups)
+        forward = forward or split_forward(props, plan_mma(props, "forward", *args), config)
+        return {**plan_grid_config(props, config, training), "forward": forward}
     passes = ("forward", "backward") if training else ("forward",)
     plans = {p: _pass_plan(props, config, p, args, batch_groups) for p in passes}
     plans["forward"] = with_poll_delay(plans["forward"])

@@ -311,6 +311,18 @@ def more_groups_pay(grouped) -> bool:
     return grouped.pass_name != "forward" or 2 * grouped.reg_k_tiles > grouped.k_tiles
 
 
+def split_group_counts(batch: int) -> tuple:
+    """v40: the group counts an fp32 split forward of batch ``batch`` tries under "auto", in order (as
+    batch_group_counts: groups of 8 columns, then of 16, ...). Not yet measured: split_groups_pay takes none."""
+    return batch_group_counts(batch) if batch % GROUP_COLUMNS == 0 else ()
+
+
+def split_groups_pay(grouped) -> bool:
+    """v40: whether "auto" runs the fp32 split forward ``grouped`` (its batch in groups) instead of the ungrouped
+    split or FFMA. Not measured yet: never."""
+    return False
+
+
 # v31 (H100, fwd+bwd, explore_bwd_v31 calls 5-7): the grid.sync backward's next-step loads issued after the
 # barrier, not before it (the barrier's fence waited for them in flight), paid -0.02 to -0.12 ms per training
 # call where each warp's product per step is 16 or more mma (fp16 H=1024 B=8 and 16, bf16 H=1024 B=4, H=1536 B=8,
