@@ -21,9 +21,10 @@ CELL_SETS = {
         ("float32", 256, 64, (4, 8, 16), False), ("float32", 512, 16, (2, 4), False),
         ("float32", 1024, 8, (2,), False), ("float32", 384, 32, (4, 8), False),
         ("float32", 256, 16, (2, 4), False)],
-    2: [("float32", 512, 64, (2, 4), False), ("float32", 768, 16, (2,), False), ("float32", 768, 32, (2,), False),
-        ("float32", 1024, 16, (2,), False), ("float32", 512, 8, (2,), False), ("float32", 384, 16, (2, 4), False),
-        ("float32", 128, 64, (8, 16), False)]}
+    2: [("float32", 512, 64, (4,), False), ("float32", 768, 16, (2,), False),
+        ("float32", 768, 32, (2,), False), ("float32", 1024, 16, (2,), False), ("float32", 512, 8, (2,), False),
+        ("float32", 384, 16, (2, 4), False), ("float32", 128, 64, (8, 16), False), ("float32", 256, 8, (2,), False),
+        ("float32", 384, 24, (3, 6), False), ("float32", 128, 128, (16, 32), False)]}
 
 
 if __name__ == "__main__":
