@@ -24,7 +24,13 @@ CELL_SETS = {
     2: [("float32", 512, 64, (4,), False), ("float32", 768, 16, (2,), False),
         ("float32", 768, 32, (2,), False), ("float32", 1024, 16, (2,), False), ("float32", 512, 8, (2,), False),
         ("float32", 384, 16, (2, 4), False), ("float32", 128, 64, (8, 16), False), ("float32", 256, 8, (2,), False),
-        ("float32", 384, 24, (3, 6), False), ("float32", 128, 128, (16, 32), False)]}
+        ("float32", 384, 24, (3, 6), False), ("float32", 128, 128, (16, 32), False)],
+    # 3: v40's rule as "auto" against no groups (False: the ungrouped split or FFMA) on cells calls 1-2 did not measure,
+    # below the rule's smallest hidden size (forced counts), and fwd+bwd on two of them
+    3: [("float32", 768, 8, (False,), False), ("float32", 128, 32, (False,), False), ("float32", 512, 12, (False,), False),
+        ("float32", 384, 20, (False,), False), ("float32", 256, 40, (False,), False), ("float32", 512, 18, (False,), False),
+        ("float32", 96, 32, (False, 8), False), ("float32", 64, 16, (False, 4), False), ("float32", 1536, 8, (False, 2), False),
+        ("float32", 512, 16, (False,), True), ("float32", 256, 32, (False,), True)]}
 
 
 if __name__ == "__main__":

@@ -124,7 +124,7 @@ def predict_persistent_us(config: LSTMConfig, device: DeviceSpec, kernel: dict,
         grid_step = _persistent_step(config, device, kernel["blocks"], consts.grid_sync_us
                                      + consts.persistent_exchange_us, consts)
         if kernel.get("split_mma"):   # the fp32 split forward; the backward stays on the fp32 kernels
-            total += split_step_us(config, kernel["split_mma"], consts) + projection
+            total += split_step_us(config, kernel["split_mma"], consts, kernel.get("split_groups", 1)) + projection
             if training:
                 total += consts.backward_factor * grid_step + 2 * projection + _gemm_us(
                     2.0 * config.batch * config.gate_size * config.hidden_size * config.num_directions,
@@ -163,15 +163,16 @@ def mma_step_us(config: LSTMConfig, consts: CostConstants, groups: int = 1) -> f
     return consts.mma_step_us + consts.mma_vector_us * hb + consts.mma_weights_us * hh
 
 
-def split_step_terms(config: LSTMConfig, mma_per_tile: int) -> tuple:
+def split_step_terms(config: LSTMConfig, mma_per_tile: int, groups: int = 1) -> tuple:
     """(H*B/1e3, mma per weight tile x H^2/1e6) of one split forward step of one layer; mma_per_tile
-    counts every N tile (the plan's mma_per_tile x n_tiles)."""
-    hb, hh = mma_step_terms(config)
+    counts every N tile (the plan's mma_per_tile x n_tiles; v40, the batch in ``groups`` groups: x groups, B one
+    group's)."""
+    hb, hh = mma_step_terms(config, groups)
     return hb, mma_per_tile * hh
 
 
-def split_step_us(config: LSTMConfig, mma_per_tile: int, consts: CostConstants) -> float:
-    hb, mma_hh = split_step_terms(config, mma_per_tile)
+def split_step_us(config: LSTMConfig, mma_per_tile: int, consts: CostConstants, groups: int = 1) -> float:
+    hb, mma_hh = split_step_terms(config, mma_per_tile, groups)
     return consts.split_step_us + consts.split_vector_us * hb + consts.split_mma_us * mma_hh
 
 

@@ -60,7 +60,10 @@ def persistent_fit(config: LSTMConfig, device: DeviceSpec, training: bool = Fals
               # v12/v15: the forward computes x W_ih^T itself (no projection GEMM before it)
               "in_kernel_projection": bool(getattr(forward, "in_kernel_projection", False))}
     if getattr(forward, "parts", 1) == 2:   # the fp32 split forward (fp32 kernels backward)
-        kernel["split_mma"] = forward.mma_per_tile * forward.n_tiles
+        # mma per weight tile of one block (v40: a block of a grouped split serves its group's columns, on 1/groups
+        # of the blocks)
+        kernel["split_mma"] = forward.mma_per_tile * forward.n_tiles * forward.batch_groups
+        kernel["split_groups"] = forward.batch_groups
         if "backward" in passes:
             kernel["blocks"] = passes["backward"].grid
         return kernel

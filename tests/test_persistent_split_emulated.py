@@ -92,7 +92,8 @@ def test_split_halves_rebuild_the_weights(rng):
 def test_split_plans_rule_and_flag(cpu_engine, monkeypatch):
     """"auto" splits fp32 forwards from FP32_SPLIT_MIN_HIDDEN and FP32_SPLIT_MIN_BATCH on, and the
     paired B=4 from FP32_PAIRED_MIN_HIDDEN on; True wherever it fits, False never; the flag is part
-    of the graph mode."""
+    of the graph mode. (Ungrouped: v40's grouped split takes H=256 B=8, test_persistent_v40_cpu.py.)"""
+    monkeypatch.setattr(persistent, "BATCH_GROUPS", False)
     small, large = (LSTMConfig(h, h, 1, False, "float32", 8, 3) for h in (256, 1024))
     assert cpu_engine.plans_for(small)["forward"].kind == "grid"
     assert cpu_engine.plans_for(large.replace(batch=4))["forward"].paired

@@ -116,7 +116,8 @@ def test_the_h100_grid_plans_that_take_it(hidden, batch, takes):
     """The fp32 cells on the grid kernel with a GEMM projection: kernel_bias and no in-kernel projection;
     from B=4 (rules.grid_xw_unscale_pays) the engine hands them the scaled xw."""
     from ecornn.engines import persistent_rules as rules
-    plan = cap.plan_config(cap.h100_properties(), LSTMConfig(hidden, hidden, batch=batch, seq_len=256), False)["forward"]
+    config = LSTMConfig(hidden, hidden, batch=batch, seq_len=256)
+    plan = cap.plan_config(cap.h100_properties(), config, False, batch_groups=False)["forward"]   # (v40 groups B=8)
     assert plan.kind == "grid" and plan.kernel_bias and not plan.in_kernel_projection
     assert rules.grid_xw_unscale_pays(plan) == takes
 
@@ -168,7 +169,7 @@ def test_the_split_rule(hidden, batch, pays):
     the pass was as fast or faster at H=1024 B=4)."""
     from ecornn.engines import persistent_rules as rules
     config = LSTMConfig(hidden, hidden, batch=batch, seq_len=256)
-    plan = cap.plan_config(cap.h100_properties(), config, False)["forward"]
+    plan = cap.plan_config(cap.h100_properties(), config, False, batch_groups=False)["forward"]   # (v40: ungrouped)
     assert plan.kind == "mma" and plan.parts == 2
     assert rules.split_xw_unscale_pays(plan) == pays
 

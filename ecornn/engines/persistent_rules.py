@@ -311,16 +311,38 @@ def more_groups_pay(grouped) -> bool:
     return grouped.pass_name != "forward" or 2 * grouped.reg_k_tiles > grouped.k_tiles
 
 
+SPLIT_GROUP_COLUMNS = 4        # v40: the fp32 split's groups start from 4 columns (paired: hi and lo fill N = 8)
+SPLIT_GROUPS_MIN_HIDDEN = 128   # v40: the smallest hidden size measured grouped
+
+
 def split_group_counts(batch: int) -> tuple:
-    """v40: the group counts an fp32 split forward of batch ``batch`` tries under "auto", in order (as
-    batch_group_counts: groups of 8 columns, then of 16, ...). Not yet measured: split_groups_pay takes none."""
-    return batch_group_counts(batch) if batch % GROUP_COLUMNS == 0 else ()
+    """v40: the group counts an fp32 split forward of batch ``batch`` tries under "auto", in order: groups of
+    SPLIT_GROUP_COLUMNS columns, then of twice as many, ... (at most MAX_BATCH_GROUPS groups), then two groups of at
+    least GROUP_COLUMNS columns."""
+    counts, columns = [], SPLIT_GROUP_COLUMNS
+    while batch % columns == 0 and batch // columns >= 2:
+        if batch // columns <= MAX_BATCH_GROUPS:
+            counts.append(batch // columns)
+        columns *= 2
+    if batch % 2 == 0 and batch // 2 >= GROUP_COLUMNS and 2 not in counts:
+        counts.append(2)
+    return tuple(counts)
 
 
 def split_groups_pay(grouped) -> bool:
-    """v40: whether "auto" runs the fp32 split forward ``grouped`` (its batch in groups) instead of the ungrouped
-    split or FFMA. Not measured yet: never."""
-    return False
+    """v40: whether "auto" runs the fp32 split forward ``grouped`` (its batch in groups on blocks of their own) instead
+    of the ungrouped split or FFMA: from H=SPLIT_GROUPS_MIN_HIDDEN, where more than half of its k-tiles stay in
+    registers, or as two groups of at least GROUP_COLUMNS columns. H200, whole forward µs/step, alternated
+    (results/persistent_v40, calls 1-2; "auto" before v40 first): H=256 B=16 2.63 (FFMA) / 4 groups of 4 1.31 / 2 of 8
+    1.81; B=32 4.73 / 4 of 8 1.66 / 8 of 4 1.71; B=64 5.48 / 8 of 8 2.37 / 16 of 4 (1 of 2 k-tiles in registers) 2.46;
+    H=384 B=16 3.24 / 4 of 4 1.99; B=24 4.02 / 6 of 4 2.24; B=32 5.04 / 8 of 4 2.48 / 4 of 8 3.12; H=512 B=8 2.37 / 2
+    of 4 1.76; B=16 3.52 / 4 of 4 2.09; B=32 5.56 / 4 of 8 3.20; B=64 7.64 / 4 of 16 4.26; H=768 B=16 4.90 / 2 of 8
+    3.59; B=32 7.32 / 2 of 16 5.02; H=1024 B=16 4.83 / 2 of 8 (4 of 8 k-tiles in registers) 4.16; H=128 B=64 4.99 /
+    16 of 4 1.54; B=128 15.29 (FFMA) / 16 of 8 1.94 / 32 of 4 2.24; H=256 B=8 1.61 (FFMA) / 2 of 4 1.54. The one
+    loss: H=1024 B=8 in 2 groups of 4 (4 of 8 k-tiles in registers) 3.37 vs 3.28 ungrouped."""
+    if grouped.hidden < SPLIT_GROUPS_MIN_HIDDEN:
+        return False
+    return 2 * grouped.reg_k_tiles > grouped.k_tiles or (grouped.batch_groups == 2 and grouped.batch >= GROUP_COLUMNS)
 
 
 # v31 (H100, fwd+bwd, explore_bwd_v31 calls 5-7): the grid.sync backward's next-step loads issued after the
