@@ -139,7 +139,8 @@ def _fit_mma_inference(consts, points, device):
 def _fit_split_inference(consts, points, device):
     """The same for the fp32 split's (fixed µs, µs per 1e3 H*B, µs per 1e6 H^2 per mma of a tile)."""
     return _fit_linear_step(consts, points, device, ("split_step_us", "split_vector_us", "split_mma_us"),
-                            lambda config, kernel: costmodel.split_step_terms(config, kernel["split_mma"]))
+                            lambda config, kernel: costmodel.split_step_terms(config, kernel["split_mma"],
+                                                                              kernel.get("split_groups", 1)))
 
 
 def _fit_linear_step(consts, points, device, names, terms):

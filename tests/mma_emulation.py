@@ -140,6 +140,9 @@ def split_block_sums(plan, tiles, vec):
     """block_sums of the fp32 split (v13): tiles [..., 2 * m_tiles, 32, 4] hold the hi fragments,
     then the lo ones; the vector is split as the kernel publishes it (split_vector), and the
     products combine as hi.hi + (lo.hi + hi.lo) / 2^11. Paired plans (v14): paired_block_sums."""
+    if plan.paired and vec.shape[1] > plan.batch:   # v40: groups of B columns, each its own paired N tile
+        return np.concatenate([paired_block_sums(plan, tiles, vec[:, g:g + plan.batch])
+                               for g in range(0, vec.shape[1], plan.batch)], axis=2)
     if plan.paired:
         return paired_block_sums(plan, tiles, vec)
     halves = replace(plan, dtype="float16")

@@ -39,7 +39,8 @@ def test_split_forward_matches_the_fp32_reference(monkeypatch, tagged, inp, hidd
     assert persistent.last_kinds["forward"] == "mma" and persistent.last_kinds["backward"] in ("grid", "rows")
 
 
-def test_auto_splits_from_the_rule_sizes_on():
+def test_auto_splits_from_the_rule_sizes_on(monkeypatch):
+    monkeypatch.setattr(persistent, "BATCH_GROUPS", False)   # the ungrouped rule (v40 groups H=256 B=8)
     assert _forward_plan(LSTMConfig(1024, 1024, 1, False, "float32", 8, 10)).parts == 2
     assert _forward_plan(LSTMConfig(1024, 1024, 1, False, "float32", 4, 10)).paired   # v14
     assert _forward_plan(LSTMConfig(512, 512, 1, False, "float32", 4, 10)).kind == "grid"

@@ -28,8 +28,9 @@ def cluster_launches(monkeypatch):
     (100, 100, 1, False, 16, 9, False),    # odd H, B=16
     (448, 448, 1, False, 1, 300, False),   # the largest cluster-fitting H at B=1, T=300
 ])
-def test_fp32_inference_runs_the_kernel_the_rule_picks(rng, cluster_launches, inp, hidden, layers, bidir, batch,
-                                                      steps, on_cluster):
+def test_fp32_inference_runs_the_kernel_the_rule_picks(monkeypatch, rng, cluster_launches, inp, hidden, layers, bidir,
+                                                      batch, steps, on_cluster):
+    monkeypatch.setattr(persistent, "BATCH_GROUPS", False)   # cluster or FFMA (v40 groups the split at B=8, 16)
     config = LSTMConfig(inp, hidden, layers, bidir, "float32", batch, steps)
     weights, x, h0, c0 = random_problem(rng, config)
     got = lstm_forward(x, weights, h0, c0, bidirectional=bidir, strategy="persistent")
@@ -42,7 +43,8 @@ def test_fp32_inference_runs_the_kernel_the_rule_picks(rng, cluster_launches, in
 
 
 @pytest.mark.parametrize("hidden, batch, kind", [(256, 8, "grid"), (128, 2, "cluster")])
-def test_inference_graph_replays_match_float64(rng, hidden, batch, kind):
+def test_inference_graph_replays_match_float64(monkeypatch, rng, hidden, batch, kind):
+    monkeypatch.setattr(persistent, "BATCH_GROUPS", False)   # (v40 groups the split at H=256 B=8)
     _assert_graph_replays_match_float64(rng, LSTMConfig(hidden, hidden, 1, False, "float32", batch, 40), kind)
 
 

@@ -95,3 +95,13 @@ def test_grouped_split_keeps_its_projection_outside(monkeypatch, rng):
     _assert_grouped_split(plan, 4)
     assert not plan.in_kernel_projection
     _compare(rng, config, FP32_TOL)
+
+
+# "auto" (rules.split_group_counts, split_groups_pay): paired groups of 4 first, then groups of 8 columns
+@pytest.mark.parametrize("hidden, batch, groups, columns", [(512, 16, 4, 4), (256, 64, 8, 8), (512, 18, 2, 9)])
+def test_auto_takes_the_grouped_split(rng, hidden, batch, groups, columns):
+    config = LSTMConfig(hidden, hidden, 1, False, "float32", batch, 14)
+    plan = _built_forward(config, True)
+    _assert_grouped_split(plan, groups)
+    assert plan.batch == columns
+    _compare(rng, config, FP32_TOL)

@@ -312,7 +312,7 @@ def more_groups_pay(grouped) -> bool:
 
 
 SPLIT_GROUP_COLUMNS = 4        # v40: the fp32 split's groups start from 4 columns (paired: hi and lo fill N = 8)
-SPLIT_GROUPS_MIN_HIDDEN = 128   # v40: the smallest hidden size measured grouped
+SPLIT_GROUPS_MIN_HIDDEN = 96    # v40: grouped from here (H=96 B=32 1.38 vs 3.17-3.27; H=64 B=16 tied FFMA)
 
 
 def split_group_counts(batch: int) -> tuple:
@@ -339,7 +339,10 @@ def split_groups_pay(grouped) -> bool:
     of 4 1.76; B=16 3.52 / 4 of 4 2.09; B=32 5.56 / 4 of 8 3.20; B=64 7.64 / 4 of 16 4.26; H=768 B=16 4.90 / 2 of 8
     3.59; B=32 7.32 / 2 of 16 5.02; H=1024 B=16 4.83 / 2 of 8 (4 of 8 k-tiles in registers) 4.16; H=128 B=64 4.99 /
     16 of 4 1.54; B=128 15.29 (FFMA) / 16 of 8 1.94 / 32 of 4 2.24; H=256 B=8 1.61 (FFMA) / 2 of 4 1.54. The one
-    loss: H=1024 B=8 in 2 groups of 4 (4 of 8 k-tiles in registers) 3.37 vs 3.28 ungrouped."""
+    loss: H=1024 B=8 in 2 groups of 4 (4 of 8 k-tiles in registers) 3.37 vs 3.28 ungrouped. The rule against no groups
+    (call 3, "auto" / ungrouped): H=768 B=8 2.18 / 3.46, H=128 B=32 1.42 / 3.64, H=512 B=12 1.99 / 3.34, H=384 B=20
+    2.15 / 3.90, H=256 B=40 1.98 / 5.22, H=512 B=18 (2 of 9) 2.94 / 4.24; forced below H=128: H=96 B=32 in 8 of 4
+    1.38 / 3.17, H=64 B=16 in 4 of 4 1.44 / 1.43 (FFMA)."""
     if grouped.hidden < SPLIT_GROUPS_MIN_HIDDEN:
         return False
     return 2 * grouped.reg_k_tiles > grouped.k_tiles or (grouped.batch_groups == 2 and grouped.batch >= GROUP_COLUMNS)
