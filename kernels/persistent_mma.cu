@@ -112,6 +112,12 @@
 // v38, two directions in one grid on 8 warps: fp16 H=1024 B=8 (the projection in the kernel), bf16 H=1216 B=1.
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8
 // ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=1 -DNWARPS=8 -DM_TILES=5 -DK_TILES=10 -DREG_K_TILES=7 -DTAGGED=1
+// v40 (GROUPS with SPLIT): the fp32 split in batch groups: H=512 B=16 in 4 paired groups of 4, H=256 B=64 in 8 of 8,
+// H=384 B=32 in 8 paired groups of 4 (a k-tile in shared memory), H=1024 B=16 in 2 of 8 under grid.sync.
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=4 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=1 -DSPLIT=1 -DGROUPS=4
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=2 -DREG_K_TILES=2 -DTAGGED=1 -DSPLIT=1 -DGROUPS=8
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=6 -DK_TILES=3 -DREG_K_TILES=2 -DTAGGED=1 -DSPLIT=1 -DGROUPS=8
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=4 -DTAGGED=0 -DSPLIT=1 -DGROUPS=2
 #include <cooperative_groups.h>
 
 #include "mma_common.cuh"

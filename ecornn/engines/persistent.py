@@ -50,6 +50,8 @@ v18: tagged tensor-core forwards at B = 4, H >= 2048 wait longer (rules.long_pol
 v29: the fp32 split forward can compute x W_ih^T itself (IN_KERNEL_PROJECTION=True; rules.split_projection_pays
 never takes it: slower than v28's GEMM): W_ih's hi tiles times x as gpu_blas.split_x_rows (row-scaled hi and lo
 rows), x_hi W_lo^T one fp16 GEMM before the kernel (_split_input), W_hh h0 added at step 0.
+v40: the fp32 split forward runs its batch in groups on blocks of their own too (BATCH_GROUPS; paired groups of 4
+columns first, capacity._grouped_split_forward, rules.split_groups_pay).
 """
 from __future__ import annotations
 
@@ -182,7 +184,8 @@ GROUP_BARRIERS = False    # v30: True: grouped grid.sync plans synchronise each 
 BATCH_GROUPS = "auto"     # v30: 16-bit passes with the batch as groups on blocks of their own
                           # (capacity.grouped_plan) where rules.batch_groups_pay; True: wherever it fits;
                           # False: never (the ablation); v39: "auto" takes as many groups of 8 columns as
-                          # fit (rules.batch_group_counts); an int G > 1: G groups wherever they fit (2: v38)
+                          # fit (rules.batch_group_counts); an int G > 1: G groups wherever they fit (2: v38);
+                          # v40: the fp32 split forward too ("auto": rules.split_group_counts, split_groups_pay)
 STEP_CLOCKS = 0   # v37 diagnostic: > 0 compiles the tensor-core forward with clock marks of its first STEP_CLOCKS
                   # steps (kernels/step_clocks.cuh; read by benchmarks/diag_step_clocks_v37.py); 0: none
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
