@@ -111,6 +111,7 @@ def test_16bit_training_forward_stores_16bit_activations(rng):
 def test_grid_forward_adds_the_biases_itself(rng, monkeypatch, hidden, layers, bidir, batch, steps):
     import cupy as cp
     monkeypatch.setattr(persistent, "POISON_OUTPUTS", True)
+    monkeypatch.setattr(persistent, "BATCH_GROUPS", False)   # training on the grid kernel (v40 groups H=100 B=16)
     config = LSTMConfig(hidden, hidden, layers, bidir, "float32", batch, steps)
     host_weights, gpu_weights, prepared = _prepared(rng, config)
     calls = [_gpu_inputs(rng, config) for _ in range(3)]
