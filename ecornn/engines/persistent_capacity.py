@@ -1120,7 +1120,7 @@ def grouped_plan(props: dict, config, pass_name: str = "forward", reg_model: str
     the batch does not split or a group does not fit."""
     groups, batch = groups or BATCH_GROUPS, config.batch
     split = config.dtype == MMA_SPLIT_DTYPE   # v40: the fp32 split forward in groups too
-    if split and pass_name != "forward" or config.dtype not in MMA_DTYPES and not split:
+    if (split and pass_name != "forward") or (config.dtype not in MMA_DTYPES and not split):
         return None
     if batch % groups or batch // groups < (SPLIT_GROUP_MIN if split else BATCH_GROUP_MIN):
         return None
