@@ -51,7 +51,7 @@ v29: the fp32 split forward can compute x W_ih^T itself (IN_KERNEL_PROJECTION=Tr
 never takes it: slower than v28's GEMM): W_ih's hi tiles times x as gpu_blas.split_x_rows (row-scaled hi and lo
 rows), x_hi W_lo^T one fp16 GEMM before the kernel (_split_input), W_hh h0 added at step 0.
 v40: the fp32 split forward runs its batch in groups on blocks of their own too (BATCH_GROUPS; paired groups of 4
-columns first, capacity._grouped_split_forward, rules.split_groups_pay).
+columns first, capacity._grouped_pass_plan, rules.split_groups_pay).
 """
 from __future__ import annotations
 

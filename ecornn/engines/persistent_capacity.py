@@ -375,7 +375,7 @@ def plan_config(props: dict, config, training: bool, backward_by_rows="auto", fp
         # a 16-bit call: say why the tensor-core kernel did not fit first, the fp32 fallback's reason after
         raise NotSupported(STRATEGY, f"{mma_error.reason}; the fp32 kernels as fallback: {exc.reason}") from exc
     if config.dtype == MMA_SPLIT_DTYPE and fp32_tensor_cores:
-        grouped = _grouped_split_forward(props, config, reg_model, batch_groups)
+        grouped = _grouped_pass_plan(props, config, "forward", reg_model, batch_groups)
         if grouped is not None:
             return {**plans, "forward": grouped}
         try:
@@ -386,19 +386,6 @@ def plan_config(props: dict, config, training: bool, backward_by_rows="auto", fp
         if fp32_tensor_cores is True or rules.fp32_split_pays(split):
             plans = {**plans, "forward": split_forward(props, split, config)}
     return plans
-
-
-def _grouped_split_forward(props: dict, config, reg_model: str, batch_groups):
-    """v40: the fp32 split forward with its batch in groups on blocks of their own, or None (the ungrouped split or
-    FFMA): "auto" the first of rules.split_group_counts that fits where rules.split_groups_pay; True, an int G, as
-    for 16-bit passes (_grouped_pass_plan); False never."""
-    if batch_groups != "auto":
-        return _grouped_pass_plan(props, config, "forward", reg_model, batch_groups)
-    for groups in rules.split_group_counts(config.batch):
-        plan = grouped_plan(props, config, "forward", reg_model, groups)
-        if plan is not None and rules.split_groups_pay(plan):
-            return plan
-    return None
 
 
 def split_forward(props: dict, split, config):
@@ -1155,7 +1142,7 @@ def plan_mma_config(props: dict, config, training: bool, reg_model: str = "v19",
     (True: v30's BATCH_GROUPS) or never (False); an int G > 1: G groups wherever they fit (2: v38's choice)."""
     args = (config.hidden_size, config.batch, config.num_directions, config.dtype, reg_model)
     if config.dtype == MMA_SPLIT_DTYPE:
-        forward = _grouped_split_forward(props, config, reg_model, batch_groups)
+        forward = _grouped_pass_plan(props, config, "forward", reg_model, batch_groups)
         forward = forward or split_forward(props, plan_mma(props, "forward", *args), config)
         return {**plan_grid_config(props, config, training), "forward": forward}
     passes = ("forward", "backward") if training else ("forward",)
@@ -1181,8 +1168,9 @@ def _pass_plan(props, config, pass_name, args, batch_groups):
 
 
 def _grouped_pass_plan(props, config, pass_name, reg_model, batch_groups):
-    """The grouped plan of one 16-bit pass for ``batch_groups`` (see plan_mma_config), or None: "auto" the first
-    of rules.batch_group_counts that fits and pays (v39: rules.more_groups_pay; v30's BATCH_GROUPS where it fits),
+    """The grouped plan of one 16-bit pass, or of the fp32 split forward (v40), for ``batch_groups`` (see
+    plan_mma_config), or None: "auto" the first of rules.batch_group_counts that fits and pays (v39:
+    rules.more_groups_pay; v30's BATCH_GROUPS where it fits; the split: rules.split_group_counts, split_groups_pay),
     True v30's BATCH_GROUPS, an int that many groups."""
     if batch_groups is False:
         return None
@@ -1192,9 +1180,12 @@ def _grouped_pass_plan(props, config, pass_name, reg_model, batch_groups):
         if not isinstance(batch_groups, int) or batch_groups < 2:
             raise ValueError(f"batch groups: expected 'auto', True, False or an int >= 2, got {batch_groups!r}")
         return grouped_plan(props, config, pass_name, reg_model, batch_groups)
-    for groups in rules.batch_group_counts(config.batch):
+    split = config.dtype == MMA_SPLIT_DTYPE
+    for groups in (rules.split_group_counts if split else rules.batch_group_counts)(config.batch):
         plan = grouped_plan(props, config, pass_name, reg_model, groups)
-        if plan is not None and (groups == BATCH_GROUPS or rules.more_groups_pay(plan)):
+        if plan is None:
+            continue
+        if rules.split_groups_pay(plan) if split else groups == BATCH_GROUPS or rules.more_groups_pay(plan):
             return plan
     return None
 

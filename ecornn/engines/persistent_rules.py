@@ -292,14 +292,19 @@ def batch_group_counts(batch: int) -> tuple:
     vs 3.10 and 1.11 vs 2.16 (4 groups: 1.69, 1.32), bf16 H=512 B=64 (8) 2.43 vs 3.09 and 1.81 vs 2.34 (4: 2.93,
     1.86), fp16 H=256 B=128 (16) 1.98 and 1.53 (8: 2.38, 1.68; 4: 2.90, 1.96; two groups do not fit). A batch that
     is not a multiple of GROUP_COLUMNS keeps v30's two groups."""
+    counts = _doubling_group_counts(batch, GROUP_COLUMNS)
+    return counts + ((2,) if 2 not in counts else ())
+
+
+def _doubling_group_counts(batch: int, columns: int) -> tuple:
+    """The counts of groups of ``columns`` columns, then of twice as many, ... that divide ``batch`` into at least 2
+    and at most MAX_BATCH_GROUPS groups."""
     counts = []
-    if batch % GROUP_COLUMNS == 0:
-        columns = GROUP_COLUMNS
-        while batch % columns == 0 and batch // columns >= 2:
-            if batch // columns <= MAX_BATCH_GROUPS:
-                counts.append(batch // columns)
-            columns *= 2
-    return tuple(counts) + ((2,) if 2 not in counts else ())
+    while batch % columns == 0 and batch // columns >= 2:
+        if batch // columns <= MAX_BATCH_GROUPS:
+            counts.append(batch // columns)
+        columns *= 2
+    return tuple(counts)
 
 
 def more_groups_pay(grouped) -> bool:
@@ -319,14 +324,8 @@ def split_group_counts(batch: int) -> tuple:
     """v40: the group counts an fp32 split forward of batch ``batch`` tries under "auto", in order: groups of
     SPLIT_GROUP_COLUMNS columns, then of twice as many, ... (at most MAX_BATCH_GROUPS groups), then two groups of at
     least GROUP_COLUMNS columns."""
-    counts, columns = [], SPLIT_GROUP_COLUMNS
-    while batch % columns == 0 and batch // columns >= 2:
-        if batch // columns <= MAX_BATCH_GROUPS:
-            counts.append(batch // columns)
-        columns *= 2
-    if batch % 2 == 0 and batch // 2 >= GROUP_COLUMNS and 2 not in counts:
-        counts.append(2)
-    return tuple(counts)
+    counts = _doubling_group_counts(batch, SPLIT_GROUP_COLUMNS)
+    return counts + ((2,) if batch % 2 == 0 and batch // 2 >= GROUP_COLUMNS and 2 not in counts else ())
 
 
 def split_groups_pay(grouped) -> bool:
