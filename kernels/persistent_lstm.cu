@@ -72,6 +72,12 @@
 // ecornn-check: -DPASS=0 -DBATCH=2 -DNWARPS=16 -DLANE_ROWS=8 -DROWS_PER_LANE=3 -DCOLS_PER_LANE=12 -DREG_COLS=12 -DTAGGED=1 -DPOLL_DELAY_NS=250 -DKERNEL_BIAS=1
 // v23 (the kernel adds the biases, KERNEL_BIAS=1 on the lines above where the model sets it): H=512 B=4.
 // ecornn-check: -DPASS=0 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=16 -DREG_COLS=16 -DTAGGED=1 -DKERNEL_BIAS=1
+// v41 (GROUPS, the backward in batch groups): H=256 B=16 in 4 groups of 4 (tagged), H=512 B=32 in 4 of 8 (grid.sync,
+// late loads), H=768 B=16 in 2 of 8 (8 warps, 3 rows per lane), H=128 B=64 in 16 of 4.
+// ecornn-check: -DPASS=1 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=8 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=16 -DREG_COLS=16 -DTAGGED=1 -DGROUPS=4
+// ecornn-check: -DPASS=1 -DBATCH=8 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=64 -DREG_COLS=64 -DTAGGED=0 -DBWD_LATE_LOADS=1 -DGROUPS=4
+// ecornn-check: -DPASS=1 -DBATCH=8 -DNWARPS=8 -DLANE_ROWS=4 -DROWS_PER_LANE=3 -DCOLS_PER_LANE=48 -DREG_COLS=48 -DTAGGED=0 -DBWD_LATE_LOADS=1 -DGROUPS=2
+// ecornn-check: -DPASS=1 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=16 -DREG_COLS=16 -DTAGGED=1 -DGROUPS=16
 #include <cooperative_groups.h>
 
 #include "persistent_common.cuh"
@@ -87,9 +93,20 @@ namespace cg = cooperative_groups;
 #ifndef POLL_DELAY_NS   // v16: tagged forwards at B <= 2 sleep this long before a warp's first poll
 #define POLL_DELAY_NS 0
 #endif
+#ifndef GROUPS          // v41 (backward): the batch as GROUPS groups of BATCH columns, each on blocks of its own
+#define GROUPS 1
+#endif
 
 constexpr bool kTagged = TAGGED != 0;
 constexpr int kBatch = BATCH;
+// v41, GROUPS > 1 (backward only): the layer's batch is GROUPS x BATCH columns. Group g runs on blocks of its
+// own (a grid of GROUPS x the blocks of one group, like two directions) with its own exchange region, as if it
+// were a layer of batch BATCH: each block owns GROUPS x the units of the ungrouped plan and stages only its
+// group's dz (the ungrouped fp32 backward staged the whole batch's 4H x B words per block per step). The
+// saved gates and cells, dy, dz and the states keep the layer's [.][GROUPS * BATCH][.] rows.
+constexpr int kGroups = GROUPS;
+constexpr int kBatchAll = GROUPS * BATCH;
+static_assert(GROUPS == 1 || PASS == 1, "GROUPS: the backward only");
 constexpr int kWarps = NWARPS;
 constexpr int kThreads = 32 * NWARPS;
 constexpr int kLaneRows = LANE_ROWS;
@@ -306,13 +323,15 @@ __device__ __forceinline__ Pointwise pointwise_slot(int unit0, int units, int H)
 }
 
 // The start of a block of either pass: its shared-memory carve-up, its direction d, its tile loaded
-// into w and shared memory, its pointwise slot and where that slot's [D][B][H] state lives.
+// into w and shared memory, its pointwise slot, where that slot's [D][B][H] state lives, its exchange
+// region x (v41: d * GROUPS + g) and its pointwise slot's batch column of the layer (v41: g * BATCH + b).
 struct Start {
     Carve s;
     int d;
     bool reverse;
     Pointwise pw;
     size_t state_at;
+    int x, col;
 };
 
 __device__ __forceinline__ Start start_block(float (&w)[kRowsPerLane][kRegCols > 0 ? kRegCols : 1],
@@ -320,12 +339,15 @@ __device__ __forceinline__ Start start_block(float (&w)[kRowsPerLane][kRegCols >
                                              int blocks_per_dir, int dir0) {
     Start st;
     st.s = carve(smem);
-    const int blk = blockIdx.x % blocks_per_dir;
-    st.d = dir0 + blockIdx.x / blocks_per_dir;
+    const int blk = blockIdx.x % blocks_per_dir, group_of_grid = blockIdx.x / blocks_per_dir;
+    const int g = group_of_grid % kGroups;   // v41: blocks_per_dir is per group; the groups of a direction adjoin
+    st.d = dir0 + group_of_grid / kGroups;
+    st.x = st.d * kGroups + g;
     st.reverse = st.d == 1;
     load_weights<kWarps, kRegCols, kSmemCols>(w, st.s.ws, tiles, (size_t)st.d * blocks_per_dir + blk);
     st.pw = pointwise_slot(blk * units, units, H);
-    st.state_at = ((size_t)st.d * kBatch + st.pw.b) * H + st.pw.j;
+    st.col = g * kBatch + st.pw.b;
+    st.state_at = ((size_t)st.d * kBatchAll + st.col) * H + st.pw.j;
     return st;
 }
 
@@ -349,7 +371,7 @@ persistent_lstm_fwd(const float* __restrict__ tiles, const float* __restrict__ x
                     const int* __restrict__ xw_row_exp, const int* __restrict__ xw_col_exp) {
     extern __shared__ __align__(16) float smem[];
     float w[kRowsPerLane][kRegCols > 0 ? kRegCols : 1];
-    const auto [s, d, reverse, pw, state_at] = start_block(w, smem, tiles, H, units, blocks_per_dir, dir0);
+    const auto [s, d, reverse, pw, state_at, x, col] = start_block(w, smem, tiles, H, units, blocks_per_dir, dir0);
     float w_in[kRowsPerLane][kInput ? kInCols : 1];
     float acc[kRowsPerLane][kBatch] = {};   // the next product's input partials (v15), else zeros
     float xv[kInPerLane];
@@ -434,14 +456,14 @@ persistent_lstm_bwd(const float* __restrict__ tiles, const float* __restrict__ d
                     int units, int blocks_per_dir, int ldy, int dir0, unsigned int* xch) {
     extern __shared__ __align__(16) float smem[];
     float w[kRowsPerLane][kRegCols > 0 ? kRegCols : 1];
-    const auto [s, d, reverse, pw, state_at] = start_block(w, smem, tiles, H, units, blocks_per_dir, dir0);
+    const auto [s, d, reverse, pw, state_at, x, col] = start_block(w, smem, tiles, H, units, blocks_per_dir, dir0);
     float dc_next = 0.0f, dh_rec = 0.0f;   // dh_rec: W_hh^T . dz of the step after (dhT first)
     constexpr bool kLateLoads = BWD_LATE_LOADS != 0 && !kTagged;
     BwdInputs in{};
     if (pw.active) {
         dc_next = dcT[state_at];
         dh_rec = dhT[state_at];
-        in = load_bwd_inputs<kBatch>(gates, cells, c0, dy, d, T, H, ldy, T - 1, reverse, pw.b, pw.j);
+        in = load_bwd_inputs<kBatchAll>(gates, cells, c0, dy, d, T, H, ldy, T - 1, reverse, col, pw.j);
     }
     __syncthreads();
     cg::grid_group grid = cg::this_grid();
@@ -453,20 +475,20 @@ persistent_lstm_bwd(const float* __restrict__ tiles, const float* __restrict__ d
             const float tc = tanhf_(in.c);
             float dc;
             const float4 out = pointwise_backward(in, in.dy + dh_rec, tc, dc_next, dc);
-            *reinterpret_cast<float4*>(dz + (((size_t)d * T + t) * kBatch + pw.b) * G + 4 * (size_t)pw.j) = out;
-            publish(xch, d, n, 4 * pw.j, pw.b, out.x);
-            publish(xch, d, n, 4 * pw.j + 1, pw.b, out.y);
-            publish(xch, d, n, 4 * pw.j + 2, pw.b, out.z);
-            publish(xch, d, n, 4 * pw.j + 3, pw.b, out.w);
+            *reinterpret_cast<float4*>(dz + (((size_t)d * T + t) * kBatchAll + col) * G + 4 * (size_t)pw.j) = out;
+            publish(xch, x, n, 4 * pw.j, pw.b, out.x);
+            publish(xch, x, n, 4 * pw.j + 1, pw.b, out.y);
+            publish(xch, x, n, 4 * pw.j + 2, pw.b, out.z);
+            publish(xch, x, n, 4 * pw.j + 3, pw.b, out.w);
             dc_next = dc * in.g.y;
             if (!kLateLoads && step > 0)
-                in = load_bwd_inputs<kBatch>(gates, cells, c0, dy, d, T, H, ldy, step - 1, reverse, pw.b, pw.j);
+                in = load_bwd_inputs<kBatchAll>(gates, cells, c0, dy, d, T, H, ldy, step - 1, reverse, col, pw.j);
         }
         if constexpr (!kTagged) grid.sync();
         if (kLateLoads && pw.active && step > 0)   // v32: not in flight at the barrier's fence
-            in = load_bwd_inputs<kBatch>(gates, cells, c0, dy, d, T, H, ldy, step - 1, reverse, pw.b, pw.j);
+            in = load_bwd_inputs<kBatchAll>(gates, cells, c0, dy, d, T, H, ldy, step - 1, reverse, col, pw.j);
         float* red = s.red + (kTagged ? (n & 1) * kRedFloats : 0);
-        stage_slice(s.vec, xch + xch_slot(d, n), (int)G, xch_tag(n));
+        stage_slice(s.vec, xch + xch_slot(x, n), (int)G, xch_tag(n));
         float acc[kRowsPerLane][kBatch] = {};
         warp_product(w, s.ws, s.vec, red, acc);
         __syncthreads();

@@ -186,6 +186,9 @@ BATCH_GROUPS = "auto"     # v30: 16-bit passes with the batch as groups on block
                           # False: never (the ablation); v39: "auto" takes as many groups of 8 columns as
                           # fit (rules.batch_group_counts); an int G > 1: G groups wherever they fit (2: v38);
                           # v40: the fp32 split forward too ("auto": rules.split_group_counts, split_groups_pay)
+BACKWARD_GROUPS = "auto"   # v41: the fp32 grid backward with the batch as groups on blocks of their own
+                           # (capacity.grid_backward_plan): "auto" per rules.grid_backward_group_counts and
+                           # grid_backward_groups_pay; False: never (the ablation); an int G > 1: G groups where they fit
 STEP_CLOCKS = 0   # v37 diagnostic: > 0 compiles the tensor-core forward with clock marks of its first STEP_CLOCKS
                   # steps (kernels/step_clocks.cuh; read by benchmarks/diag_step_clocks_v37.py); 0: none
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
@@ -228,13 +231,14 @@ def _check_dtype(config) -> None:
 
 @functools.lru_cache(maxsize=256)
 def _plans_for(props_items: tuple, config, training: bool, variant: str, by_rows, fp32_tensor_cores,
-               reg_model: str = "v19", batch_groups="auto") -> dict:
+               reg_model: str = "v19", batch_groups="auto", backward_groups="auto") -> dict:
     props = dict(props_items)
     if variant == "mma":
-        return capacity.plan_mma_config(props, config, training, reg_model, batch_groups)
+        return capacity.plan_mma_config(props, config, training, reg_model, batch_groups, backward_groups)
     if variant == "auto":
-        return capacity.plan_config(props, config, training, by_rows, fp32_tensor_cores, reg_model, batch_groups)
-    return capacity.plan_grid_config(props, config, training, by_rows)
+        return capacity.plan_config(props, config, training, by_rows, fp32_tensor_cores, reg_model, batch_groups,
+                                    backward_groups)
+    return capacity.plan_grid_config(props, config, training, by_rows, backward_groups)
 
 
 def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
@@ -246,11 +250,12 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
     split's 3 mma per tile at B <= 4, SPLIT_WORDS=False its hi and lo exchange rows, POLL_DELAY=False
     no first-poll delay, REGISTER_MODEL="v4" the tensor-core plans of the v4 register model, TAGGED_WITH_WAIT=False v5's exchange rule alone (tests, the
     ablations); BATCH_GROUPS True/False the grouped 16-bit passes (v30) wherever they fit / never,
-    GROUP_BARRIERS=True a barrier per group in grouped grid.sync plans (measured slower; an option)."""
+    GROUP_BARRIERS=True a barrier per group in grouped grid.sync plans (measured slower; an option);
+    BACKWARD_GROUPS False/an int the fp32 grid backward's batch groups (v41) never / that many."""
     props = _props()
     by_rows = BACKWARD_BY_ROWS if by_rows is None else by_rows
     plans = _plans_for(tuple(sorted(props.items())), config, training, variant, by_rows, FP32_TENSOR_CORES,
-                       REGISTER_MODEL, BATCH_GROUPS)
+                       REGISTER_MODEL, BATCH_GROUPS, BACKWARD_GROUPS)
     if not TAGGED_WITH_WAIT:
         plans = {k: capacity.without_tagged_wait(p) for k, p in plans.items()}
     if IN_KERNEL_PROJECTION != "auto" and plans["forward"].kind in ("mma", "grid"):

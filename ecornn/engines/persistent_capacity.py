@@ -117,6 +117,12 @@ class KernelPlan(_PassGeometry, _TiledPlan, _LayerLaunch):
     poll_delay_ns: int = 0  # v16: sleep before a warp's first poll of the tagged exchange (with_poll_delay)
     kernel_bias: bool = False   # v23 forward: the kernel adds the biases to xw (with_kernel_bias)
     late_loads: bool = False    # v32 backward: the next step's inputs loaded after grid.sync (with_late_loads)
+    batch_groups: int = 1       # v41 backward: the layer's batch is batch_groups x batch columns, each group
+                                # on blocks_per_dir blocks of its own (grouped_grid_backward)
+
+    @property
+    def grid(self) -> int:
+        return self.blocks_per_dir * self.directions_per_launch * self.batch_groups
 
     @property
     def loads_late(self) -> bool:
@@ -131,7 +137,8 @@ class KernelPlan(_PassGeometry, _TiledPlan, _LayerLaunch):
                 **({"IN_COLS": self.input_cols} if self.input_cols else {}),
                 **({"POLL_DELAY_NS": self.poll_delay_ns} if self.poll_delay_ns else {}),
                 **({"KERNEL_BIAS": 1} if self.kernel_bias else {}),
-                **({"BWD_LATE_LOADS": 1} if self.loads_late else {})}
+                **({"BWD_LATE_LOADS": 1} if self.loads_late else {}),
+                **({"GROUPS": self.batch_groups} if self.batch_groups > 1 else {})}
 
     @property
     def in_kernel_projection(self) -> bool:
@@ -157,8 +164,9 @@ class KernelPlan(_PassGeometry, _TiledPlan, _LayerLaunch):
 
     def exchange_shape(self, directions: int) -> tuple:
         """uint32 words of the exchange buffer [D][2][padded K * B] (zeroed before each launch):
-        the step's vector laid out [k][b] as the blocks' shared memory holds it."""
-        return (directions, 2, self.tile_shape().padded_cols * self.batch)
+        the step's vector laid out [k][b] as the blocks' shared memory holds it (v41: a region per
+        direction and batch group, [D * groups][2][padded K * group's B])."""
+        return (directions * self.batch_groups, 2, self.tile_shape().padded_cols * self.batch)
 
     def with_exchange(self, tagged: bool) -> "KernelPlan":
         """The same tiling with the other exchange (tagged plans keep two partial buffers)."""
@@ -168,6 +176,8 @@ class KernelPlan(_PassGeometry, _TiledPlan, _LayerLaunch):
     def describe(self) -> str:
         projection = f", input projection in the kernel ({self.input_cols} columns)" if self.input_cols else ""
         projection += LATE_LOADS_TEXT if self.loads_late else ""
+        if self.batch_groups > 1:
+            projection += f", the batch as {self.batch_groups} groups of {self.batch} on blocks of their own"
         return (f"{self.pass_name}: {self.grid} blocks x {self.threads} threads, {self.units} units/block, "
                 f"{self.reg_cols}/{self.cols_per_lane} columns in registers, "
                 f"{self.smem_bytes // 1024} KB smem, {self.launches} launch(es){projection}, "
@@ -356,19 +366,20 @@ def _why_not(props, pass_name, hidden, batch) -> str:
 
 
 def plan_config(props: dict, config, training: bool, backward_by_rows="auto", fp32_tensor_cores="auto",
-                reg_model: str = "v19", batch_groups="auto") -> dict:
+                reg_model: str = "v19", batch_groups="auto", backward_groups="auto") -> dict:
     """Plans the engine's "auto" variant runs for every pass a call needs ({'forward': plan[,
     'backward': plan]}): the tensor-core kernel for fp16/bf16 where it fits (MmaPlan), else the
     fp32 kernels (plan_grid_config); NotSupported when neither fits. fp32 forwards run split on the
-    tensor cores (v13) where ``fp32_tensor_cores`` says so ("auto": rules.fp32_split_pays; True; False)."""
+    tensor cores (v13) where ``fp32_tensor_cores`` says so ("auto": rules.fp32_split_pays; True; False);
+    ``backward_groups``: the fp32 grid backward's batch groups (v41, plan_grid_config)."""
     mma_error = None
     if config.dtype in MMA_DTYPES:
         try:
-            return plan_mma_config(props, config, training, reg_model, batch_groups)
+            return plan_mma_config(props, config, training, reg_model, batch_groups, backward_groups)
         except NotSupported as exc:
             mma_error = exc
     try:
-        plans = plan_grid_config(props, config, training, backward_by_rows)
+        plans = plan_grid_config(props, config, training, backward_by_rows, backward_groups)
     except NotSupported as exc:
         if mma_error is None:
             raise
@@ -396,11 +407,12 @@ def split_forward(props: dict, split, config):
     return with_poll_delay(split)
 
 
-def plan_grid_config(props: dict, config, training: bool, backward_by_rows="auto") -> dict:
+def plan_grid_config(props: dict, config, training: bool, backward_by_rows="auto", backward_groups="auto") -> dict:
     """Plans of the fp32 kernels for every pass, or NotSupported: the grid kernel
     (kernels/persistent_lstm.cu) forward; backward the rows kernel (v7) where ``backward_by_rows``
-    ("auto": rules.rows_backward_pays; True; False) asks for it and it fits, else the grid kernel, and
-    the rows kernel again (unless False) where the grid backward does not fit."""
+    ("auto": rules.rows_backward_pays; True; False) asks for it and it fits, else the grid kernel (v41:
+    in batch groups per ``backward_groups``, see grid_backward_plan), and the rows kernel again (unless
+    False) where the grid backward does not fit."""
     hidden, batch, dirs = config.hidden_size, config.batch, config.num_directions
     plans = {"forward": plan_pass(props, "forward", hidden, batch, dirs)}
     if rules.input_projection_pays(plans["forward"]):
@@ -413,12 +425,42 @@ def plan_grid_config(props: dict, config, training: bool, backward_by_rows="auto
             plans["backward"] = rows
         else:
             try:
-                plans["backward"] = plan_pass(props, "backward", hidden, batch, dirs)
+                plans["backward"] = grid_backward_plan(props, config, backward_groups)
             except NotSupported:
                 if rows is None:
                     raise
                 plans["backward"] = rows
     return plans
+
+
+def grid_backward_plan(props: dict, config, backward_groups="auto") -> KernelPlan:
+    """The fp32 grid backward of ``config``: v41, its batch in groups on blocks of their own
+    (grouped_grid_backward) for ``backward_groups`` ("auto": the first of rules.grid_backward_group_counts
+    that fits and rules.grid_backward_groups_pay; an int: that many where they fit; False: never), else
+    the ungrouped plan (NotSupported where that does not fit either)."""
+    if backward_groups not in ("auto", False) and (not isinstance(backward_groups, int) or backward_groups < 2):
+        raise ValueError(f"backward groups: expected 'auto', False or an int >= 2, got {backward_groups!r}")
+    counts = rules.grid_backward_group_counts(config.batch) if backward_groups == "auto" else (
+        [] if backward_groups is False else [backward_groups])
+    for groups in counts:
+        grouped = grouped_grid_backward(props, config, groups)
+        if grouped is not None and (backward_groups != "auto" or rules.grid_backward_groups_pay(grouped)):
+            return grouped
+    return plan_pass(props, "backward", config.hidden_size, config.batch, config.num_directions)
+
+
+def grouped_grid_backward(props: dict, config, groups: int):
+    """v41: the fp32 grid backward with the batch as ``groups`` groups of B/groups columns, each planned as
+    a layer of that batch on 1/groups of the SMs (each block owns groups x the units, and stages only its
+    group's dz); None where the batch does not split or a group does not fit."""
+    if config.batch % groups:
+        return None
+    shares = {**props, "sm_count": props["sm_count"] // groups}
+    try:
+        plan = plan_pass(shares, "backward", config.hidden_size, config.batch // groups, config.num_directions)
+    except NotSupported:
+        return None
+    return replace(plan, batch_groups=groups)
 
 
 def largest_hidden(props: dict, batch: int, pass_name: str = "forward", step: int = 32,
@@ -1135,16 +1177,18 @@ def _group_plan(props, pass_name, dtype, hidden, batch, reg_model, shares):
                  if plan is not None), None)
 
 
-def plan_mma_config(props: dict, config, training: bool, reg_model: str = "v19", batch_groups="auto") -> dict:
+def plan_mma_config(props: dict, config, training: bool, reg_model: str = "v19", batch_groups="auto",
+                    backward_groups="auto") -> dict:
     """Tensor-core plans of every pass a call needs, or NotSupported. fp32: the split forward (v13)
     and the fp32 kernels' backward. ``batch_groups``: the v30 grouped passes where rules.batch_groups_pay
     or where only they fit ("auto"; v39: as many groups as rules.batch_group_counts gives), wherever they fit
-    (True: v30's BATCH_GROUPS) or never (False); an int G > 1: G groups wherever they fit (2: v38's choice)."""
+    (True: v30's BATCH_GROUPS) or never (False); an int G > 1: G groups wherever they fit (2: v38's choice).
+    ``backward_groups``: the fp32 grid backward's (v41, grid_backward_plan)."""
     args = (config.hidden_size, config.batch, config.num_directions, config.dtype, reg_model)
     if config.dtype == MMA_SPLIT_DTYPE:
         forward = _grouped_pass_plan(props, config, "forward", reg_model, batch_groups)
         forward = forward or split_forward(props, plan_mma(props, "forward", *args), config)
-        return {**plan_grid_config(props, config, training), "forward": forward}
+        return {**plan_grid_config(props, config, training, backward_groups=backward_groups), "forward": forward}
     passes = ("forward", "backward") if training else ("forward",)
     plans = {p: _pass_plan(props, config, p, args, batch_groups) for p in passes}
     plans["forward"] = with_poll_delay(plans["forward"])

@@ -279,6 +279,26 @@ def batch_groups_pay(grouped) -> bool:
     return grouped.kind == "mma" and grouped.batch_groups > 1
 
 
+def grid_backward_group_counts(batch: int) -> list:
+    """v41: the batch-group counts "auto" tries for the fp32 grid backward, most groups first: groups of
+    GRID_BACKWARD_GROUP_COLUMNS columns, then twice as wide, ... (at least 2 groups)."""
+    counts, columns = [], GRID_BACKWARD_GROUP_COLUMNS
+    while batch // columns >= 2:
+        if batch % columns == 0 and batch // columns <= MAX_BATCH_GROUPS:
+            counts.append(batch // columns)
+        columns *= 2
+    return counts
+
+
+def grid_backward_groups_pay(grouped) -> bool:
+    """v41: whether the fp32 grid backward runs ``grouped`` (its batch in groups, each block owning groups x
+    the units) instead of the ungrouped plan: where its weights stay in registers."""
+    return grouped.reg_cols == grouped.cols_per_lane
+
+
+GRID_BACKWARD_GROUP_COLUMNS = 4   # v41: the narrowest group "auto" tries for the fp32 grid backward
+
+
 MAX_BATCH_GROUPS = 16   # v39: the most groups measured (fp16 H=256 B=128)
 GROUP_COLUMNS = 8       # v39: the columns of a group the "auto" choice starts from (one mma N tile)
 

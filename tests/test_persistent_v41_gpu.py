@@ -1,0 +1,102 @@
+"""`persistent` v41 on the GPU: the fp32 grid backward (FFMA) with its batch in groups on blocks of their own
+(BACKWARD_GROUPS = G): forward, final states and every gradient within 1e-5 of float64 (groups of 4 tagged, of 8 under
+grid.sync, 16 groups, two and three layers bidirectional, odd sizes, one step, 1000 steps, both exchanges forced, with
+the FFMA forward), bitwise reruns, training graph replays bitwise the eager path, and "auto"'s picks."""
+import numpy as np
+import pytest
+
+from ecornn import LSTMConfig
+from ecornn.arrays import to_module
+from ecornn.engines import persistent, persistent_graph
+from tests.helpers import rel_err
+from tests.test_persistent_gpu import FP32_TOL, _assert_bitwise_reruns, _compare
+from tests.test_persistent_v9_gpu import _bitwise_equal, _eager, _gpu_problem, _prepared, _reference, _train
+
+pytestmark = pytest.mark.gpu
+
+
+def _built_backward(config):
+    return persistent._final(persistent.plans_for(config, True)["backward"])
+
+
+def _assert_grouped_backward(plan, groups):
+    assert (plan.kind, plan.pass_name, plan.batch_groups) == ("grid", "backward", groups), plan
+
+
+# (input, hidden, layers, bidirectional, batch, steps, groups)
+GROUPED_BACKWARD_CONFIGS = [
+    (256, 256, 1, False, 16, 30, 4),     # groups of 4, tagged
+    (512, 512, 1, False, 32, 12, 4),     # groups of 8, grid.sync (the ungrouped grid backward does not fit)
+    (128, 128, 1, False, 64, 10, 16),    # 16 groups of 4
+    (512, 512, 1, False, 8, 20, 2),
+    (64, 256, 2, True, 16, 8, 2),        # two layers, two directions
+    (200, 200, 1, False, 12, 9, 3),      # odd hidden size, 3 groups
+    (50, 100, 3, True, 6, 7, 2),         # three layers bidirectional, groups of 3 columns
+    (256, 256, 1, False, 16, 1, 4),      # one step
+    (64, 128, 1, False, 8, 1000, 2),     # a long sequence
+    (768, 768, 1, False, 16, 8, 2),      # 8 warps, 3 rows per lane
+]
+
+
+@pytest.mark.parametrize("inp, hidden, layers, bidir, batch, steps, groups", GROUPED_BACKWARD_CONFIGS)
+def test_grouped_backward_trains_within_tolerance_of_float64(monkeypatch, rng, inp, hidden, layers, bidir, batch,
+                                                             steps, groups):
+    monkeypatch.setattr(persistent, "BACKWARD_GROUPS", groups)
+    config = LSTMConfig(inp, hidden, layers, bidir, "float32", batch, steps)
+    _assert_grouped_backward(_built_backward(config), groups)
+    _compare(rng, config, FP32_TOL)
+
+
+@pytest.mark.parametrize("tagged", [True, False])
+def test_grouped_backward_under_either_exchange(monkeypatch, rng, tagged):
+    monkeypatch.setattr(persistent, "BACKWARD_GROUPS", 4)
+    monkeypatch.setattr(persistent, "TAGGED_EXCHANGE", tagged)
+    config = LSTMConfig(256, 256, 1, True, "float32", 16, 15)
+    plan = _built_backward(config)
+    _assert_grouped_backward(plan, 4)
+    assert plan.tagged == tagged and plan.loads_late == (not tagged)
+    _compare(rng, config, FP32_TOL)
+
+
+def test_grouped_backward_behind_the_ffma_forward(monkeypatch, rng):
+    monkeypatch.setattr(persistent, "BACKWARD_GROUPS", 2)
+    monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", False)
+    config = LSTMConfig(512, 512, 1, False, "float32", 16, 12)
+    assert persistent._final(persistent.plans_for(config, True)["forward"]).kind == "grid"
+    _assert_grouped_backward(_built_backward(config), 2)
+    _compare(rng, config, FP32_TOL)
+
+
+def test_grouped_backward_reruns_bitwise(monkeypatch, rng):
+    monkeypatch.setattr(persistent, "BACKWARD_GROUPS", 4)
+    config = LSTMConfig(256, 256, 1, False, "float32", 16, 20)
+    _assert_grouped_backward(_built_backward(config), 4)
+    _assert_bitwise_reruns(rng, config)
+
+
+@pytest.mark.parametrize("hidden, batch, layers, bidir", [(256, 16, 1, False), (128, 32, 2, True)])
+def test_grouped_backward_training_replays_match_eager_and_float64(monkeypatch, rng, hidden, batch, layers, bidir):
+    """Training calls replayed from CUDA graphs (persistent_train_graph) launch the grouped grid like the eager path."""
+    config = LSTMConfig(hidden, hidden, layers, bidir, "float32", batch, 21)
+    _assert_grouped_backward(_built_backward(config), batch // 4)   # "auto": groups of 4 columns
+    weights, prepared = _prepared(rng, config)
+    problems = [_gpu_problem(rng, config) for _ in range(3)]
+    runs = [_train(prepared, p, config) for p in problems]
+    assert not persistent_graph.capture_errors, persistent_graph.capture_errors
+    for problem, (_, got) in zip(problems, runs):
+        for g, e in zip(got, _eager(prepared, problem, config, monkeypatch)):
+            assert _bitwise_equal(g, e)
+        errors = [rel_err(np.asarray(to_module(g, np), np.float64), w)
+                  for g, w in zip(got, _reference(weights, problem, config))]
+        assert max(errors) <= FP32_TOL, errors
+
+
+# "auto" (rules.grid_backward_group_counts, grid_backward_groups_pay): the most groups of >= 4 columns whose
+# weights stay in registers
+@pytest.mark.parametrize("hidden, batch, groups, columns", [(512, 16, 4, 4), (256, 32, 8, 4), (512, 32, 4, 8)])
+def test_auto_takes_the_grouped_backward(rng, hidden, batch, groups, columns):
+    config = LSTMConfig(hidden, hidden, 1, False, "float32", batch, 14)
+    plan = _built_backward(config)
+    _assert_grouped_backward(plan, groups)
+    assert plan.batch == columns
+    _compare(rng, config, FP32_TOL)
