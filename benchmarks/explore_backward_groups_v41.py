@@ -19,21 +19,28 @@ import ab_modes  # noqa: E402
 from bench_persistent import _problem, bench_args, bench_meta, save_rows  # noqa: E402
 from bench_persistent_v5 import _train_ms  # noqa: E402
 
-# (hidden, batch, group counts to try besides none and "auto"), per --set
+# (hidden, batch, group counts to try besides none and "auto"[, engine flags of the grouped modes]), per --set
+ROWS_OFF = {"BACKWARD_BY_ROWS": False}   # the grouped grid backward where rules.rows_backward_pays would take rows
 CELL_SETS = {
     1: [(256, 16, (2, 4, 8)), (512, 16, (2, 4, 8)), (256, 32, (2, 4, 8)), (512, 32, (2, 4, 8)),
         (256, 64, (2, 4, 8, 16)), (384, 32, (2, 4, 8)), (512, 8, (2, 4)), (256, 8, (2, 4)),
         (768, 16, (2, 4)), (768, 32, (2, 4)), (1024, 16, (2,)), (1024, 8, (2,)), (128, 64, (4, 8, 16)),
         (512, 4, (2,)), (1024, 4, (2,))],
-    2: [],
+    # 2: call 2, "auto" = groups of 2 columns first: against call 1's best counts, one-column groups, 32 groups,
+    # new cells, and H=1024 grouped with the rows backward off
+    2: [(256, 32, (8,)), (384, 32, (8,)), (768, 16, (2,)), (256, 16, (4, 16)), (256, 8, (8,)), (512, 4, (4,)),
+        (256, 4, (2, 4)), (128, 16, (4, 8)), (384, 12, (3, 6)), (512, 24, (6, 12)), (128, 64, (16, 32)),
+        (768, 8, (2, 4)), (1024, 16, (2, 4), ROWS_OFF), (1024, 8, (2, 4), ROWS_OFF), (1024, 4, (2,), ROWS_OFF)],
 }
 
 
-def measure_cell(hidden, batch, counts, rounds, repeats) -> dict:
-    """Per mode (no groups, "auto", G groups): fwd+bwd ms and the built backward plan, alternated."""
+def measure_cell(hidden, batch, counts, rounds, repeats, grouped_flags=None) -> dict:
+    """Per mode (no groups, "auto", G groups with ``grouped_flags``): fwd+bwd ms and the built backward plan,
+    alternated."""
     from ecornn.engines import persistent
     problem = _problem("float32", hidden, batch, seed=hidden + batch)
-    modes = {"none": {"BACKWARD_GROUPS": False}, "auto": {}, **{f"G={g}": {"BACKWARD_GROUPS": g} for g in counts}}
+    modes = {"none": {"BACKWARD_GROUPS": False}, "auto": {},
+             **{f"G={g}": {"BACKWARD_GROUPS": g, **(grouped_flags or {})} for g in counts}}
     usable, errors = {}, {}
     for mode, flags in modes.items():   # a mode that does not plan (NotSupported) is recorded, not timed
         ab_modes.set_engine_flags(flags)
@@ -49,7 +56,7 @@ def measure_cell(hidden, batch, counts, rounds, repeats) -> dict:
         config, weights, x, h0, c0 = problem
         prepared = persistent.prepare(config, weights)
         train = _train_ms(config, weights, x, h0, c0, prepared, repeats)
-        plan = persistent._final(persistent.plans_for(config, True)["backward"])
+        plan = persistent._final(persistent._built_plans(config, True, "auto")["backward"])   # after any fallback
         return {"train": train, "plan": plan.describe()}
     runs = ab_modes.alternate_rounds(usable, rounds, measure)
     return {"hidden": hidden, "batch": batch, "errors": errors,
@@ -72,12 +79,12 @@ def markdown(rows) -> str:
 def main(argv=None):
     def configure(parser):
         parser.add_argument("--rounds", type=int, default=2)
-        parser.add_argument("--set", type=int, choices=sorted(CELL_SETS), default=1)
+        parser.add_argument("--set", type=int, choices=sorted(CELL_SETS), default=max(CELL_SETS))
     args, out = bench_args(argv, repeats=10, configure=configure)
     meta, rows = bench_meta(), []
-    for hidden, batch, counts in CELL_SETS[args.set]:
+    for hidden, batch, counts, *flags in CELL_SETS[args.set]:
         try:
-            rows.append(measure_cell(hidden, batch, counts, args.rounds, args.repeats))
+            rows.append(measure_cell(hidden, batch, counts, args.rounds, args.repeats, *flags))
         except Exception as exc:   # one cell's failure must not lose the others
             rows.append({"hidden": hidden, "batch": batch, "modes": {},
                          "errors": {"cell": f"{type(exc).__name__}: {str(exc)[:300]}"}})

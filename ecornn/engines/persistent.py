@@ -241,7 +241,7 @@ def _plans_for(props_items: tuple, config, training: bool, variant: str, by_rows
     return capacity.plan_grid_config(props, config, training, by_rows, backward_groups)
 
 
-def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
+def _plans(config, training: bool, variant: str = "auto", by_rows=None, backward_groups=None) -> dict:
     """Capacity plans of a call, cached per (device, config, training, variant): planning is
     Python work. "auto": tensor-core plans for 16-bit dtypes where they fit, else grid plans.
     TAGGED_EXCHANGE True/False forces the grid and tensor-core plans' exchange (tests, the ablation);
@@ -251,11 +251,13 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None) -> dict:
     no first-poll delay, REGISTER_MODEL="v4" the tensor-core plans of the v4 register model, TAGGED_WITH_WAIT=False v5's exchange rule alone (tests, the
     ablations); BATCH_GROUPS True/False the grouped 16-bit passes (v30) wherever they fit / never,
     GROUP_BARRIERS=True a barrier per group in grouped grid.sync plans (measured slower; an option);
-    BACKWARD_GROUPS False/an int the fp32 grid backward's batch groups (v41) never / that many."""
+    BACKWARD_GROUPS False/an int the fp32 grid backward's batch groups (v41) never / that many (``backward_groups``,
+    unless None, in its place: _built_plans' fallback)."""
     props = _props()
     by_rows = BACKWARD_BY_ROWS if by_rows is None else by_rows
+    backward_groups = BACKWARD_GROUPS if backward_groups is None else backward_groups
     plans = _plans_for(tuple(sorted(props.items())), config, training, variant, by_rows, FP32_TENSOR_CORES,
-                       REGISTER_MODEL, BATCH_GROUPS, BACKWARD_GROUPS)
+                       REGISTER_MODEL, BATCH_GROUPS, backward_groups)
     if not TAGGED_WITH_WAIT:
         plans = {k: capacity.without_tagged_wait(p) for k, p in plans.items()}
     if IN_KERNEL_PROJECTION != "auto" and plans["forward"].kind in ("mma", "grid"):
@@ -707,22 +709,24 @@ def _build(plans: dict) -> None:
 
 def _built_plans(config, training: bool, variant: str) -> dict:
     """Plans of the call, compiled and checked (NotSupported before any launch). Fallbacks, in
-    order: the grid backward instead of the rows backward (v7) where the latter does not build;
+    order: the fp32 grid backward without batch groups (v41) where the grouped one does not build;
+    the grid backward instead of the rows backward (v7) where the latter does not build;
     under "auto", the fp32 grid kernel instead of tensor-core plans that do not build or co-reside."""
     attempts = [(variant, None), (variant, False)]
     if variant == "auto":
         attempts += [("grid", None), ("grid", False)]
     first_error, tried = None, []
     for plan_variant, by_rows in attempts:
-        try:
-            plans = _plans(config, training, plan_variant, by_rows)
-            if plans in tried:
-                continue
-            tried.append(plans)
-            _build(plans)
-            return plans
-        except NotSupported as exc:
-            first_error = first_error or exc
+        for backward_groups in (None, False):
+            try:
+                plans = _plans(config, training, plan_variant, by_rows, backward_groups)
+                if plans in tried:
+                    continue
+                tried.append(plans)
+                _build(plans)
+                return plans
+            except NotSupported as exc:
+                first_error = first_error or exc
     raise first_error
 
 

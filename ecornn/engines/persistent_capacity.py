@@ -436,7 +436,7 @@ def plan_grid_config(props: dict, config, training: bool, backward_by_rows="auto
 def grid_backward_plan(props: dict, config, backward_groups="auto") -> KernelPlan:
     """The fp32 grid backward of ``config``: v41, its batch in groups on blocks of their own
     (grouped_grid_backward) for ``backward_groups`` ("auto": the first of rules.grid_backward_group_counts
-    that fits and rules.grid_backward_groups_pay; an int: that many where they fit; False: never), else
+    that fits; an int: that many where they fit; False: never), else
     the ungrouped plan (NotSupported where that does not fit either)."""
     if backward_groups not in ("auto", False) and (not isinstance(backward_groups, int) or backward_groups < 2):
         raise ValueError(f"backward groups: expected 'auto', False or an int >= 2, got {backward_groups!r}")
@@ -444,7 +444,7 @@ def grid_backward_plan(props: dict, config, backward_groups="auto") -> KernelPla
         [] if backward_groups is False else [backward_groups])
     for groups in counts:
         grouped = grouped_grid_backward(props, config, groups)
-        if grouped is not None and (backward_groups != "auto" or rules.grid_backward_groups_pay(grouped)):
+        if grouped is not None:
             return grouped
     return plan_pass(props, "backward", config.hidden_size, config.batch, config.num_directions)
 

@@ -280,8 +280,12 @@ def batch_groups_pay(grouped) -> bool:
 
 
 def grid_backward_group_counts(batch: int) -> list:
-    """v41: the batch-group counts "auto" tries for the fp32 grid backward, most groups first: groups of
-    GRID_BACKWARD_GROUP_COLUMNS columns, then twice as wide, ... (at least 2 groups)."""
+    """v41: the batch-group counts "auto" tries for the fp32 grid backward, most groups first (capacity.grid_backward_plan
+    takes the first that fits): groups of GRID_BACKWARD_GROUP_COLUMNS columns, then twice as wide, ... (2 to
+    MAX_BATCH_GROUPS groups). More groups stage less of dz per block and hold more units' weights; the most that fit
+    measured fastest, shared-memory weights and all (H200 fwd+bwd ms, results/persistent_v41 call 1: H=512 B=16 in 8
+    groups of 2 with 30 of 64 columns in registers 1.82, 4 of 4 1.88, 2 of 8 2.37, none 4.21; H=512 B=32 in 8 of 4 3.00,
+    4 of 8 3.33, rows 5.04; H=256 B=8 in 4 of 2 0.85, 2 of 4 0.93, none 1.07; H=768 B=32 in 4 of 8 5.65, rows 7.60)."""
     counts, columns = [], GRID_BACKWARD_GROUP_COLUMNS
     while batch // columns >= 2:
         if batch % columns == 0 and batch // columns <= MAX_BATCH_GROUPS:
@@ -290,13 +294,7 @@ def grid_backward_group_counts(batch: int) -> list:
     return counts
 
 
-def grid_backward_groups_pay(grouped) -> bool:
-    """v41: whether the fp32 grid backward runs ``grouped`` (its batch in groups, each block owning groups x
-    the units) instead of the ungrouped plan: where its weights stay in registers."""
-    return grouped.reg_cols == grouped.cols_per_lane
-
-
-GRID_BACKWARD_GROUP_COLUMNS = 4   # v41: the narrowest group "auto" tries for the fp32 grid backward
+GRID_BACKWARD_GROUP_COLUMNS = 2   # v41: the narrowest group "auto" tries for the fp32 grid backward
 
 
 MAX_BATCH_GROUPS = 16   # v39: the most groups measured (fp16 H=256 B=128)
