@@ -72,10 +72,11 @@
 // ecornn-check: -DPASS=0 -DBATCH=2 -DNWARPS=16 -DLANE_ROWS=8 -DROWS_PER_LANE=3 -DCOLS_PER_LANE=12 -DREG_COLS=12 -DTAGGED=1 -DPOLL_DELAY_NS=250 -DKERNEL_BIAS=1
 // v23 (the kernel adds the biases, KERNEL_BIAS=1 on the lines above where the model sets it): H=512 B=4.
 // ecornn-check: -DPASS=0 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=16 -DREG_COLS=16 -DTAGGED=1 -DKERNEL_BIAS=1
-// v41 (GROUPS, the backward in batch groups): H=256 B=16 in 4 groups of 4 (tagged), H=512 B=32 in 4 of 8 (grid.sync,
-// late loads), H=768 B=16 in 2 of 8 (8 warps, 3 rows per lane), H=128 B=64 in 16 of 4.
-// ecornn-check: -DPASS=1 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=8 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=16 -DREG_COLS=16 -DTAGGED=1 -DGROUPS=4
-// ecornn-check: -DPASS=1 -DBATCH=8 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=64 -DREG_COLS=64 -DTAGGED=0 -DBWD_LATE_LOADS=1 -DGROUPS=4
+// v41 (GROUPS, the backward in batch groups): the H100 plans of H=256 B=16 in 8 groups of 2 (tagged), H=512 B=32 in 8
+// of 4 (columns in shared memory; 28 register columns, where the engine's back-off lands: 36 spill), H=768 B=16 in 2
+// of 8 (8 warps, 3 rows per lane, grid.sync, late loads: the engine's build after 4 groups spill), H=128 B=64 in 16 of 4.
+// ecornn-check: -DPASS=1 -DBATCH=2 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=32 -DREG_COLS=32 -DTAGGED=1 -DGROUPS=8
+// ecornn-check: -DPASS=1 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=2 -DCOLS_PER_LANE=64 -DREG_COLS=28 -DTAGGED=1 -DGROUPS=8
 // ecornn-check: -DPASS=1 -DBATCH=8 -DNWARPS=8 -DLANE_ROWS=4 -DROWS_PER_LANE=3 -DCOLS_PER_LANE=48 -DREG_COLS=48 -DTAGGED=0 -DBWD_LATE_LOADS=1 -DGROUPS=2
 // ecornn-check: -DPASS=1 -DBATCH=4 -DNWARPS=16 -DLANE_ROWS=16 -DROWS_PER_LANE=1 -DCOLS_PER_LANE=16 -DREG_COLS=16 -DTAGGED=1 -DGROUPS=16
 #include <cooperative_groups.h>

@@ -1,7 +1,8 @@
 """`persistent` v41 on the GPU: the fp32 grid backward (FFMA) with its batch in groups on blocks of their own
 (BACKWARD_GROUPS = G): forward, final states and every gradient within 1e-5 of float64 (groups of 4 tagged, of 8 under
 grid.sync, 16 groups, two and three layers bidirectional, odd sizes, one step, 1000 steps, both exchanges forced, with
-the FFMA forward), bitwise reruns, training graph replays bitwise the eager path, and "auto"'s picks."""
+the FFMA forward), bitwise reruns, training graph replays bitwise the eager path, "auto"'s picks and its fallback to
+fewer groups where a plan spills."""
 import numpy as np
 import pytest
 
@@ -99,3 +100,15 @@ def test_auto_takes_the_grouped_backward(rng, hidden, batch, groups, columns):
     _assert_grouped_backward(plan, groups)
     assert plan.batch == columns
     _compare(rng, config, FP32_TOL)
+
+
+@pytest.mark.parametrize("hidden, batch, planned, built", [(768, 16, 4, 2), (512, 24, 12, 6)])
+def test_auto_falls_back_to_fewer_groups_where_a_plan_spills(rng, hidden, batch, planned, built):
+    """Call 2: these grouped plans spill on the device and the rest does not fit shared memory; the engine builds the
+    next count that fits (persistent._built_plans) and trains right."""
+    config = LSTMConfig(hidden, hidden, 1, False, "float32", batch, 10)
+    assert persistent.plans_for(config, True)["backward"].batch_groups == planned
+    plan = persistent._final(persistent._built_plans(config, True, "auto")["backward"])
+    _assert_grouped_backward(plan, built)
+    _compare(rng, config, FP32_TOL)
+    assert persistent.last_kinds["backward"] == "grid"

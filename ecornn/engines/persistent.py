@@ -52,6 +52,9 @@ never takes it: slower than v28's GEMM): W_ih's hi tiles times x as gpu_blas.spl
 rows), x_hi W_lo^T one fp16 GEMM before the kernel (_split_input), W_hh h0 added at step 0.
 v40: the fp32 split forward runs its batch in groups on blocks of their own too (BATCH_GROUPS; paired groups of 4
 columns first, capacity._grouped_pass_plan, rules.split_groups_pay).
+v41: the fp32 grid backward (FFMA) runs its batch in groups on blocks of their own (BACKWARD_GROUPS; the most groups
+of 2 columns or more that fit, capacity.grid_backward_plan, rules.grid_backward_group_counts; fewer where one does
+not build).
 """
 from __future__ import annotations
 
@@ -709,15 +712,17 @@ def _build(plans: dict) -> None:
 
 def _built_plans(config, training: bool, variant: str) -> dict:
     """Plans of the call, compiled and checked (NotSupported before any launch). Fallbacks, in
-    order: the fp32 grid backward without batch groups (v41) where the grouped one does not build;
-    the grid backward instead of the rows backward (v7) where the latter does not build;
+    order: the fp32 grid backward in fewer batch groups, then none (v41), where the grouped one does not
+    build (its registers spill and the rest does not fit shared memory: H=768 B=16 in 4 groups, H=512 B=24 in
+    12); the grid backward instead of the rows backward (v7) where the latter does not build;
     under "auto", the fp32 grid kernel instead of tensor-core plans that do not build or co-reside."""
     attempts = [(variant, None), (variant, False)]
     if variant == "auto":
         attempts += [("grid", None), ("grid", False)]
+    group_fallbacks = _backward_group_fallbacks(config) if training else (None,)
     first_error, tried = None, []
     for plan_variant, by_rows in attempts:
-        for backward_groups in (None, False):
+        for backward_groups in group_fallbacks:
             try:
                 plans = _plans(config, training, plan_variant, by_rows, backward_groups)
                 if plans in tried:
@@ -728,6 +733,17 @@ def _built_plans(config, training: bool, variant: str) -> dict:
             except NotSupported as exc:
                 first_error = first_error or exc
     raise first_error
+
+
+def _backward_group_fallbacks(config) -> tuple:
+    """v41: the fp32 grid backward's group settings _built_plans tries in turn: BACKWARD_GROUPS's, then under "auto"
+    each count of rules.grid_backward_group_counts whose grouped plan fits (capacity.grouped_grid_backward), then none."""
+    if BACKWARD_GROUPS != "auto" or config.dtype != "float32":
+        return (None, False)
+    props = _props()
+    fitting = [g for g in rules.grid_backward_group_counts(config.batch)
+               if capacity.grouped_grid_backward(props, config, g) is not None]
+    return (None, *fitting, False)
 
 
 def _final(plan):
