@@ -123,10 +123,13 @@ def predict_persistent_us(config: LSTMConfig, device: DeviceSpec, kernel: dict,
         forward_projection = 0.0 if kernel.get("in_kernel_projection") else projection
         grid_step = _persistent_step(config, device, kernel["blocks"], consts.grid_sync_us
                                      + consts.persistent_exchange_us, consts)
+        # v41: the fp32 grid backward in batch groups: each block reads its group's vector only
+        backward_step = _persistent_step(config, device, kernel["blocks"], consts.grid_sync_us
+                                         + consts.persistent_exchange_us, consts, kernel.get("backward_groups", 1))
         if kernel.get("split_mma"):   # the fp32 split forward; the backward stays on the fp32 kernels
             total += split_step_us(config, kernel["split_mma"], consts, kernel.get("split_groups", 1)) + projection
             if training:
-                total += consts.backward_factor * grid_step + 2 * projection + _gemm_us(
+                total += consts.backward_factor * backward_step + 2 * projection + _gemm_us(
                     2.0 * config.batch * config.gate_size * config.hidden_size * config.num_directions,
                     config, device, consts)
         elif kernel.get("mma"):
@@ -139,7 +142,7 @@ def predict_persistent_us(config: LSTMConfig, device: DeviceSpec, kernel: dict,
                     2.0 * config.batch * config.gate_size * config.hidden_size * config.num_directions,
                     config, device, consts)
         elif training:
-            total += (1 + consts.backward_factor) * grid_step + 2 * projection + forward_projection + _gemm_us(
+            total += grid_step + consts.backward_factor * backward_step + 2 * projection + forward_projection + _gemm_us(
                 2.0 * config.batch * config.gate_size * config.hidden_size * config.num_directions,
                 config, device, consts)
         elif kernel.get("cluster_blocks"):
@@ -176,10 +179,11 @@ def split_step_us(config: LSTMConfig, mma_per_tile: int, consts: CostConstants, 
     return consts.split_step_us + consts.split_vector_us * hb + consts.split_mma_us * mma_hh
 
 
-def _persistent_step(config, device, blocks, fixed_us, consts) -> float:
+def _persistent_step(config, device, blocks, fixed_us, consts, groups: int = 1) -> float:
+    """One grid-kernel step; ``groups`` (v41, the backward in batch groups): the vector terms of one group's columns."""
     flop_us, hb, hbb = persistent_step_terms(config, device, blocks)
-    return (fixed_us + flop_us / consts.persistent_efficiency + consts.persistent_vector_us * hb
-            + consts.persistent_batch2_us * hbb)
+    return (fixed_us + flop_us / consts.persistent_efficiency + consts.persistent_vector_us * hb / groups
+            + consts.persistent_batch2_us * hbb / groups ** 2)
 
 
 def predict_fused_us(config: LSTMConfig, device: DeviceSpec, training: bool = False,

@@ -51,7 +51,8 @@ def persistent_fit(config: LSTMConfig, device: DeviceSpec, training: bool = Fals
     if tensor_cores:   # fp32: the split forward where the engine takes it (v13/v14; its FP32_TENSOR_CORES)
         passes = persistent_capacity.plan_config(props, config, training,
                                                  fp32_tensor_cores=persistent.FP32_TENSOR_CORES,
-                                                 batch_groups=persistent.BATCH_GROUPS)
+                                                 batch_groups=persistent.BATCH_GROUPS,
+                                                 backward_groups=persistent.BACKWARD_GROUPS)
     else:
         passes = persistent_capacity.plan_grid_config(props, config, training)
     forward = passes["forward"]
@@ -59,6 +60,8 @@ def persistent_fit(config: LSTMConfig, device: DeviceSpec, training: bool = Fals
               "passes": {name: p.describe() for name, p in passes.items()},
               # v12/v15: the forward computes x W_ih^T itself (no projection GEMM before it)
               "in_kernel_projection": bool(getattr(forward, "in_kernel_projection", False))}
+    if getattr(passes.get("backward"), "kind", None) == "grid":   # v41: the fp32 grid backward's batch groups
+        kernel["backward_groups"] = passes["backward"].batch_groups
     if getattr(forward, "parts", 1) == 2:   # the fp32 split forward (fp32 kernels backward)
         # mma per weight tile of one block (v40: a block of a grouped split serves its group's columns, on 1/groups
         # of the blocks)

@@ -111,7 +111,9 @@ def test_rows_backward_takes_over_where_the_grid_backward_does_not_fit():
     b16 = config.replace(batch=16)   # the grid backward's 4H x B vector does not fit: rows
     assert cap.plan_grid_config(H100, b16, True)["backward"].kind == "rows"
     with pytest.raises(NotSupported, match="backward"):
-        cap.plan_grid_config(H100, b16, True, backward_by_rows=False)
+        cap.plan_grid_config(H100, b16, True, backward_by_rows=False, backward_groups=False)
+    grouped = cap.plan_grid_config(H100, b16, True, backward_by_rows=False)["backward"]   # v41: in 2 groups it fits
+    assert (grouped.kind, grouped.batch_groups) == ("grid", 2)
     big = config.replace(input_size=1536, hidden_size=1536, batch=4)   # rows do not fit the registers
     assert cap.plan_backward_rows(H100, 1536, 4) is None
     assert cap.plan_grid_config(H100, big, True)["backward"].kind == "grid"

@@ -312,13 +312,17 @@ def test_check_covers_backward_only_when_training(cpu_engine):
 
 def test_plans_that_do_not_build_fall_back_in_order(cpu_engine, monkeypatch):
     """_built_plans: a rows backward that does not build (spills) gives way to the grid backward;
-    where that cannot hold the batch either, the first error is the one raised."""
+    where that cannot hold the batch either, the first error is the one raised (ungrouped: v41's grid backward holds
+    H=1024 B=16 in two batch groups, below)."""
     from ecornn import NotSupported
 
     def build(plans):
         if any(p.kind == "rows" for p in plans.values()):
             raise NotSupported(persistent.name, "rows kernel spills (stand-in)")
     monkeypatch.setattr(cpu_engine, "_build", build)
+    grouped = cpu_engine._built_plans(LSTMConfig(1024, 1024, 1, False, "float32", 16, 2), True, "auto")["backward"]
+    assert (grouped.kind, grouped.batch_groups) == ("grid", 2)
+    monkeypatch.setattr(cpu_engine, "BACKWARD_GROUPS", False)
     fits = LSTMConfig(1024, 1024, 1, False, "float32", 8, 2)      # rows by the rule, grid fits too
     assert cpu_engine._built_plans(fits, True, "auto")["backward"].kind == "grid"
     no_grid = fits.replace(batch=16)                                # only the rows backward fits

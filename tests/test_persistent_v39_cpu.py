@@ -65,9 +65,13 @@ def test_a_forced_count_that_does_not_fit_falls_back():
 
 
 def test_more_groups_are_a_capacity_gain():
-    """fp16 H=256 B=128 trains persistent only in 4 groups or more (the backward's vector does not fit in two)."""
+    """fp16 H=256 B=128 trains on the tensor cores only in 4 groups or more (the backward's vector does not fit in two);
+    in two, the call falls back to the fp32 kernels (it raised before v41, whose grid backward fits in groups)."""
+    config = LSTMConfig(256, 256, 1, False, "float16", 128, 64)
+    fallback = cap.plan_config(cap.h100_properties(), config, True, batch_groups=2)
+    assert {p.kind for p in fallback.values()} == {"grid"} and fallback["backward"].batch_groups == 16
     with pytest.raises(persistent.NotSupported):
-        _groups("float16", 256, 128, batch_groups=2)
+        cap.plan_config(cap.h100_properties(), config, True, batch_groups=2, backward_groups=False)
     assert _groups("float16", 256, 128) == {"forward": 16, "backward": 16}
 
 
