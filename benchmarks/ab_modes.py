@@ -34,6 +34,22 @@ def set_engine_flags(flags: dict) -> None:
         setattr(gpu_blas if name in BLAS_FLAGS else persistent, name, value)
 
 
+def plannable_modes(config, modes: dict, train: bool) -> tuple:
+    """({mode: flags} of the modes whose flags plan ``config``, {mode: error} of the others): a mode that does not
+    plan (NotSupported) is recorded, not timed. The flags are back at their defaults after each."""
+    usable, errors = {}, {}
+    for mode, flags in modes.items():
+        set_engine_flags(flags)
+        try:
+            persistent.plans_for(config, train)
+            usable[mode] = flags
+        except Exception as exc:   # noqa: BLE001 - recorded per mode
+            errors[mode] = f"{type(exc).__name__}: {str(exc)[:160]}"
+        finally:
+            set_engine_flags({})
+    return usable, errors
+
+
 def alternate_rounds(modes: dict, rounds: int, measure) -> dict:
     """{mode: {key: [value per kept round]}}: ``measure()`` (a dict) under each mode's flags, the
     modes' order reversed every round, after a warm-up round that is not kept (v23: the first mode

@@ -44,16 +44,7 @@ def measure_cell(hidden, batch, counts, rounds, repeats, grouped_flags=None) -> 
     problem = _problem("float32", hidden, batch, seed=hidden + batch)
     modes = {"none": {"BACKWARD_GROUPS": False}, "auto": {},
              **{f"G={g}": {"BACKWARD_GROUPS": g, **(grouped_flags or {})} for g in counts}}
-    usable, errors = {}, {}
-    for mode, flags in modes.items():   # a mode that does not plan (NotSupported) is recorded, not timed
-        ab_modes.set_engine_flags(flags)
-        try:
-            persistent.plans_for(problem[0], True)
-            usable[mode] = flags
-        except Exception as exc:   # noqa: BLE001 - recorded per mode
-            errors[mode] = f"{type(exc).__name__}: {str(exc)[:160]}"
-        finally:
-            ab_modes.set_engine_flags({})
+    usable, errors = ab_modes.plannable_modes(problem[0], modes, True)
 
     def measure():
         config, weights, x, h0, c0 = problem

@@ -29,19 +29,9 @@ CELL_SETS = {
 
 def measure_cell(dtype, hidden, batch, groups, rounds, repeats, train=True) -> dict:
     """Per mode ("auto" and G groups): whole forward, kernel and (``train``) fwd+bwd, alternated."""
-    from ecornn.engines import persistent
     problem = _problem(dtype, hidden, batch, seed=hidden + batch)
     modes = {"auto": {}, **{f"G={g}": {"BATCH_GROUPS": g} for g in groups}}
-    usable, errors = {}, {}
-    for mode, flags in modes.items():   # a mode that does not plan (NotSupported) is recorded, not timed
-        ab_modes.set_engine_flags(flags)
-        try:
-            persistent.plans_for(problem[0], train)
-            usable[mode] = flags
-        except Exception as exc:   # noqa: BLE001 - recorded per mode
-            errors[mode] = f"{type(exc).__name__}: {str(exc)[:160]}"
-        finally:
-            ab_modes.set_engine_flags({})
+    usable, errors = ab_modes.plannable_modes(problem[0], modes, train)
 
     def measure():
         t = ab_modes.time_mode(*problem, repeats, train=train)

@@ -3,15 +3,12 @@
 grid.sync, 16 groups, two and three layers bidirectional, odd sizes, one step, 1000 steps, both exchanges forced, with
 the FFMA forward), bitwise reruns, training graph replays bitwise the eager path, "auto"'s picks and its fallback to
 fewer groups where a plan spills."""
-import numpy as np
 import pytest
 
 from ecornn import LSTMConfig
-from ecornn.arrays import to_module
-from ecornn.engines import persistent, persistent_graph
-from tests.helpers import rel_err
+from ecornn.engines import persistent
 from tests.test_persistent_gpu import FP32_TOL, _assert_bitwise_reruns, _compare
-from tests.test_persistent_v9_gpu import _bitwise_equal, _eager, _gpu_problem, _prepared, _reference, _train
+from tests.test_persistent_v9_gpu import test_training_replays_match_reference_and_eager as _replays_match
 
 pytestmark = pytest.mark.gpu
 
@@ -77,19 +74,11 @@ def test_grouped_backward_reruns_bitwise(monkeypatch, rng):
 
 @pytest.mark.parametrize("hidden, batch, layers, bidir", [(256, 16, 1, False), (128, 32, 2, True)])
 def test_grouped_backward_training_replays_match_eager_and_float64(monkeypatch, rng, hidden, batch, layers, bidir):
-    """Training calls replayed from CUDA graphs (persistent_train_graph) launch the grouped grid like the eager path."""
+    """Training calls replayed from CUDA graphs (persistent_train_graph) launch the grouped grid like the eager path
+    (v9's check: every output and gradient bitwise the eager call's and within 1e-5 of float64)."""
     config = LSTMConfig(hidden, hidden, layers, bidir, "float32", batch, 21)
     _assert_grouped_backward(_built_backward(config), batch // 2)   # "auto": groups of 2 columns
-    weights, prepared = _prepared(rng, config)
-    problems = [_gpu_problem(rng, config) for _ in range(3)]
-    runs = [_train(prepared, p, config) for p in problems]
-    assert not persistent_graph.capture_errors, persistent_graph.capture_errors
-    for problem, (_, got) in zip(problems, runs):
-        for g, e in zip(got, _eager(prepared, problem, config, monkeypatch)):
-            assert _bitwise_equal(g, e)
-        errors = [rel_err(np.asarray(to_module(g, np), np.float64), w)
-                  for g, w in zip(got, _reference(weights, problem, config))]
-        assert max(errors) <= FP32_TOL, errors
+    _replays_match(rng, monkeypatch, "float32", hidden, hidden, layers, bidir, batch, 21)
 
 
 # "auto" (rules.grid_backward_group_counts): the most groups of >= 2 columns that fit (16 at most)
