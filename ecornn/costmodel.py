@@ -142,9 +142,9 @@ def predict_persistent_us(config: LSTMConfig, device: DeviceSpec, kernel: dict,
                     2.0 * config.batch * config.gate_size * config.hidden_size * config.num_directions,
                     config, device, consts)
         elif training:
-            total += grid_step + consts.backward_factor * backward_step + 2 * projection + forward_projection + _gemm_us(
-                2.0 * config.batch * config.gate_size * config.hidden_size * config.num_directions,
-                config, device, consts)
+            total += grid_step + consts.backward_factor * backward_step + 2 * projection + forward_projection
+            total += _gemm_us(2.0 * config.batch * config.gate_size * config.hidden_size * config.num_directions,
+                              config, device, consts)
         elif kernel.get("cluster_blocks"):
             total += _persistent_step(config, device, kernel["cluster_blocks"], consts.cluster_step_us,
                                       consts) + projection

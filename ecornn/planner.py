@@ -54,7 +54,8 @@ def persistent_fit(config: LSTMConfig, device: DeviceSpec, training: bool = Fals
                                                  batch_groups=persistent.BATCH_GROUPS,
                                                  backward_groups=persistent.BACKWARD_GROUPS)
     else:
-        passes = persistent_capacity.plan_grid_config(props, config, training)
+        passes = persistent_capacity.plan_grid_config(props, config, training,
+                                                      backward_groups=persistent.BACKWARD_GROUPS)
     forward = passes["forward"]
     kernel = {"blocks": forward.grid, "threads": forward.threads, "launches": forward.launches,
               "passes": {name: p.describe() for name, p in passes.items()},

@@ -1,5 +1,5 @@
-"""`persistent` v41 on the CPU: the fp32 grid backward (FFMA) with its batch in groups on blocks of their own. The counts
-tried per batch (rules.grid_backward_group_counts), the picks of every measured cell (results/persistent_v41, calls
+"""`persistent` v41 on the CPU: the fp32 grid backward (FFMA) with its batch in groups on blocks of their own. The
+counts tried per batch (rules.grid_backward_group_counts), the picks of every measured cell (results/persistent_v41, calls
 1-2), the cells that keep the rows backward, the engine flag (False: ungrouped, an int: that many groups), a grouped
 plan's defines, grid, exchange and description, the engine's fallback to fewer groups where a plan does not build,
 and the kernel's lines."""
@@ -103,7 +103,8 @@ def _fake_build(failing_groups):
     return build
 
 
-@pytest.mark.parametrize("hidden, batch, failing, built", [(768, 16, {4}, 2), (512, 24, {12}, 6), (256, 16, {8, 4, 2}, 1)])
+@pytest.mark.parametrize("hidden, batch, failing, built",
+                         [(768, 16, {4}, 2), (512, 24, {12}, 6), (256, 16, {8, 4, 2}, 1)])
 def test_the_engine_falls_back_to_fewer_groups(monkeypatch, hidden, batch, failing, built):
     """Where a grouped plan does not build (call 2: H=768 B=16 in 4 groups, H=512 B=24 in 12 spilled and the rest did
     not fit shared memory), _built_plans tries the next count of rules.grid_backward_group_counts, then none."""
@@ -135,9 +136,10 @@ def test_the_flag_reaches_the_plans(monkeypatch):
 def test_16bit_and_forward_plans_are_untouched():
     fp16 = cap.plan_config(H200, LSTMConfig(512, 512, 1, False, "float16", 16, 8), True, backward_groups=False)
     assert fp16 == cap.plan_config(H200, LSTMConfig(512, 512, 1, False, "float16", 16, 8), True)
+    fp32 = LSTMConfig(512, 512, 1, False, "float32", 16, 8)
     for groups in (False, 4):
-        plans = cap.plan_config(H200, LSTMConfig(512, 512, 1, False, "float32", 16, 8), True, backward_groups=groups)
-        assert plans["forward"] == cap.plan_config(H200, LSTMConfig(512, 512, 1, False, "float32", 16, 8), False)["forward"]
+        assert cap.plan_config(H200, fp32, True, backward_groups=groups)["forward"] == \
+            cap.plan_config(H200, fp32, False)["forward"]
 
 
 def test_the_kernel_groups_the_backward_only():

@@ -190,8 +190,8 @@ BATCH_GROUPS = "auto"     # v30: 16-bit passes with the batch as groups on block
                           # fit (rules.batch_group_counts); an int G > 1: G groups wherever they fit (2: v38);
                           # v40: the fp32 split forward too ("auto": rules.split_group_counts, split_groups_pay)
 BACKWARD_GROUPS = "auto"   # v41: the fp32 grid backward with the batch as groups on blocks of their own
-                           # (capacity.grid_backward_plan): "auto" per rules.grid_backward_group_counts and
-                           # grid_backward_groups_pay; False: never (the ablation); an int G > 1: G groups where they fit
+                           # (capacity.grid_backward_plan): "auto" the first count of rules.grid_backward_group_counts
+                           # that fits; False: never (the ablation); an int G > 1: G groups where they fit
 STEP_CLOCKS = 0   # v37 diagnostic: > 0 compiles the tensor-core forward with clock marks of its first STEP_CLOCKS
                   # steps (kernels/step_clocks.cuh; read by benchmarks/diag_step_clocks_v37.py); 0: none
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
@@ -736,8 +736,9 @@ def _built_plans(config, training: bool, variant: str) -> dict:
 
 
 def _backward_group_fallbacks(config) -> tuple:
-    """v41: the fp32 grid backward's group settings _built_plans tries in turn: BACKWARD_GROUPS's, then under "auto"
-    each count of rules.grid_backward_group_counts whose grouped plan fits (capacity.grouped_grid_backward), then none."""
+    """v41: the fp32 grid backward's group settings _built_plans tries in turn: BACKWARD_GROUPS's, then under
+    "auto" each count of rules.grid_backward_group_counts whose grouped plan fits (capacity.grouped_grid_backward),
+    then none."""
     if BACKWARD_GROUPS != "auto" or config.dtype != "float32":
         return (None, False)
     props = _props()

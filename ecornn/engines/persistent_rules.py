@@ -280,12 +280,13 @@ def batch_groups_pay(grouped) -> bool:
 
 
 def grid_backward_group_counts(batch: int) -> list:
-    """v41: the batch-group counts "auto" tries for the fp32 grid backward, most groups first (capacity.grid_backward_plan
-    takes the first that fits): groups of GRID_BACKWARD_GROUP_COLUMNS columns, then twice as wide, ... (2 to
-    MAX_BATCH_GROUPS groups). More groups stage less of dz per block and hold more units' weights; the most that fit
-    measured fastest, shared-memory weights and all (H200 fwd+bwd ms, results/persistent_v41 call 1: H=512 B=16 in 8
-    groups of 2 with 30 of 64 columns in registers 1.82, 4 of 4 1.88, 2 of 8 2.37, none 4.21; H=512 B=32 in 8 of 4 3.00,
-    4 of 8 3.33, rows 5.04; H=256 B=8 in 4 of 2 0.85, 2 of 4 0.93, none 1.07; H=768 B=32 in 4 of 8 5.65, rows 7.60)."""
+    """v41: the batch-group counts "auto" tries for the fp32 grid backward, most groups first
+    (capacity.grid_backward_plan takes the first that fits): groups of GRID_BACKWARD_GROUP_COLUMNS columns, then
+    twice as wide, ... (2 to MAX_BATCH_GROUPS groups). More groups stage less of dz per block and hold more units'
+    weights; the most that fit measured fastest, shared-memory weights and all (H200 fwd+bwd ms, results/
+    persistent_v41 call 1: H=512 B=16 in 8 groups of 2 with 30 of 64 columns in registers 1.82, 4 of 4 1.88, 2 of 8
+    2.37, none 4.21; H=512 B=32 in 8 of 4 3.00, 4 of 8 3.33, rows 5.04; H=256 B=8 in 4 of 2 0.85, 2 of 4 0.93, none
+    1.07; H=768 B=32 in 4 of 8 5.65, rows 7.60)."""
     counts, columns = [], GRID_BACKWARD_GROUP_COLUMNS
     while batch // columns >= 2:
         if batch % columns == 0 and batch // columns <= MAX_BATCH_GROUPS:
