@@ -19,8 +19,13 @@ from ecornn.engines import persistent_capacity  # noqa: E402
 # (dtype, hidden, batch, groups to try besides "auto", train)
 CELL_SETS = {1: [("float32", 1024, 4, (2,), False), ("float32", 512, 4, (2,), False), ("float32", 768, 4, (2,), False),
                  ("float32", 384, 4, (2,), False), ("float32", 256, 4, (2,), False), ("float32", 1024, 2, (2,), False),
-                 ("float32", 512, 8, (4,), False)]}
+                 ("float32", 512, 8, (4,), False)],
+             # 2: call 8, "auto" with v41's rule (groups of 2 columns first at B <= 8) against no groups (False: the
+             # ungrouped split or FFMA) and v40's pick (2 groups of 4 at B=8)
+             2: [("float32", 256, 8, (False, 2), False), ("float32", 384, 8, (False, 2), False),
+                 ("float32", 640, 4, (False,), False), ("float32", 512, 6, (False,), False),
+                 ("float32", 512, 4, (False,), False), ("float32", 768, 8, (4,), False)]}
 
 if __name__ == "__main__":
-    persistent_capacity.SPLIT_GROUP_MIN = 2   # before any plan is made (the plans are cached per flags)
+    persistent_capacity.SPLIT_GROUP_MIN = 2   # (v41's default since call 8; set 1 ran with v40's 4 as the default)
     run(CELL_SETS, "explore_split_pairs_v41")

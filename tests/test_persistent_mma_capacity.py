@@ -79,7 +79,7 @@ def test_auto_falls_back_to_the_grid_kernel_where_mma_does_not_fit():
     """16-bit on a GPU without tensor-core plans: plan_config gives the widened grid kernel."""
     old = dict(H100, compute_capability=(7, 5))
     config = LSTMConfig(256, 256, 1, False, "float16", 4, 8)
-    for props, cfg in ((old, config), (H100, config.replace(dtype="float32"))):
+    for props, cfg in ((old, config), (H100, config.replace(dtype="float32", batch=2))):   # (v41: B=4 runs split)
         plans = cap.plan_config(props, cfg, training=True)
         assert plans["forward"].kind == "grid" and plans["backward"].kind in ("grid", "rows")
 

@@ -13,7 +13,8 @@ H100 = cap.h100_properties()
 @pytest.mark.parametrize("dtype, hidden, batch, delayed", [
     ("float32", 512, 1, True), ("float32", 512, 2, True), ("float32", 768, 2, True),   # grid, tagged
     ("float16", 1024, 1, True), ("bfloat16", 1024, 2, True),                           # tensor cores, tagged
-    ("float32", 512, 4, False), ("bfloat16", 1024, 4, False),    # B = 4 (and v12's projection)
+    ("float32", 512, 4, True),                                   # v41: the split in groups of 2 columns, tagged
+    ("float32", 768, 4, True), ("bfloat16", 1024, 4, False),     # B = 4 (and v12's projection)
     ("float32", 256, 1, False),                                  # grid.sync plan
     ("float16", 1024, 8, False),
     ("bfloat16", 2048, 2, False),                                # H > 1024: not measured faster

@@ -141,7 +141,8 @@ def test_fp32_split_forwards_are_predicted_by_their_own_terms():
     from ecornn.planner import persistent_fit
     assert persistent_fit(cfg(1024, 4), H100)["split_mma"] == 2          # paired
     assert persistent_fit(cfg(1024, 16), H100)["split_mma"] == 6         # 3 mma x 2 N tiles
-    assert "split_mma" not in persistent_fit(cfg(512, 4), H100)          # FFMA (the rule)
+    assert "split_mma" not in persistent_fit(cfg(512, 2), H100)          # FFMA (the rule)
+    assert persistent_fit(cfg(512, 4), H100)["split_mma"] == 4          # v41: 2 paired groups of 2, 2 mma each
     kernel = persistent_fit(cfg(1024, 8), H100)
     base = costmodel.predict_persistent_us(cfg(1024, 8), H100, kernel)
     slower = costmodel.predict_persistent_us(cfg(1024, 8), H100, kernel,
@@ -158,7 +159,7 @@ def test_planner_follows_the_engines_fp32_tensor_core_flag(monkeypatch):
     monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", False)
     assert "split_mma" not in persistent_fit(cfg(1024, 8), H100)
     monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", True)
-    assert persistent_fit(cfg(512, 4), H100)["split_mma"] == 2          # wherever it fits
+    assert persistent_fit(cfg(512, 2), H100)["split_mma"] == 2          # wherever it fits
 
 
 def test_in_kernel_projections_drop_the_forward_gemm_from_the_prediction():

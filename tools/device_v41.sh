@@ -22,7 +22,7 @@ for stage in ${STAGES:-"tests quick cache"}; do
       --rounds "${ROUNDS:-2}" --set "${SET:-1}" 2>&1 | tail -40 ;;
     bbench) timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/bench_backward_groups_v41.py "$OUT" 2>&1 | tail -16 ;;
     layers) timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/bench_backward_groups_layers_v41.py "$OUT" 2>&1 | tail -12 ;;
-    spairs) timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/explore_split_pairs_v41.py "$OUT" --rounds "${ROUNDS:-2}" 2>&1 | tail -20 ;;
+    spairs) timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/explore_split_pairs_v41.py "$OUT" --rounds "${ROUNDS:-2}" --set "${SET:-2}" 2>&1 | tail -20 ;;
     quick) timeout "${QUICK_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     rest) run_gpu_tests "$OUT/rest.log" $(for f in ${REST:-}; do echo "$REPO/tests/$f"; done) ;;
     sanitize) run_sanitizers benchmarks/persistent_backward_groups_small_run.py "$OUT/sanitizers.log" "${SAN_TIMEOUT:-150}" 10 ;;

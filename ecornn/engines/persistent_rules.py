@@ -342,9 +342,18 @@ SPLIT_GROUPS_MIN_HIDDEN = 96    # v40: grouped from here (H=96 B=32 1.38 vs 3.17
 def split_group_counts(batch: int) -> tuple:
     """v40: the group counts an fp32 split forward of batch ``batch`` tries under "auto", in order: groups of
     SPLIT_GROUP_COLUMNS columns, then of twice as many, ... (at most MAX_BATCH_GROUPS groups), then two groups of at
-    least GROUP_COLUMNS columns."""
+    least GROUP_COLUMNS columns; v41: first, for an even batch of 4 to SPLIT_PAIRS_MAX_BATCH, groups of 2 columns."""
     counts = _doubling_group_counts(batch, SPLIT_GROUP_COLUMNS)
-    return counts + ((2,) if batch % 2 == 0 and batch // 2 >= GROUP_COLUMNS and 2 not in counts else ())
+    pairs = (batch // 2,) if batch % 2 == 0 and 4 <= batch <= SPLIT_PAIRS_MAX_BATCH else ()
+    return pairs + counts + ((2,) if batch % 2 == 0 and batch // 2 >= GROUP_COLUMNS and 2 not in counts else ())
+
+
+# v41 (H200, whole forward µs/step alternated, results/persistent_v41 call 7): the split in groups of 2 columns
+# (paired: each group's hi and lo rows fill half of the mma's N) where all its k-tiles stay in registers, against
+# v40's picks: H=512 B=4 1.41 vs 1.55 (FFMA), H=384 B=4 1.44 vs 1.63, H=256 B=4 1.47 vs 1.54, H=768 B=4 1.98 vs
+# 2.04, H=512 B=8 in 4 groups 1.69 vs 2 of 4 1.78; where half its k-tiles stream (H=1024 B=4) 2.64 vs 2.06.
+SPLIT_PAIRS_MAX_BATCH = 8       # measured at B=4 and B=8
+SPLIT_PAIRS_MIN_HIDDEN = 256    # measured from H=256
 
 
 def split_groups_pay(grouped) -> bool:
@@ -360,9 +369,11 @@ def split_groups_pay(grouped) -> bool:
     loss: H=1024 B=8 in 2 groups of 4 (4 of 8 k-tiles in registers) 3.37 vs 3.28 ungrouped. The rule against no groups
     (call 3, "auto" / ungrouped): H=768 B=8 2.18 / 3.46, H=128 B=32 1.42 / 3.64, H=512 B=12 1.99 / 3.34, H=384 B=20
     2.15 / 3.90, H=256 B=40 1.98 / 5.22, H=512 B=18 (2 of 9) 2.94 / 4.24; forced below H=128: H=96 B=32 in 8 of 4
-    1.38 / 3.17, H=64 B=16 in 4 of 4 1.44 / 1.43 (FFMA)."""
+    1.38 / 3.17, H=64 B=16 in 4 of 4 1.44 / 1.43 (FFMA). v41: groups of 2 columns (SPLIT_PAIRS_MIN_HIDDEN)."""
     if grouped.hidden < SPLIT_GROUPS_MIN_HIDDEN:
         return False
+    if grouped.batch == 2:   # v41: groups of 2 columns from H=256 with every k-tile in registers
+        return grouped.hidden >= SPLIT_PAIRS_MIN_HIDDEN and grouped.reg_k_tiles == grouped.k_tiles
     return 2 * grouped.reg_k_tiles > grouped.k_tiles or (grouped.batch_groups == 2 and grouped.batch >= GROUP_COLUMNS)
 
 
