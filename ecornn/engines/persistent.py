@@ -54,7 +54,7 @@ v40: the fp32 split forward runs its batch in groups on blocks of their own too 
 columns first, capacity._grouped_pass_plan, rules.split_groups_pay).
 v41: the fp32 grid backward (FFMA) runs its batch in groups on blocks of their own (BACKWARD_GROUPS; the most groups
 of 2 columns or more that fit, capacity.grid_backward_plan, rules.grid_backward_group_counts; fewer where one does
-not build).
+not build); the fp32 split forward in groups of 2 columns at B <= 8 where its k-tiles stay in registers.
 """
 from __future__ import annotations
 
@@ -188,7 +188,8 @@ BATCH_GROUPS = "auto"     # v30: 16-bit passes with the batch as groups on block
                           # (capacity.grouped_plan) where rules.batch_groups_pay; True: wherever it fits;
                           # False: never (the ablation); v39: "auto" takes as many groups of 8 columns as
                           # fit (rules.batch_group_counts); an int G > 1: G groups wherever they fit (2: v38);
-                          # v40: the fp32 split forward too ("auto": rules.split_group_counts, split_groups_pay)
+                          # v40: the fp32 split forward too ("auto": rules.split_group_counts, split_groups_pay;
+                          # v41: groups of 2 columns first at B <= 8)
 BACKWARD_GROUPS = "auto"   # v41: the fp32 grid backward with the batch as groups on blocks of their own
                            # (capacity.grid_backward_plan): "auto" the first count of rules.grid_backward_group_counts
                            # that fits; False: never (the ablation); an int G > 1: G groups where they fit
