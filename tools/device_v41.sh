@@ -6,6 +6,7 @@
 #   bbench    benchmarks/bench_backward_groups_v41.py: the grouped cells' fwd+bwd with cuDNN in the process
 #   layers    benchmarks/bench_backward_groups_layers_v41.py: stacked and bidirectional fp32 training, cuDNN in the process
 #   spairs    benchmarks/explore_split_pairs_v41.py: the fp32 split forward in groups of 2 columns
+#   pbench    benchmarks/bench_split_pairs_v41.py: the 2-column split cells with fused and cuDNN in the process
 #   quick     the quick bench (#5's table, cuDNN in the process)
 #   rest      more GPU test files ($REST), TEST_TIMEOUT
 #   sanitize  compute-sanitizer memcheck and racecheck over benchmarks/persistent_backward_groups_small_run.py
@@ -23,6 +24,7 @@ for stage in ${STAGES:-"tests quick cache"}; do
     bbench) timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/bench_backward_groups_v41.py "$OUT" 2>&1 | tail -16 ;;
     layers) timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/bench_backward_groups_layers_v41.py "$OUT" 2>&1 | tail -12 ;;
     spairs) timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/explore_split_pairs_v41.py "$OUT" --rounds "${ROUNDS:-2}" --set "${SET:-2}" 2>&1 | tail -20 ;;
+    pbench) timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/bench_split_pairs_v41.py "$OUT" 2>&1 | tail -12 ;;
     quick) timeout "${QUICK_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     rest) run_gpu_tests "$OUT/rest.log" $(for f in ${REST:-}; do echo "$REPO/tests/$f"; done) ;;
     sanitize) run_sanitizers benchmarks/persistent_backward_groups_small_run.py "$OUT/sanitizers.log" "${SAN_TIMEOUT:-150}" 10 ;;
