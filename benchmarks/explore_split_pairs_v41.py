@@ -1,6 +1,6 @@
 """v41 exploration: the fp32 split forward in groups of 2 columns (paired: each group's hi and lo rows fill half of
-the mma's N=8), below v40's smallest split group (capacity.SPLIT_GROUP_MIN, 4 columns, lowered to 2 here for every
-mode), against the engine's choice ("auto": the ungrouped paired split at H=1024 B=4, FFMA below): per cell and mode,
+the mma's N=8), below v40's smallest split group (4 columns; set 1 ran with capacity.SPLIT_GROUP_MIN lowered to 2 by
+this script, v41's default since), against the engine's choice ("auto": the ungrouped paired split at H=1024 B=4, FFMA below): per cell and mode,
 alternated in one process, the forward kernel alone and the whole forward (graph replay), T=256, input = hidden.
 
     python benchmarks/explore_split_pairs_v41.py OUT_DIR [--rounds N] [--repeats N]
@@ -14,8 +14,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from explore_groups_v39 import run  # noqa: E402
 
-from ecornn.engines import persistent_capacity  # noqa: E402
-
 # (dtype, hidden, batch, groups to try besides "auto", train)
 CELL_SETS = {1: [("float32", 1024, 4, (2,), False), ("float32", 512, 4, (2,), False), ("float32", 768, 4, (2,), False),
                  ("float32", 384, 4, (2,), False), ("float32", 256, 4, (2,), False), ("float32", 1024, 2, (2,), False),
@@ -27,5 +25,4 @@ CELL_SETS = {1: [("float32", 1024, 4, (2,), False), ("float32", 512, 4, (2,), Fa
                  ("float32", 512, 4, (False,), False), ("float32", 768, 8, (4,), False)]}
 
 if __name__ == "__main__":
-    persistent_capacity.SPLIT_GROUP_MIN = 2   # (v41's default since call 8; set 1 ran with v40's 4 as the default)
     run(CELL_SETS, "explore_split_pairs_v41")

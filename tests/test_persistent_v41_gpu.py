@@ -105,14 +105,10 @@ def test_auto_falls_back_to_fewer_groups_where_a_plan_spills(rng, hidden, batch,
 
 @pytest.mark.parametrize("hidden, batch, groups", [(1024, 4, 2), (512, 8, 4), (384, 4, 2)])
 def test_split_groups_of_two_columns_train_within_tolerance(monkeypatch, rng, hidden, batch, groups):
-    """The fp32 split forward in groups of 2 columns (below v40's SPLIT_GROUP_MIN; explore_split_pairs_v41): paired
+    """The fp32 split forward in groups of 2 columns (v41's SPLIT_GROUP_MIN; explore_split_pairs_v41), forced: paired
     halves of the mma's N, right to 1e-5 with the grouped backward behind it."""
-    from ecornn.engines import persistent_capacity
-    monkeypatch.setattr(persistent_capacity, "SPLIT_GROUP_MIN", 2)
     monkeypatch.setattr(persistent, "BATCH_GROUPS", groups)
-    persistent._plans_for.cache_clear()
     config = LSTMConfig(hidden, hidden, 1, False, "float32", batch, 16)
     forward = persistent._final(persistent.plans_for(config, True)["forward"])
     assert (forward.kind, forward.parts, forward.batch_groups, forward.batch) == ("mma", 2, groups, 2), forward
     _compare(rng, config, FP32_TOL)
-    persistent._plans_for.cache_clear()

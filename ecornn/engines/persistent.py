@@ -720,10 +720,9 @@ def _built_plans(config, training: bool, variant: str) -> dict:
     attempts = [(variant, None), (variant, False)]
     if variant == "auto":
         attempts += [("grid", None), ("grid", False)]
-    group_fallbacks = _backward_group_fallbacks(config) if training else (None,)
     first_error, tried = None, []
     for plan_variant, by_rows in attempts:
-        for backward_groups in group_fallbacks:
+        for backward_groups in _backward_group_fallbacks(config, training):
             try:
                 plans = _plans(config, training, plan_variant, by_rows, backward_groups)
                 if plans in tried:
@@ -736,16 +735,19 @@ def _built_plans(config, training: bool, variant: str) -> dict:
     raise first_error
 
 
-def _backward_group_fallbacks(config) -> tuple:
-    """v41: the fp32 grid backward's group settings _built_plans tries in turn: BACKWARD_GROUPS's, then under
-    "auto" each count of rules.grid_backward_group_counts whose grouped plan fits (capacity.grouped_grid_backward),
-    then none."""
-    if BACKWARD_GROUPS != "auto" or config.dtype != "float32":
-        return (None, False)
-    props = _props()
-    fitting = [g for g in rules.grid_backward_group_counts(config.batch)
-               if capacity.grouped_grid_backward(props, config, g) is not None]
-    return (None, *fitting, False)
+def _backward_group_fallbacks(config, training: bool):
+    """v41: the fp32 grid backward's group settings _built_plans tries in turn (a training call's): BACKWARD_GROUPS's,
+    then under "auto" each count of rules.grid_backward_group_counts whose grouped plan fits
+    (capacity.grouped_grid_backward), then none. A generator: the fallbacks are planned only when a build failed,
+    not on every call."""
+    yield None
+    if not training:
+        return
+    if BACKWARD_GROUPS == "auto" and config.dtype == "float32":
+        props = _props()
+        yield from (g for g in rules.grid_backward_group_counts(config.batch)
+                    if capacity.grouped_grid_backward(props, config, g) is not None)
+    yield False
 
 
 def _final(plan):

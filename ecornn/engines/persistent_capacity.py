@@ -669,7 +669,7 @@ MMA_DTYPES = ("float16", "bfloat16")
 MMA_WARP_CHOICES = (16, 8, 4)
 BATCH_GROUPS = 2        # v30: groups of a grouped pass's batch (grouped_plan; v39: "auto" tries more first)
 BATCH_GROUP_MIN = 8     # ... each of at least this many columns (one mma N tile)
-SPLIT_GROUP_MIN = 2     # v40: the fp32 split's groups from 4 columns (paired: hi and lo rows fill the N tile); v41: 2
+SPLIT_GROUP_MIN = 2     # the fp32 split's narrowest groups (v41; v40's 4: paired hi and lo rows filled the N tile)
 GROUP_WARPS = {"forward": 8,    # ... on blocks of this many warps (fp16 H=1024 B=16 forward, kernel alone:
                "backward": 16}  # 8 warps 2.31-2.45, 16 warps 2.72-2.86)
 # Registers besides the register tiles (4 * m_tiles per k-tile) and the accumulators

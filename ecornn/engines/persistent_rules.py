@@ -287,12 +287,7 @@ def grid_backward_group_counts(batch: int) -> list:
     persistent_v41 call 1: H=512 B=16 in 8 groups of 2 with 30 of 64 columns in registers 1.82, 4 of 4 1.88, 2 of 8
     2.37, none 4.21; H=512 B=32 in 8 of 4 3.00, 4 of 8 3.33, rows 5.04; H=256 B=8 in 4 of 2 0.85, 2 of 4 0.93, none
     1.07; H=768 B=32 in 4 of 8 5.65, rows 7.60)."""
-    counts, columns = [], GRID_BACKWARD_GROUP_COLUMNS
-    while batch // columns >= 2:
-        if batch % columns == 0 and batch // columns <= MAX_BATCH_GROUPS:
-            counts.append(batch // columns)
-        columns *= 2
-    return counts
+    return list(_doubling_group_counts(batch, GRID_BACKWARD_GROUP_COLUMNS))
 
 
 GRID_BACKWARD_GROUP_COLUMNS = 2   # v41: the narrowest group "auto" tries for the fp32 grid backward
