@@ -57,8 +57,10 @@ def main(argv=None):
     run(CELL_SETS, "explore_groups_v39", argv)
 
 
-def run(cell_sets: dict, name: str, argv=None):
-    """Measure the cells of --set (a key of ``cell_sets``), saving OUT_DIR/``name``.{json,md} after each."""
+def run(cell_sets: dict, name: str, argv=None, measure=None):
+    """Measure the cells of --set (a key of ``cell_sets``) by ``measure`` (default measure_cell: its 4th item the
+    group counts), saving OUT_DIR/``name``.{json,md} after each."""
+    measure = measure or measure_cell
     def configure(parser):
         parser.add_argument("--rounds", type=int, default=2)
         parser.add_argument("--set", type=int, choices=sorted(cell_sets), default=max(cell_sets))
@@ -66,7 +68,7 @@ def run(cell_sets: dict, name: str, argv=None):
     meta, rows = bench_meta(), []
     for dtype, hidden, batch, groups, *train in cell_sets[args.set]:   # an optional 5th item: train (default True)
         try:
-            rows.append(measure_cell(dtype, hidden, batch, groups, args.rounds, args.repeats, *train))
+            rows.append(measure(dtype, hidden, batch, groups, args.rounds, args.repeats, *train))
         except Exception as exc:   # one cell's failure must not lose the others
             rows.append({"dtype": dtype, "hidden": hidden, "batch": batch, "modes": {},
                          "errors": {"cell": f"{type(exc).__name__}: {str(exc)[:300]}"}})

@@ -170,6 +170,9 @@ constexpr bool kXwAtLoad = true;
 #else
 constexpr bool kXwAtLoad = XW_AT_LOAD != 0;
 #endif
+#ifndef CLUSTER_K       // v42: a thread-block cluster of CLUSTER_K blocks runs one virtual block (see kClusterK)
+#define CLUSTER_K 1
+#endif
 #ifndef SPLIT_BARRIER   // grid.sync plans: the split barrier (default with the in-kernel projection) or grid.sync()
 #define SPLIT_BARRIER (IN_K_TILES > 0)
 #endif
@@ -248,6 +251,66 @@ constexpr int kInTileU4 = kWarps * kInKTiles * kMTiles * 32;   // one block's pa
 // fp16 GEMM before the kernel (in the scaled units); the pointwise thread scales and adds it like xw.
 // The split input (xin; persistent.py, _split_input): x_hi [T][B][in_size] and x_lo [T][B][in_size]
 // fp16, the row factors 2^-e [T][B] fp32 (padded to 4), then the x_hi . W_lo^T product [D][T][B][4H] fp32.
+
+// v42, CLUSTER_K > 1 (tagged forwards, sm_90): a cluster of CLUSTER_K blocks runs one virtual block of CLUSTER_K x
+// NWARPS warps and M_TILES m-tiles (the units of all its ranks). Rank r's warps own the K-slices of the virtual warps
+// r * NWARPS.., so a block stages 1/CLUSTER_K of the step's vector (the exchange's polls shrink as much) and its product
+// covers every row of the cluster's units over its slice. The packed tiles of the virtual plan are, in memory, the
+// ranks' tiles one after the other (a rank's tile index is its block index). The block sums its warps' partials per
+// unit (unit_sums) and stores each unit's sums in the shared memory of the rank that owns the unit (distributed shared
+// memory, slot [step & 1][sender]); one cluster barrier; every pointwise thread adds the CLUSTER_K sums of its unit in
+// rank order (bitwise reproducible). Two slots: a rank writes slot s & 1 again only after the cluster barrier of step
+// s + 1, which every reader of step s has passed.
+constexpr int kClusterK = CLUSTER_K;
+constexpr bool kClustered = kClusterK > 1;
+constexpr int kUnitsPerRank = kRows / 4 / kClusterK;   // a block's own units
+static_assert(!kClustered || (PASS == 0 && kTagged && kGroups == 1 && !kInput),
+              "CLUSTER_K: tagged forwards without batch groups or in-kernel projection");
+static_assert(kRows % (4 * kClusterK) == 0, "CLUSTER_K must divide the virtual block's units");
+constexpr int kClusterFloats = kClustered ? 2 * kClusterK * kUnitsPerRank * kNPad * 4 : 0;
+
+#if CLUSTER_K > 1 && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900)
+#define ECORNN_MMA_CLUSTER __cluster_dims__(CLUSTER_K, 1, 1)
+#else
+#define ECORNN_MMA_CLUSTER
+#endif
+
+// This block's rank in its cluster (0 without clusters; sm_80 builds of clustered plans trap: never launched).
+__device__ __forceinline__ unsigned rank_in_cluster() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (kClustered) {
+        unsigned r;
+        asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+        return r;
+    }
+#endif
+    return 0;
+}
+
+// Every thread of the cluster arrives (release), then waits for all of them (acquire).
+__device__ __forceinline__ void cluster_barrier() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
+#else
+    __trap();
+#endif
+}
+
+// Store v at the same shared-memory offset as `local`, in block `rank` of this cluster.
+__device__ __forceinline__ void store_remote4(float* local, unsigned rank, float4 v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(local));
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+    asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};"
+                 :: "r"(remote), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w) : "memory");
+#else
+    __trap();
+#endif
+}
+
+// The warp whose K-slice this warp stages and multiplies: its own, or (v42) its place in the cluster's virtual block.
+__device__ __forceinline__ int slice_warp() { return (int)rank_in_cluster() * kWarps + threadIdx.x / 32; }
 
 // v34, H0_IN_PRODUCT: h0 is unbounded and the split's fp16 halves are not, so the split publishes h0 * 2^-e with e
 // per batch column (the exponent of its largest |h0|: the column then lies in (-1, 1) like every h) and multiplies
@@ -388,7 +451,7 @@ __device__ __forceinline__ void first_poll_delay() {
 // every word of the warp's K-slice carries `tag`, then keeps the 16-bit halves (no conversion).
 __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned int* src, int k_len,
                                              unsigned int tag) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, kw = slice_warp();
     const int ld = exchange_ld(k_len);
     unsigned int* mine = vec_s + warp * kVecWordsPerWarp;
     constexpr int quads = kWarpK / 4, count = kXchRows * quads;
@@ -404,13 +467,13 @@ __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned
         for (long long polls = 0;; ++polls) {
 #pragma unroll
             for (int j = 0; j < chunk; ++j) {
-                const int i = (base + j) * 32 + lane, n = i / quads, k = warp * kWarpK + 4 * (i % quads);
+                const int i = (base + j) * 32 + lane, n = i / quads, k = kw * kWarpK + 4 * (i % quads);
                 v[j] = i < count && k < k_len ? load_relaxed(src + (size_t)n * ld + k) : make_uint4(0, 0, 0, 0);
             }
             bool ready = true;
 #pragma unroll
             for (int j = 0; j < chunk; ++j) {
-                const int i = (base + j) * 32 + lane, k = warp * kWarpK + 4 * (i % quads);
+                const int i = (base + j) * 32 + lane, k = kw * kWarpK + 4 * (i % quads);
                 const int valid = k_len - k < 4 ? k_len - k : 4;
                 if (i < count && k < k_len)
                     ready &= kSplitWords ? split_words_ready(v[j], bit, valid) : tagged_ready(v[j], tag, valid);
@@ -839,6 +902,7 @@ struct Carve {
     unsigned int* vec;
     uint4* in_a;
     unsigned int* xs;
+    float* cluster;   // v42: the cluster partials [2][CLUSTER_K][own units][kNPad][4]
 };
 
 __device__ __forceinline__ Carve carve(uint4* smem) {
@@ -848,6 +912,7 @@ __device__ __forceinline__ Carve carve(uint4* smem) {
     s.vec = reinterpret_cast<unsigned int*>(s.red + kRedFloats);
     s.in_a = reinterpret_cast<uint4*>(s.vec + kWarps * kVecWordsPerWarp);
     s.xs = reinterpret_cast<unsigned int*>(s.in_a + kInTileU4);
+    s.cluster = reinterpret_cast<float*>(s.xs + kWarps * kXWordsPerWarp);
     return s;
 }
 
@@ -906,6 +971,38 @@ __device__ __forceinline__ int h0_column_exponent(const float* __restrict__ h0, 
 #endif
 
 #if PASS == 0
+// v42: float offset of (sender rank, own unit, batch column) in slot step & 1 of the cluster partials.
+__device__ __forceinline__ int cluster_partial_index(int step, int rank, int unit, int b) {
+    return (((step & 1) * kClusterK + rank) * kUnitsPerRank + unit) * (4 * kNPad) + 4 * b;
+}
+
+// v42: this block's sums over its warps (unit_sums) of every unit of the virtual block, each stored in the cluster
+// partials of the rank that owns the unit, then the cluster barrier after which every rank reads its own.
+__device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b);
+__device__ __forceinline__ void send_unit_sums(const float* red_s, float* cluster_s, int step) {
+    if constexpr (kClustered) {
+        const int rank = (int)rank_in_cluster();
+        constexpr int count = (kRows / 4) * kBatch;
+        for (int i = threadIdx.x; i < count; i += kThreads) {
+            const int unit = i / kBatch, b = i % kBatch;
+            store_remote4(cluster_s + cluster_partial_index(step, rank, unit % kUnitsPerRank, b),
+                          unit / kUnitsPerRank, unit_sums(red_s, unit, b));
+        }
+        cluster_barrier();
+    }
+}
+
+// v42: the pre-activations of own unit u, batch b: the ranks' sums added in rank order.
+__device__ __forceinline__ float4 cluster_unit_sums(const float* cluster_s, int step, int u, int b) {
+    float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int r = 0; r < kClusterK; ++r) {
+        const float4 p = *reinterpret_cast<const float4*>(cluster_s + cluster_partial_index(step, r, u, b));
+        z.x += p.x; z.y += p.y; z.z += p.z; z.w += p.w;
+    }
+    return z;
+}
+
 // Publish h (unit j, batch b) of step `step` to the forward's exchange: its fp16/bf16 bits (SPLIT:
 // the hi bits in row b, the lo bits, (h - hi) * 2^11, in row BATCH + b), tagged or packed.
 __device__ __forceinline__ void publish_h(unsigned int* xch, int d, int step, int H, int b, int j, float h,
@@ -979,7 +1076,7 @@ __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
 // it (gpu_blas.matmul_fp16_split3 without its unscale pass): xw[t][b][r] is brought back as
 // ldexpf(xw, xw_row_exp[t][b] + xw_col_exp[d][r]) where it is loaded, exact, as the pass did (null: xw
 // is unscaled).
-extern "C" __global__ void __launch_bounds__(kThreads, 1)
+extern "C" __global__ void ECORNN_MMA_CLUSTER __launch_bounds__(kThreads, 1)
 persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ xin,
                     const float* __restrict__ h0, const float* __restrict__ c0, float* y, float* hT,
                     float* cT, float* gates_out, float* cells_out, int T, int H, int units,
@@ -1039,6 +1136,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     }
     if constexpr (kSplitBarrier) grid_wait(counter, 1u, arrivals);   // ... round 1
     else if constexpr (!kTagged) grid.sync();
+    if constexpr (kClustered) cluster_barrier();   // v42: every rank started before any stores into its shared memory
     for (int step = 0; step < T; ++step) {
         const int t = p.reverse ? T - 1 - step : step;
         const int t_next = p.reverse ? t - 1 : t + 1;
@@ -1075,8 +1173,9 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
                            reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.x, step - 1, H), H, acc,
                            step);
         }
+        send_unit_sums(s.red, s.cluster, step);   // v42 (clustered plans only)
         if (p.active) {
-            const float4 z = unit_sums(s.red, p.u, p.b);
+            const float4 z = kClustered ? cluster_unit_sums(s.cluster, step, p.u, p.b) : unit_sums(s.red, p.u, p.b);
             // v33: xw unscaled (v32) and biased here, after the product, not where loaded (where its ldexpf can
             // wait for the exponents before the step's polls, as the grid kernel's SASS showed): fp32 H=1024 B=4,
             // B=8 and H=1536 B=4 forwards 0.03-0.14 us/step faster (results/persistent_v33, call 10)

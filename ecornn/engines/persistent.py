@@ -193,6 +193,12 @@ BATCH_GROUPS = "auto"     # v30: 16-bit passes with the batch as groups on block
 BACKWARD_GROUPS = "auto"   # v41: the fp32 grid backward with the batch as groups on blocks of their own
                            # (capacity.grid_backward_plan): "auto" the first count of rules.grid_backward_group_counts
                            # that fits; False: never (the ablation); an int G > 1: G groups where they fit
+CLUSTER_K = False   # v42: an int C > 1 runs an ungrouped tensor-core forward without in-kernel projection on clusters
+                    # of C blocks, each 1/C of K (capacity.with_cluster_k; an exploration); False: never
+CLUSTER_WARPS = None          # v42: warps per block of those plans (None: the plan's)
+CLUSTER_POLL_DELAY_NS = None  # v42: their first-poll delay (None: the rule's for the plan they replace)
+CLUSTER_COOPERATIVE = True    # v42: launch them cooperatively (co-residency guaranteed); False: an ordinary launch
+                              # after cuOccupancyMaxActiveClusters says every cluster is resident
 STEP_CLOCKS = 0   # v37 diagnostic: > 0 compiles the tensor-core forward with clock marks of its first STEP_CLOCKS
                   # steps (kernels/step_clocks.cuh; read by benchmarks/diag_step_clocks_v37.py); 0: none
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
@@ -286,7 +292,20 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None, backward
         plans = {k: p.without_kernel_bias() if p.kind == "grid" else p for k, p in plans.items()}
     plans = {k: capacity.with_poll_delay(p, POLL_DELAY, POLL_SPIN_CYCLES) if p.kind in ("mma", "grid") else p
              for k, p in plans.items()}
+    if CLUSTER_K:
+        plans = {**plans, "forward": _clustered(props, plans["forward"])}
     return {k: capacity.with_late_loads(p, BWD_LATE_LOADS) for k, p in plans.items()}   # after the overrides
+
+
+def _clustered(props: dict, forward):
+    """v42: ``forward`` on clusters of CLUSTER_K blocks where capacity.with_cluster_k applies (else as it is), with
+    CLUSTER_POLL_DELAY_NS as its first-poll delay where set."""
+    plan = capacity.with_cluster_k(props, forward, int(CLUSTER_K), CLUSTER_WARPS)
+    if plan is None:
+        return forward
+    if CLUSTER_POLL_DELAY_NS is not None:
+        plan = replace(plan, poll_delay_ns=int(CLUSTER_POLL_DELAY_NS), poll_spin_cycles=0)
+    return plan
 
 
 def plans_for(config, training: bool = False, variant: str = "auto") -> dict:
@@ -660,7 +679,7 @@ def _remembered(build):
 
     @functools.wraps(build)
     def cached(plan, device_id: int):
-        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS)
+        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS, CLUSTER_COOPERATIVE)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -679,8 +698,15 @@ def _kernel(plan, device_id: int):
     plans: the same kernel names and arguments in persistent_lstm.cu and persistent_mma.cu)."""
     props = _props()
     function = f"persistent_lstm_{'fwd' if plan.pass_name == 'forward' else 'bwd'}"
-    plan, kern = _compile_without_spills(plan, function, cooperative=True)
+    clustered = getattr(plan, "cluster_k", 1) > 1
+    plan, kern = _compile_without_spills(plan, function, cooperative=CLUSTER_COOPERATIVE or not clustered)
     per_sm = _occupancy(kern, plan)
+    if clustered:
+        clusters = _max_active_clusters(kern, plan)
+        if clusters is None or clusters * plan.cluster_k < plan.grid:
+            raise NotSupported(name, f"{plan.pass_name} grid of {plan.grid} blocks in clusters of {plan.cluster_k} "
+                                     f"cannot be co-resident ({clusters} active clusters; kernel uses "
+                                     f"{kern.num_regs} registers/thread, {plan.smem_bytes} B shared memory)")
     if per_sm * props["sm_count"] < plan.grid:
         raise NotSupported(name, f"{plan.pass_name} grid of {plan.grid} blocks cannot be co-resident "
                                  f"({per_sm} block(s)/SM x {props['sm_count']} SMs; kernel uses "

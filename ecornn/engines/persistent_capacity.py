@@ -748,6 +748,9 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                                 # reads a 16-bit dy, prefetched into L2 (BWD_LATE_LOADS=1; with_late_loads)
     batch_groups: int = 1       # v30 (16-bit layers): the layer's batch is batch_groups x batch columns, each
                                 # group on blocks_per_dir blocks of its own (grouped_plan); batch is one group's
+    cluster_k: int = 1          # v42 (tagged forwards, sm_90): clusters of cluster_k blocks each run one virtual
+                                # block of cluster_k x warps warps and m_tiles m-tiles, a rank 1/cluster_k of K
+                                # (with_cluster_k); units and blocks_per_dir stay a real block's and the grid's
 
     kind = "mma"
     kernel_file = "persistent_mma.cu"
@@ -790,8 +793,11 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
         return mma_acc_split(self.parts * self.m_tiles, self.n_tiles, self.k_tiles)
 
     def tile_shape(self) -> MmaTileShape:
-        return MmaTileShape(blocks=self.blocks_per_dir, rows_per_block=self.rows_per_unit * self.units,
-                            warps=self.warps, m_tiles=self.m_tiles, k_tiles=self.k_tiles)
+        """How the packed tiles cut W_hh: per block, or (v42) per cluster's virtual block, whose packed tiles are in
+        memory its ranks' tiles one after the other."""
+        c = self.cluster_k
+        return MmaTileShape(blocks=self.blocks_per_dir // c, rows_per_block=self.rows_per_unit * self.units * c,
+                            warps=self.warps * c, m_tiles=self.m_tiles, k_tiles=self.k_tiles)
 
     def defines(self) -> dict:
         """Compile-time constants of kernels/persistent_mma.cu."""
@@ -806,6 +812,7 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                 **({"POLL_DELAY_NS": self.poll_delay_ns} if self.poll_delay_ns else {}),
                 **({"POLL_SPIN_CYCLES": self.poll_spin_cycles} if self.poll_delay_ns and self.poll_spin_cycles else {}),
                 **({"GROUPS": self.batch_groups} if self.batch_groups > 1 else {}),
+                **({"CLUSTER_K": self.cluster_k} if self.cluster_k > 1 else {}),
                 **({"GROUP_BARRIERS": 1} if self.barrier_per_group else {}),
                 **({"BWD_LATE_LOADS": 1} if self.loads_late else {})}
 
@@ -856,6 +863,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                 split += ", a barrier per group"
         if self.loads_late:
             split += LATE_LOADS_TEXT
+        if self.cluster_k > 1:
+            split += f", clusters of {self.cluster_k} blocks, each 1/{self.cluster_k} of K"
         return (f"{self.pass_name} (tensor cores, {self.dtype}{split}): {self.grid} blocks x {self.threads} threads, "
                 f"{self.units} units/block, {self.reg_k_tiles}/{self.k_tiles} k-tiles in registers, "
                 f"{self.smem_bytes // 1024} KB smem, {self.launches} launch(es){projection}, "
@@ -951,6 +960,35 @@ def without_input_projection(plan):
     if bare is not plan and bare.kind == "mma" and bare.tagged and rules.tagged_projection_pays(bare):
         return bare.with_exchange(False)
     return bare
+
+
+def mma_cluster_smem_bytes(batch: int, units: int, cluster: int) -> int:
+    """v42: the cluster partials [2][cluster][units][n_pad][4] fp32 of a clustered plan (kernel's kClusterFloats)."""
+    return 4 * 2 * cluster * units * 8 * -(-batch // 8) * 4
+
+
+def with_cluster_k(props: dict, plan, cluster: int, warps: int | None = None):
+    """v42: the ungrouped tensor-core forward ``plan`` (no in-kernel projection) on clusters of ``cluster`` blocks, each
+    block of ``warps`` warps (default: the plan's) owning ``plan.units`` units and a 1/cluster slice of K, every k-tile
+    in registers (the engine's spill back-off moves some to shared memory), tagged; None where it does not apply:
+    another plan kind, grouped, with the projection, before sm_90, or a virtual block whose rows are not whole m-tiles,
+    whose K is not cut into whole k-tiles per warp, or a grid or shared memory past the device's."""
+    warps = warps or plan.warps
+    if (plan.kind != "mma" or plan.pass_name != "forward" or plan.batch_groups > 1 or plan.input_k_tiles
+            or cluster < 2 or tuple(props["compute_capability"]) < (9, 0)):
+        return None
+    rows = 4 * plan.units * cluster
+    k_tiles = -(-plan.reduction_length // (16 * cluster * warps))
+    blocks = -(-plan.blocks_per_dir // cluster) * cluster
+    smem = (mma_smem_bytes("forward", plan.batch, warps, rows // 16, k_tiles, 0, plan.parts)
+            + mma_cluster_smem_bytes(plan.batch, plan.units, cluster))
+    if (rows % 16 or blocks * plan.directions_per_launch > props["sm_count"]
+            or smem > props["smem_per_block_optin"]):
+        return None
+    a_tiles = plan.parts * rows // 16
+    regs = 4 * a_tiles * k_tiles + 4 * a_tiles * plan.n_tiles + MMA_FULL_REG_OVERHEAD_V19[("forward", 16)]
+    return replace(plan, warps=warps, m_tiles=rows // 16, k_tiles=k_tiles, reg_k_tiles=k_tiles, blocks_per_dir=blocks,
+                   cluster_k=cluster, tagged=True, smem_bytes=smem, regs_per_thread=min(regs, 255))
 
 
 def without_tagged_wait(plan):

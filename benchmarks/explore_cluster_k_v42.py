@@ -1,0 +1,52 @@
+"""v42 exploration: tensor-core forwards on thread-block clusters, each block 1/C of K (persistent.CLUSTER_K = C,
+CLUSTER_WARPS warps per block, CLUSTER_POLL_DELAY_NS), against the engine's choice ("auto"). Per cell and mode,
+alternated in one process: the forward kernel alone and the whole forward (graph replay), T=256, input = hidden.
+16-bit cluster modes run the ungrouped plan with the projection as a GEMM (BATCH_GROUPS, IN_KERNEL_PROJECTION off).
+
+    python benchmarks/explore_cluster_k_v42.py OUT_DIR [--rounds N] [--repeats N] [--set N]
+Writes OUT_DIR/explore_cluster_k_v42.{json,md}.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ab_modes  # noqa: E402
+from bench_persistent import _problem  # noqa: E402
+from explore_groups_v39 import run  # noqa: E402
+
+UNGROUPED_GEMM = {"BATCH_GROUPS": False, "IN_KERNEL_PROJECTION": False}
+
+
+def cluster(c, warps=None, delay=None, **extra):
+    return {"CLUSTER_K": c, "CLUSTER_WARPS": warps, "CLUSTER_POLL_DELAY_NS": delay, **extra}
+
+
+# (dtype, hidden, batch, {mode: flags} besides "auto"), per --set
+CELL_SETS = {
+    1: [("float32", 1024, 8, {"C2": cluster(2), "C2w8": cluster(2, 8), "C4w8": cluster(4, 8),
+                              "C4w8d400": cluster(4, 8, 400), "C4w8ord": cluster(4, 8, CLUSTER_COOPERATIVE=False)}),
+        ("float32", 1024, 4, {"C2w8": cluster(2, 8), "C4w8": cluster(4, 8), "C4w8d0": cluster(4, 8, 0)}),
+        ("float16", 1024, 16, {"ungrouped": UNGROUPED_GEMM, "C2": cluster(2, **UNGROUPED_GEMM),
+                               "C4w8": cluster(4, 8, **UNGROUPED_GEMM)}),
+        ("float16", 1024, 8, {"C2w8": cluster(2, 8, **UNGROUPED_GEMM), "C4w8": cluster(4, 8, **UNGROUPED_GEMM)})],
+}
+
+
+def measure_cell(dtype, hidden, batch, modes, rounds, repeats, train=False) -> dict:
+    """Per mode ("auto" and ``modes``): whole forward and kernel, alternated."""
+    problem = _problem(dtype, hidden, batch, seed=hidden + batch)
+    usable, errors = ab_modes.plannable_modes(problem[0], {"auto": {}, **modes}, train)
+
+    def measure():
+        t = ab_modes.time_mode(*problem, repeats, train=train)
+        return {"fwd": t["graph_fwd_us"], "kernel": t["kernel_us"], "train": t.get("train_ms", float("nan")),
+                "plan": t["plan"]}
+    runs = ab_modes.alternate_rounds(usable, rounds, measure)
+    return {"dtype": dtype, "hidden": hidden, "batch": batch, "errors": errors,
+            "modes": {m: {k: (v if k == "plan" else [float(x) for x in v]) for k, v in r.items()} for m, r in runs.items()}}
+
+
+if __name__ == "__main__":
+    run(CELL_SETS, "explore_cluster_k_v42", measure=measure_cell)

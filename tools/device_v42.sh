@@ -1,0 +1,24 @@
+#!/bin/bash
+# v42's device visit: tensor-core forwards on thread-block clusters, each block 1/C of K.
+# Stages (STAGES), all under $OUT:
+#   tests     GPU test files ($TESTS; default the v42 file), TEST_TIMEOUT (default 300)
+#   clusters  benchmarks/explore_cluster_k_v42.py (SET, default 1; ROUNDS, default 2)
+#   quick     the quick bench (#5's table, cuDNN in the process)
+#   rest      more GPU test files ($REST), TEST_TIMEOUT
+#   sanitize  compute-sanitizer memcheck and racecheck over benchmarks/persistent_backward_groups_small_run.py
+#   cache     the NVRTC cache
+set -u
+OUT=${OUT:-/tmp/v42_out}
+mkdir -p "$OUT"
+source benchmarks/device_setup.sh
+record_device "$OUT/device.txt"
+for stage in ${STAGES:-"tests quick cache"}; do
+  case $stage in
+    tests) run_gpu_tests "$OUT/tests.log" ${TESTS:-"$REPO/tests/test_persistent_v42_gpu.py"} ;;
+    clusters) timeout "${BENCH_TIMEOUT:-400}" python3 benchmarks/explore_cluster_k_v42.py "$OUT" --rounds "${ROUNDS:-2}" --set "${SET:-1}" 2>&1 | tail -30 ;;
+    quick) timeout "${QUICK_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
+    rest) run_gpu_tests "$OUT/rest.log" $(for f in ${REST:-}; do echo "$REPO/tests/$f"; done) ;;
+    sanitize) run_sanitizers benchmarks/persistent_backward_groups_small_run.py "$OUT/sanitizers.log" "${SAN_TIMEOUT:-150}" 10 ;;
+    cache) save_cupy_cache "$OUT" ;;
+  esac
+done
