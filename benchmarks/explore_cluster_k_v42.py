@@ -16,6 +16,8 @@ import ab_modes  # noqa: E402
 from bench_persistent import _problem  # noqa: E402
 from explore_groups_v39 import run  # noqa: E402
 
+from ecornn.engines import persistent  # noqa: E402
+
 UNGROUPED_GEMM = {"BATCH_GROUPS": False, "IN_KERNEL_PROJECTION": False}
 
 
@@ -25,19 +27,43 @@ def cluster(c, warps=None, delay=None, **extra):
 
 # (dtype, hidden, batch, {mode: flags} besides "auto"), per --set
 CELL_SETS = {
+    # 1: call 1 (clusters of 4 were not co-resident: 30 active clusters of 4 on the H200, 120 blocks)
     1: [("float32", 1024, 8, {"C2": cluster(2), "C2w8": cluster(2, 8), "C4w8": cluster(4, 8),
                               "C4w8d400": cluster(4, 8, 400), "C4w8ord": cluster(4, 8, CLUSTER_COOPERATIVE=False)}),
         ("float32", 1024, 4, {"C2w8": cluster(2, 8), "C4w8": cluster(4, 8), "C4w8d0": cluster(4, 8, 0)}),
         ("float16", 1024, 16, {"ungrouped": UNGROUPED_GEMM, "C2": cluster(2, **UNGROUPED_GEMM),
                                "C4w8": cluster(4, 8, **UNGROUPED_GEMM)}),
         ("float16", 1024, 8, {"C2w8": cluster(2, 8, **UNGROUPED_GEMM), "C4w8": cluster(4, 8, **UNGROUPED_GEMM)})],
+    # 2: call 2, clusters of 2
+    2: [("float32", 1024, 8, {"C2": cluster(2), "C2w8": cluster(2, 8), "C2d400": cluster(2, None, 400),
+                              "C2ord": cluster(2, CLUSTER_COOPERATIVE=False)}),
+        ("float32", 1024, 4, {"C2w8": cluster(2, 8), "C2w8d0": cluster(2, 8, 0), "C2w16": cluster(2, 16)}),
+        ("float16", 1024, 16, {"ungrouped": UNGROUPED_GEMM, "C2": cluster(2, **UNGROUPED_GEMM),
+                               "C2w8": cluster(2, 8, **UNGROUPED_GEMM)}),
+        ("float16", 1024, 8, {"C2w8": cluster(2, 8, **UNGROUPED_GEMM), "C2": cluster(2, **UNGROUPED_GEMM)}),
+        ("bfloat16", 1024, 4, {"C2w8": cluster(2, 8, **UNGROUPED_GEMM)})],
 }
+
+
+def buildable_modes(config, modes: dict, train: bool) -> tuple:
+    """ab_modes.plannable_modes, less the modes whose forward does not build (NotSupported: spills, not co-resident)."""
+    usable, errors = ab_modes.plannable_modes(config, modes, train)
+    for mode in list(usable):
+        ab_modes.set_engine_flags(usable[mode])
+        try:
+            persistent._final(persistent.plans_for(config, train)["forward"])
+        except Exception as exc:   # noqa: BLE001 - recorded per mode
+            errors[mode] = f"{type(exc).__name__}: {str(exc)[:160]}"
+            del usable[mode]
+        finally:
+            ab_modes.set_engine_flags({})
+    return usable, errors
 
 
 def measure_cell(dtype, hidden, batch, modes, rounds, repeats, train=False) -> dict:
     """Per mode ("auto" and ``modes``): whole forward and kernel, alternated."""
     problem = _problem(dtype, hidden, batch, seed=hidden + batch)
-    usable, errors = ab_modes.plannable_modes(problem[0], {"auto": {}, **modes}, train)
+    usable, errors = buildable_modes(problem[0], {"auto": {}, **modes}, train)
 
     def measure():
         t = ab_modes.time_mode(*problem, repeats, train=train)
