@@ -19,6 +19,7 @@ Writes OUT_DIR/diag_step_clocks_v37.{json,md}.
 """
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -159,12 +160,17 @@ def cell_args(argv, cells):
     def configure(parser):
         parser.add_argument("--rounds", type=int, default=4)
         parser.add_argument("--cells", nargs="+", type=parse_cell, default=cells, help="dtype:hidden:batch ...")
+        parser.add_argument("--flags", type=json.loads, default={},
+                            help='engine flags for every cell, a JSON object (v42: {"CLUSTER_K": 2, ...})')
     return bench_args(argv, repeats=10, configure=configure)
 
 
 def main(argv=None):
     args, out = cell_args(argv, CELLS)
-    meta = bench_meta()
+    from ecornn.engines import persistent
+    for flag, value in args.flags.items():
+        setattr(persistent, flag, value)
+    meta = {**bench_meta(), "flags": args.flags}
     rows = []
     for cell in args.cells:
         try:

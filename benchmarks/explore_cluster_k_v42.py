@@ -42,6 +42,11 @@ CELL_SETS = {
                                "C2w8": cluster(2, 8, **UNGROUPED_GEMM)}),
         ("float16", 1024, 8, {"C2w8": cluster(2, 8, **UNGROUPED_GEMM), "C2": cluster(2, **UNGROUPED_GEMM)}),
         ("bfloat16", 1024, 4, {"C2w8": cluster(2, 8, **UNGROUPED_GEMM)})],
+    # 3: call 3, fp32 B=8: 8 warps, first-poll delays, clusters of 3
+    3: [("float32", 1024, 8, {"C2w8": cluster(2, 8), "C2w8d200": cluster(2, 8, 200), "C2w8d400": cluster(2, 8, 400),
+                              "C2w8d700": cluster(2, 8, 700), "C3w8": cluster(3, 8), "C3w8d400": cluster(3, 8, 400)}),
+        ("float32", 1280, 8, {"C2w8": cluster(2, 8), "C2w8d400": cluster(2, 8, 400)}),
+        ("float32", 768, 8, {"C2w8": cluster(2, 8, BATCH_GROUPS=False), "ungrouped": {"BATCH_GROUPS": False}})],
 }
 
 

@@ -3,6 +3,7 @@
 # Stages (STAGES), all under $OUT:
 #   tests     GPU test files ($TESTS; default the v42 file), TEST_TIMEOUT (default 300)
 #   clusters  benchmarks/explore_cluster_k_v42.py (SET, default 1; ROUNDS, default 2)
+#   diag      benchmarks/diag_step_clocks_v37.py over $CELLS, plain and with $DIAG_FLAGS (a JSON object)
 #   quick     the quick bench (#5's table, cuDNN in the process)
 #   rest      more GPU test files ($REST), TEST_TIMEOUT
 #   sanitize  compute-sanitizer memcheck and racecheck over benchmarks/persistent_backward_groups_small_run.py
@@ -16,6 +17,10 @@ for stage in ${STAGES:-"tests quick cache"}; do
   case $stage in
     tests) run_gpu_tests "$OUT/tests.log" ${TESTS:-"$REPO/tests/test_persistent_v42_gpu.py"} ;;
     clusters) timeout "${BENCH_TIMEOUT:-400}" python3 benchmarks/explore_cluster_k_v42.py "$OUT" --rounds "${ROUNDS:-2}" --set "${SET:-1}" 2>&1 | tail -30 ;;
+    diag) n=0; for flags in '{}' "${DIAG_FLAGS:-{\"CLUSTER_K\": 2, \"CLUSTER_WARPS\": 8}}"; do
+        mkdir -p "$OUT/diag$((++n))"
+        timeout 200 python3 benchmarks/diag_step_clocks_v37.py "$OUT/diag$n" --cells ${CELLS:-float32:1024:8} --flags "$flags" 2>&1 | tail -5
+      done ;;
     quick) timeout "${QUICK_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     rest) run_gpu_tests "$OUT/rest.log" $(for f in ${REST:-}; do echo "$REPO/tests/$f"; done) ;;
     sanitize) run_sanitizers benchmarks/persistent_backward_groups_small_run.py "$OUT/sanitizers.log" "${SAN_TIMEOUT:-150}" 10 ;;
