@@ -47,6 +47,16 @@ CELL_SETS = {
                               "C2w8d700": cluster(2, 8, 700), "C3w8": cluster(3, 8), "C3w8d400": cluster(3, 8, 400)}),
         ("float32", 1280, 8, {"C2w8": cluster(2, 8), "C2w8d400": cluster(2, 8, 400)}),
         ("float32", 768, 8, {"C2w8": cluster(2, 8, BATCH_GROUPS=False), "ungrouped": {"BATCH_GROUPS": False}})],
+    # 4: call 4, 8 warps with first-poll delays around 400 ns across the fp32 split's ungrouped cells
+    4: [("float32", 1024, 8, {"C2w8d300": cluster(2, 8, 300), "C2w8d400": cluster(2, 8, 400),
+                              "C2w8d500": cluster(2, 8, 500)}),
+        ("float32", 1280, 8, {"C2w8d400": cluster(2, 8, 400), "C2w8d600": cluster(2, 8, 600)}),
+        ("float32", 1536, 8, {"C2w8d400": cluster(2, 8, 400), "C2w8d600": cluster(2, 8, 600)}),
+        ("float32", 896, 8, {"C2w8d400": cluster(2, 8, 400)}),
+        ("float32", 1024, 6, {"C2w8d400": cluster(2, 8, 400)}),
+        ("float32", 1024, 16, {"C2w8d400": cluster(2, 8, 400, BATCH_GROUPS=False),
+                               "C2d400": cluster(2, None, 400, BATCH_GROUPS=False)}),
+        ("float32", 512, 8, {"C2w8d400": cluster(2, 8, 400, BATCH_GROUPS=False)})],
 }
 
 
