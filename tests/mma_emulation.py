@@ -153,6 +153,21 @@ def split_block_sums(plan, tiles, vec):
     return block_sums(halves, hi_tiles, vec_hi) + correction / 2048.0
 
 
+def cluster_block_sums(plan, tiles, vec, rank_sums):
+    """v42 (plan.cluster_k > 1): [blocks, 4 units, B], every real block's rows as the clustered kernel leaves them.
+    ``tiles`` are the virtual blocks' (tile_shape: cluster_k x warps warps); rank r's warps are the virtual warps
+    r * warps.., multiply its 1/cluster_k slice of K, and sum their partials in warp order over every row of the
+    virtual block (``rank_sums`` of a plan of the rank's warps: block_sums or split_block_sums); the owner of a unit
+    adds the ranks' sums in rank order (cluster_unit_sums)."""
+    c, warps = plan.cluster_k, plan.warps
+    rank_plan = replace(plan, cluster_k=1, units=plan.units * c, blocks_per_dir=plan.blocks_per_dir // c)
+    cols = 16 * warps * plan.k_tiles
+    total = 0.0
+    for r in range(c):
+        total = total + rank_sums(rank_plan, tiles[:, r * warps:(r + 1) * warps], vec[r * cols:(r + 1) * cols])
+    return total.reshape(plan.blocks_per_dir, -1, vec.shape[1])
+
+
 def paired_column(acc, batch):
     """The kernel's paired_column for every lane and element of C fragments [..., 32, 4]: element i of
     lane + B/2 (__shfl_down_sync: a source past lane 31 gives the lane's own value), for B = 1 the

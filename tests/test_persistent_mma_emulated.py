@@ -22,7 +22,8 @@ _grid_block_sums = grid_emulation._block_sums
 
 def _block_sums(plan, tiles, vec):
     if plan.kind == "mma":
-        return (emu.split_block_sums if plan.parts == 2 else emu.block_sums)(plan, tiles, vec)
+        sums = emu.split_block_sums if plan.parts == 2 else emu.block_sums
+        return emu.cluster_block_sums(plan, tiles, vec, sums) if plan.cluster_k > 1 else sums(plan, tiles, vec)
     return _grid_block_sums(plan, tiles, vec)
 
 

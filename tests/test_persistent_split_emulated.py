@@ -94,6 +94,7 @@ def test_split_plans_rule_and_flag(cpu_engine, monkeypatch):
     paired B=4 from FP32_PAIRED_MIN_HIDDEN on; True wherever it fits, False never; the flag is part
     of the graph mode. (Ungrouped: v40's grouped split takes H=256 B=8, test_persistent_v40_cpu.py.)"""
     monkeypatch.setattr(persistent, "BATCH_GROUPS", False)
+    monkeypatch.setattr(persistent, "CLUSTER_K", False)   # v13's grid.sync split (v42 clusters H=1024 B=8)
     small, large = (LSTMConfig(h, h, 1, False, "float32", 8, 3) for h in (256, 1024))
     assert cpu_engine.plans_for(small)["forward"].kind == "grid"
     assert cpu_engine.plans_for(large.replace(batch=4))["forward"].paired

@@ -69,6 +69,7 @@ def test_the_split_words_ablation_gives_v26s_plan(on_h100, monkeypatch, hidden, 
     H=1024 B=4; H=1536 and H=1280 back to grid.sync), the rest of the plan untouched."""
     monkeypatch.setattr(persistent, "FP32_TENSOR_CORES", True)
     monkeypatch.setattr(persistent, "BATCH_GROUPS", False)   # the ungrouped split (v41 groups H=512 B=4)
+    monkeypatch.setattr(persistent, "CLUSTER_K", False)      # unclustered (v42 clusters H=1024 B=8)
     config = LSTMConfig(hidden, hidden, layers, bidir, "float32", batch, 16)
     words = persistent.plans_for(config)["forward"]
     monkeypatch.setattr(persistent, "SPLIT_WORDS", False)

@@ -1,11 +1,15 @@
 """`persistent` v42 on the GPU: tensor-core forwards on thread-block clusters, each block 1/C of K (CLUSTER_K = C):
 forward, final states and every gradient within 1e-5 (fp32 split) or 1e-2 (fp16, bf16) of float64 for clusters of 2
 and 4, 8 and 16 warps, the paired and the unpaired split, odd sizes, two and three layers bidirectional, one step and
-1000 steps; bitwise reruns."""
+1000 steps; bitwise reruns; "auto"'s clusters at fp32 H=1024 B=8 and its fallback where the clustered build does not
+fit (H=1536 B=8)."""
+import numpy as np
 import pytest
 
 from ecornn import LSTMConfig
 from ecornn.engines import persistent
+from ecornn.engines import reference
+from tests.helpers import random_problem, rel_err
 from tests.test_persistent_gpu import FP32_TOL, HALF_TOL, _assert_bitwise_reruns, _compare
 
 pytestmark = pytest.mark.gpu
@@ -65,3 +69,28 @@ def test_clustered_forward_reruns_bitwise(monkeypatch, rng, dtype, batch):
     config = LSTMConfig(512, 512, 1, False, dtype, batch, 25)
     _assert_clustered_forward(config, 2)
     _assert_bitwise_reruns(rng, config)
+
+
+@pytest.mark.parametrize("hidden, clustered", [(1024, True), (1536, False)])
+def test_auto_clusters_the_b8_split_where_it_builds(rng, hidden, clustered):
+    """"auto" (rules.cluster_split_pays): H=1024 B=8 runs on clusters of 2 blocks of 8 warps; H=1536 B=8 is planned so but
+    does not build (its 8-warp tile spills past shared memory) and runs the unclustered split; both within 1e-5."""
+    config = LSTMConfig(hidden, hidden, 1, False, "float32", 8, 12)
+    assert persistent.plans_for(config)["forward"].cluster_k == 2
+    built = persistent._built_plans(config, False, "auto")["forward"]
+    assert (built.kind, built.cluster_k) == ("mma", 2 if clustered else 1), built.describe()
+    if clustered:
+        _compare(rng, config, FP32_TOL)   # training: the clustered forward, then the backward
+    else:
+        _compare_inference(rng, config)
+
+
+def _compare_inference(rng, config):
+    """The inference forward's y, hT and cT within 1e-5 of float64."""
+    weights, x, h0, c0 = random_problem(rng, config)
+    got = persistent.forward(config, x, weights, h0, c0)
+    as64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
+    want = reference.forward(config.replace(dtype="float64"), as64(x), [type(w)(*map(as64, w)) for w in weights],
+                             as64(h0), as64(c0))
+    for g, w in zip(got[:3], want[:3]):
+        assert rel_err(as64(g.get() if hasattr(g, "get") else g), w) <= FP32_TOL

@@ -193,10 +193,11 @@ BATCH_GROUPS = "auto"     # v30: 16-bit passes with the batch as groups on block
 BACKWARD_GROUPS = "auto"   # v41: the fp32 grid backward with the batch as groups on blocks of their own
                            # (capacity.grid_backward_plan): "auto" the first count of rules.grid_backward_group_counts
                            # that fits; False: never (the ablation); an int G > 1: G groups where they fit
-CLUSTER_K = False   # v42: an int C > 1 runs an ungrouped tensor-core forward without in-kernel projection on clusters
-                    # of C blocks, each 1/C of K (capacity.with_cluster_k; an exploration); False: never
-CLUSTER_WARPS = None          # v42: warps per block of those plans (None: the plan's)
-CLUSTER_POLL_DELAY_NS = None  # v42: their first-poll delay (None: the rule's for the plan they replace)
+CLUSTER_K = "auto"  # v42: tensor-core forwards on thread-block clusters, each block 1/C of K (capacity.with_cluster_k):
+                    # "auto" the fp32 split where rules.cluster_split_pays (clusters of 2, 8 warps); an int C > 1: every
+                    # ungrouped forward without in-kernel projection on clusters of C (an exploration); False: never
+CLUSTER_WARPS = None          # v42: warps per block of forced plans (None: the plan's)
+CLUSTER_POLL_DELAY_NS = None  # v42: the first-poll delay of clustered plans (None: rules.CLUSTER_POLL_DELAY_NS)
 CLUSTER_COOPERATIVE = True    # v42: launch them cooperatively (co-residency guaranteed); False: an ordinary launch
                               # after cuOccupancyMaxActiveClusters says every cluster is resident
 STEP_CLOCKS = 0   # v37 diagnostic: > 0 compiles the tensor-core forward with clock marks of its first STEP_CLOCKS
@@ -251,7 +252,7 @@ def _plans_for(props_items: tuple, config, training: bool, variant: str, by_rows
     return capacity.plan_grid_config(props, config, training, by_rows, backward_groups)
 
 
-def _plans(config, training: bool, variant: str = "auto", by_rows=None, backward_groups=None) -> dict:
+def _plans(config, training: bool, variant: str = "auto", by_rows=None, backward_groups=None, clusters=None) -> dict:
     """Capacity plans of a call, cached per (device, config, training, variant): planning is
     Python work. "auto": tensor-core plans for 16-bit dtypes where they fit, else grid plans.
     TAGGED_EXCHANGE True/False forces the grid and tensor-core plans' exchange (tests, the ablation);
@@ -262,7 +263,8 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None, backward
     ablations); BATCH_GROUPS True/False the grouped 16-bit passes (v30) wherever they fit / never,
     GROUP_BARRIERS=True a barrier per group in grouped grid.sync plans (measured slower; an option);
     BACKWARD_GROUPS False/an int the fp32 grid backward's batch groups (v41) never / that many (``backward_groups``,
-    unless None, in its place: _built_plans' fallback)."""
+    unless None, in its place: _built_plans' fallback); CLUSTER_K False/an int the forward on thread-block clusters
+    (v42) never / of that many blocks (``clusters``, unless None, in its place)."""
     props = _props()
     by_rows = BACKWARD_BY_ROWS if by_rows is None else by_rows
     backward_groups = BACKWARD_GROUPS if backward_groups is None else backward_groups
@@ -290,22 +292,27 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None, backward
         plans = {k: p.with_exchange(bool(TAGGED_EXCHANGE)) for k, p in plans.items()}
     if not GRID_KERNEL_BIAS:
         plans = {k: p.without_kernel_bias() if p.kind == "grid" else p for k, p in plans.items()}
+    clusters = CLUSTER_K if clusters is None else clusters
+    if clusters:
+        plans = {**plans, "forward": _clustered(props, plans["forward"], clusters)}
     plans = {k: capacity.with_poll_delay(p, POLL_DELAY, POLL_SPIN_CYCLES) if p.kind in ("mma", "grid") else p
              for k, p in plans.items()}
-    if CLUSTER_K:
-        plans = {**plans, "forward": _clustered(props, plans["forward"])}
+    if CLUSTER_POLL_DELAY_NS is not None and getattr(plans["forward"], "cluster_k", 1) > 1:
+        plans = {**plans, "forward": replace(plans["forward"], poll_delay_ns=int(CLUSTER_POLL_DELAY_NS))}
     return {k: capacity.with_late_loads(p, BWD_LATE_LOADS) for k, p in plans.items()}   # after the overrides
 
 
-def _clustered(props: dict, forward):
-    """v42: ``forward`` on clusters of CLUSTER_K blocks where capacity.with_cluster_k applies (else as it is), with
-    CLUSTER_POLL_DELAY_NS as its first-poll delay where set."""
-    plan = capacity.with_cluster_k(props, forward, int(CLUSTER_K), CLUSTER_WARPS)
-    if plan is None:
-        return forward
-    if CLUSTER_POLL_DELAY_NS is not None:
-        plan = replace(plan, poll_delay_ns=int(CLUSTER_POLL_DELAY_NS), poll_spin_cycles=0)
-    return plan
+def _clustered(props: dict, forward, clusters):
+    """v42: ``forward`` on thread-block clusters where capacity.with_cluster_k applies, else as it is: "auto" where
+    rules.cluster_split_pays (rules.CLUSTER_SPLIT_SIZE blocks of CLUSTER_SPLIT_WARPS warps), an int C every plan
+    (CLUSTER_WARPS warps)."""
+    if clusters == "auto":
+        if not rules.cluster_split_pays(forward):
+            return forward
+        plan = capacity.with_cluster_k(props, forward, rules.CLUSTER_SPLIT_SIZE, rules.CLUSTER_SPLIT_WARPS)
+    else:
+        plan = capacity.with_cluster_k(props, forward, int(clusters), CLUSTER_WARPS)
+    return forward if plan is None else plan
 
 
 def plans_for(config, training: bool = False, variant: str = "auto") -> dict:
@@ -739,7 +746,8 @@ def _build(plans: dict) -> None:
 
 def _built_plans(config, training: bool, variant: str) -> dict:
     """Plans of the call, compiled and checked (NotSupported before any launch). Fallbacks, in
-    order: the fp32 grid backward in fewer batch groups, then none (v41), where the grouped one does not
+    order: the forward without thread-block clusters (v42) where the clustered one does not build or co-reside; the
+    fp32 grid backward in fewer batch groups, then none (v41), where the grouped one does not
     build (its registers spill and the rest does not fit shared memory: H=768 B=16 in 4 groups, H=512 B=24 in
     12); the grid backward instead of the rows backward (v7) where the latter does not build;
     under "auto", the fp32 grid kernel instead of tensor-core plans that do not build or co-reside."""
@@ -748,16 +756,17 @@ def _built_plans(config, training: bool, variant: str) -> dict:
         attempts += [("grid", None), ("grid", False)]
     first_error, tried = None, []
     for plan_variant, by_rows in attempts:
-        for backward_groups in _backward_group_fallbacks(config, training):
-            try:
-                plans = _plans(config, training, plan_variant, by_rows, backward_groups)
-                if plans in tried:
-                    continue
-                tried.append(plans)
-                _build(plans)
-                return plans
-            except NotSupported as exc:
-                first_error = first_error or exc
+        for clusters in (None, False):   # v42: a clustered forward that does not build or co-reside: none
+            for backward_groups in _backward_group_fallbacks(config, training):
+                try:
+                    plans = _plans(config, training, plan_variant, by_rows, backward_groups, clusters)
+                    if plans in tried:
+                        continue
+                    tried.append(plans)
+                    _build(plans)
+                    return plans
+                except NotSupported as exc:
+                    first_error = first_error or exc
     raise first_error
 
 
@@ -1194,7 +1203,7 @@ def _graph_mode(variant) -> tuple:
             BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY,
             XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
-            LONG_REDUCTION_CHUNK, STEP_CLOCKS)
+            LONG_REDUCTION_CHUNK, STEP_CLOCKS, CLUSTER_K, CLUSTER_WARPS, CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,

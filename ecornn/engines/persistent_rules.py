@@ -225,14 +225,38 @@ def poll_spin_cycles(plan) -> int:
     3.00 and 3.19 / 3.01, H=1280 2.86 / 2.73; whole forward H=1536 3.46 / 3.34 and 3.50 / 3.39, H=1280 3.08 / 2.89.
     With 2 m-tiles (H=1024, all of W_hh in registers) the sleep was as fast or faster: kernel 1.84 / 1.90 and
     1.94 / 1.99, whole forward 2.05 / 2.05."""
-    if not split_poll_delay_ns(plan) or not plan.split_words or plan.in_kernel_projection:
+    if (not split_poll_delay_ns(plan) or not plan.split_words or plan.in_kernel_projection
+            or getattr(plan, "cluster_k", 1) > 1):   # v42: clustered plans sleep CLUSTER_POLL_DELAY_NS
         return 0
     return SPLIT_POLL_SPIN_CYCLES if plan.m_tiles >= SPLIT_SPIN_MIN_M_TILES else 0
 
 
+# v42: the fp32 split forward on thread-block clusters, each block 1/CLUSTER_SPLIT_SIZE of K (capacity.with_cluster_k)
+CLUSTER_SPLIT_BATCHES = (8,)        # measured: B=8 wins at H=1024 and 1280; B=16 and H=512 B=8 lose
+CLUSTER_SPLIT_MIN_HIDDEN = 1024
+CLUSTER_SPLIT_SIZE = 2              # clusters of 4 co-reside only 30 at a time on the H100 and H200 (120 blocks)
+CLUSTER_SPLIT_WARPS = 8
+CLUSTER_POLL_DELAY_NS = 400         # clustered plans' first poll (300-500 ns measured within 1%; none: +0.3 us/step)
+
+
+def cluster_split_pays(plan) -> bool:
+    """v42: whether the fp32 split forward ``plan`` (ungrouped, unpaired, the projection as a GEMM) runs on clusters of
+    CLUSTER_SPLIT_SIZE blocks of CLUSTER_SPLIT_WARPS warps, tagged, the first poll after CLUSTER_POLL_DELAY_NS. H200,
+    whole forward µs/step, clusters against the grid.sync plan, alternated (results/persistent_v42, calls 3 and 4):
+    H=1024 B=8 2.78 vs 3.28 and 2.90 vs 3.40, H=1280 B=8 3.79 vs 4.48; the ungrouped H=1024 B=16 4.36 vs the grouped
+    4.19, H=512 B=8 1.99 vs the grouped 1.67, and without the delay H=1024 B=8 3.02-3.07. Each block stages half
+    of h (the tagged exchange's polls halve) and its partials reach their units' owner through distributed shared
+    memory and one cluster barrier a step."""
+    return (plan.kind == "mma" and plan.pass_name == "forward" and plan.parts == 2 and not plan.paired
+            and plan.batch_groups == 1 and not plan.in_kernel_projection and plan.cluster_k == 1
+            and plan.batch in CLUSTER_SPLIT_BATCHES and plan.hidden >= CLUSTER_SPLIT_MIN_HIDDEN)
+
+
 def poll_delay_ns(plan) -> int:
-    """The forward's first-poll delay: POLL_DELAY_NS (v16), split_poll_delay_ns (v26, v28),
-    LONG_POLL_DELAY_NS (v18) or none."""
+    """The forward's first-poll delay: CLUSTER_POLL_DELAY_NS (v42), POLL_DELAY_NS (v16), split_poll_delay_ns (v26,
+    v28), LONG_POLL_DELAY_NS (v18) or none."""
+    if getattr(plan, "cluster_k", 1) > 1:
+        return CLUSTER_POLL_DELAY_NS
     if poll_delay_pays(plan):
         return POLL_DELAY_NS
     return split_poll_delay_ns(plan) or (LONG_POLL_DELAY_NS if long_poll_delay_pays(plan) else 0)
