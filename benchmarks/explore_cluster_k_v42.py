@@ -2,6 +2,8 @@
 CLUSTER_WARPS warps per block, CLUSTER_POLL_DELAY_NS), against the engine's choice ("auto"). Per cell and mode,
 alternated in one process: the forward kernel alone and the whole forward (graph replay), T=256, input = hidden.
 16-bit cluster modes run the ungrouped plan with the projection as a GEMM (BATCH_GROUPS, IN_KERNEL_PROJECTION off).
+Sets 1-4 ran before the rule: their "C2..." modes without "d..." had no first-poll delay (since, clustered plans wait
+rules.CLUSTER_POLL_DELAY_NS); "auto" was then the unclustered plan.
 
     python benchmarks/explore_cluster_k_v42.py OUT_DIR [--rounds N] [--repeats N] [--set N]
 Writes OUT_DIR/explore_cluster_k_v42.{json,md}.
@@ -57,6 +59,11 @@ CELL_SETS = {
         ("float32", 1024, 16, {"C2w8d400": cluster(2, 8, 400, BATCH_GROUPS=False),
                                "C2d400": cluster(2, None, 400, BATCH_GROUPS=False)}),
         ("float32", 512, 8, {"C2w8d400": cluster(2, 8, 400, BATCH_GROUPS=False)})],
+    # 5: call 6, the rule's plans ("auto", 400 ns) with the partials handed over by mbarrier arrivals, against no clusters
+    5: [("float32", 1024, 8, {"arrivals": {"CLUSTER_ARRIVALS": True}, "arrivals d300": {"CLUSTER_ARRIVALS": True,
+                                                                                         "CLUSTER_POLL_DELAY_NS": 300},
+                              "no clusters": {"CLUSTER_K": False}}),
+        ("float32", 1280, 8, {"arrivals": {"CLUSTER_ARRIVALS": True}, "no clusters": {"CLUSTER_K": False}})],
 }
 
 

@@ -6,7 +6,7 @@ fit (H=1536 B=8)."""
 import numpy as np
 import pytest
 
-from ecornn import LSTMConfig
+from ecornn import LSTMConfig, lstm_forward
 from ecornn.engines import persistent
 from ecornn.engines import reference
 from tests.helpers import random_problem, rel_err
@@ -86,11 +86,22 @@ def test_auto_clusters_the_b8_split_where_it_builds(rng, hidden, clustered):
 
 
 def _compare_inference(rng, config):
-    """The inference forward's y, hT and cT within 1e-5 of float64."""
+    """The inference forward's y, hT and cT (functional API, NumPy in and out) within 1e-5 of float64."""
     weights, x, h0, c0 = random_problem(rng, config)
-    got = persistent.forward(config, x, weights, h0, c0)
+    out = lstm_forward(x, weights, h0, c0, bidirectional=config.bidirectional, strategy="persistent")
     as64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
     want = reference.forward(config.replace(dtype="float64"), as64(x), [type(w)(*map(as64, w)) for w in weights],
                              as64(h0), as64(c0))
-    for g, w in zip(got[:3], want[:3]):
-        assert rel_err(as64(g.get() if hasattr(g, "get") else g), w) <= FP32_TOL
+    for g, w in zip((out.y, out.h, out.c), want[:3]):
+        assert rel_err(as64(g), w) <= FP32_TOL
+
+
+@pytest.mark.parametrize("hidden, batch, layers, bidir, cluster, warps", [
+    (1024, 8, 1, False, 2, 8), (512, 8, 2, True, 2, None), (1000, 3, 1, False, 2, 8)])
+def test_the_partials_by_mbarrier_arrivals(monkeypatch, rng, hidden, batch, layers, bidir, cluster, warps):
+    """CLUSTER_ARRIVALS: the same sums handed over by mbarrier arrivals instead of a cluster barrier, within 1e-5."""
+    _clustered(monkeypatch, cluster, warps)
+    monkeypatch.setattr(persistent, "CLUSTER_ARRIVALS", True)
+    config = LSTMConfig(hidden, hidden, layers, bidir, "float32", batch, 40)
+    _assert_clustered_forward(config, cluster)
+    _compare(rng, config, FP32_TOL)
