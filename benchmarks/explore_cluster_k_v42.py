@@ -59,11 +59,10 @@ CELL_SETS = {
         ("float32", 1024, 16, {"C2w8d400": cluster(2, 8, 400, BATCH_GROUPS=False),
                                "C2d400": cluster(2, None, 400, BATCH_GROUPS=False)}),
         ("float32", 512, 8, {"C2w8d400": cluster(2, 8, 400, BATCH_GROUPS=False)})],
-    # 5: call 6, the rule's plans ("auto", 400 ns) with the partials handed over by mbarrier arrivals, against no clusters
-    5: [("float32", 1024, 8, {"arrivals": {"CLUSTER_ARRIVALS": True}, "arrivals d300": {"CLUSTER_ARRIVALS": True,
-                                                                                         "CLUSTER_POLL_DELAY_NS": 300},
-                              "no clusters": {"CLUSTER_K": False}}),
-        ("float32", 1280, 8, {"arrivals": {"CLUSTER_ARRIVALS": True}, "no clusters": {"CLUSTER_K": False}})],
+    # 5: call 6 (the engine flag CLUSTER_ARRIVALS of commit 7ff2bd9, since removed: the partials handed over by mbarrier
+    # arrivals) ran "auto" (the rule's plans), "arrivals", "arrivals d300" and no clusters; now "auto" against no clusters
+    5: [("float32", 1024, 8, {"no clusters": {"CLUSTER_K": False}}),
+        ("float32", 1280, 8, {"no clusters": {"CLUSTER_K": False}})],
 }
 
 

@@ -178,9 +178,6 @@ constexpr bool kXwAtLoad = XW_AT_LOAD != 0;
 #ifndef CLUSTER_K       // v42: a thread-block cluster of CLUSTER_K blocks runs one virtual block (see kClusterK)
 #define CLUSTER_K 1
 #endif
-#ifndef CLUSTER_ARRIVALS   // v42, CLUSTER_K: 1 each cluster partial arrives on its owner's mbarrier (no cluster barrier)
-#define CLUSTER_ARRIVALS 0
-#endif
 #ifndef SPLIT_BARRIER   // grid.sync plans: the split barrier (default with the in-kernel projection) or grid.sync()
 #define SPLIT_BARRIER (IN_K_TILES > 0)
 #endif
@@ -276,12 +273,6 @@ static_assert(!kClustered || (PASS == 0 && kTagged && kGroups == 1 && !kInput),
               "CLUSTER_K: tagged forwards without batch groups or in-kernel projection");
 static_assert(kRows % (4 * kClusterK) == 0, "CLUSTER_K must divide the virtual block's units");
 constexpr int kClusterFloats = kClustered ? 2 * kClusterK * kUnitsPerRank * kNPad * 4 : 0;
-// CLUSTER_ARRIVALS: the owner's pointwise threads wait on an mbarrier of the step's slot (two, by step parity) that
-// every store into the slot arrives on (release, cluster scope), instead of all threads of the cluster meeting at
-// barrier.cluster. A rank writes slot s & 1 again at step s + 2 only after its own wait of step s + 1, which needed
-// the owner's stores of step s + 1, made after the owner's pointwise of step s: the slot's reads are done.
-constexpr bool kClusterArrivals = kClustered && CLUSTER_ARRIVALS != 0;
-constexpr int kClusterArrivalsPerStep = kClusterK * kUnitsPerRank * kBatch;   // stores into one rank's slot
 
 #if CLUSTER_K > 1 && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900)
 #define ECORNN_MMA_CLUSTER __cluster_dims__(CLUSTER_K, 1, 1)
@@ -320,51 +311,6 @@ __device__ __forceinline__ void store_remote4(float* local, unsigned rank, float
                  :: "r"(remote), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w) : "memory");
 #else
     __trap();
-#endif
-}
-
-// Shared-memory address of `local` in block `rank` of this cluster.
-__device__ __forceinline__ unsigned remote_address(const void* local, unsigned rank) {
-    unsigned remote = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(local));
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
-#endif
-    return remote;
-}
-
-// CLUSTER_ARRIVALS: the two slots' mbarriers, each expecting every store of a step (thread 0, before the first
-// cluster barrier; the fence makes the initialisation visible to the other ranks' arrivals).
-__device__ __forceinline__ void init_arrivals(unsigned long long* bars) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (kClusterArrivals && threadIdx.x == 0) {
-        for (int i = 0; i < 2; ++i) {
-            const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(bars + i));
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(addr), "r"(kClusterArrivalsPerStep) : "memory");
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-#endif
-}
-
-// One arrival (release: this thread's stores before it) on the mbarrier at shared::cluster address `remote`.
-__device__ __forceinline__ void arrive_remote(unsigned remote) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" :: "r"(remote) : "memory");
-#endif
-}
-
-// Wait (acquire) until the mbarrier `bar` completed the phase of parity `parity`.
-__device__ __forceinline__ void wait_arrivals(unsigned long long* bar, unsigned parity) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(bar));
-    unsigned done = 0;
-    for (long long polls = 0; !done; ++polls) {
-        asm volatile("{\n\t.reg .pred p;\n\t"
-                     "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}" : "=r"(done) : "r"(addr), "r"(parity) : "memory");
-        if (polls > kMaxPolls) __trap();
-    }
 #endif
 }
 
@@ -962,7 +908,6 @@ struct Carve {
     uint4* in_a;
     unsigned int* xs;
     float* cluster;   // v42: the cluster partials [2][CLUSTER_K][own units][kNPad][4]
-    unsigned long long* arrivals;   // v42, CLUSTER_ARRIVALS: their two mbarriers
 };
 
 __device__ __forceinline__ Carve carve(uint4* smem) {
@@ -973,7 +918,6 @@ __device__ __forceinline__ Carve carve(uint4* smem) {
     s.in_a = reinterpret_cast<uint4*>(s.vec + kWarps * kVecWordsPerWarp);
     s.xs = reinterpret_cast<unsigned int*>(s.in_a + kInTileU4);
     s.cluster = reinterpret_cast<float*>(s.xs + kWarps * kXWordsPerWarp);
-    s.arrivals = reinterpret_cast<unsigned long long*>(s.cluster + kClusterFloats);
     return s;
 }
 
@@ -1040,20 +984,18 @@ __device__ __forceinline__ int cluster_partial_index(int step, int rank, int uni
 // v42: this block's sums over its warps (unit_sums) of every unit of the virtual block, each stored in the cluster
 // partials of the rank that owns the unit, then the cluster barrier after which every rank reads its own.
 __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b);
-// CLUSTER_ARRIVALS: each store arrives on its owner's mbarrier of the slot, and the block waits on its own.
-__device__ __forceinline__ void send_unit_sums(const float* red_s, float* cluster_s, unsigned long long* arrivals,
-                                               int step) {
+// (v42's mbarrier arrivals per store instead of the cluster barrier measured slower: results/persistent_v42 call 6,
+// code in commit 7ff2bd9.)
+__device__ __forceinline__ void send_unit_sums(const float* red_s, float* cluster_s, int step) {
     if constexpr (kClustered) {
         const int rank = (int)rank_in_cluster();
         constexpr int count = (kRows / 4) * kBatch;
         for (int i = threadIdx.x; i < count; i += kThreads) {
-            const int unit = i / kBatch, b = i % kBatch, owner = unit / kUnitsPerRank;
-            store_remote4(cluster_s + cluster_partial_index(step, rank, unit % kUnitsPerRank, b), owner,
-                          unit_sums(red_s, unit, b));
-            if constexpr (kClusterArrivals) arrive_remote(remote_address(arrivals + (step & 1), owner));
+            const int unit = i / kBatch, b = i % kBatch;
+            store_remote4(cluster_s + cluster_partial_index(step, rank, unit % kUnitsPerRank, b),
+                          unit / kUnitsPerRank, unit_sums(red_s, unit, b));
         }
-        if constexpr (kClusterArrivals) wait_arrivals(arrivals + (step & 1), (step >> 1) & 1);
-        else cluster_barrier();
+        cluster_barrier();
     }
 }
 
@@ -1201,10 +1143,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     }
     if constexpr (kSplitBarrier) grid_wait(counter, 1u, arrivals);   // ... round 1
     else if constexpr (!kTagged) grid.sync();
-    if constexpr (kClustered) {   // v42: every rank started (and initialised its mbarriers) before any stores into it
-        init_arrivals(s.arrivals);
-        cluster_barrier();
-    }
+    if constexpr (kClustered) cluster_barrier();   // v42: every rank started before any stores into its shared memory
     for (int step = 0; step < T; ++step) {
         const int t = p.reverse ? T - 1 - step : step;
         const int t_next = p.reverse ? t - 1 : t + 1;
@@ -1241,7 +1180,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
                            reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.x, step - 1, H), H, acc,
                            step);
         }
-        send_unit_sums(s.red, s.cluster, s.arrivals, step);   // v42 (clustered plans only)
+        send_unit_sums(s.red, s.cluster, step);   // v42 (clustered plans only)
         if (p.active) {
             const float4 z = kClustered ? cluster_unit_sums(s.cluster, step, p.u, p.b) : unit_sums(s.red, p.u, p.b);
             // v33: xw unscaled (v32) and biased here, after the product, not where loaded (where its ldexpf can

@@ -75,8 +75,7 @@ def test_a_clustered_plans_geometry():
     assert plan.exchange_shape(1) == (1, 2, 8, 1024)   # tagged split words: B rows
     assert plan.defines()["CLUSTER_K"] == 2 and "CLUSTER_K" not in base.defines()
     assert plan.smem_bytes == (cap.mma_smem_bytes("forward", 8, 8, 4, 4, 0, 2)
-                               + 2 * 2 * 8 * 8 * 4 * 4 + 16)   # + the cluster partials [2][C][units][n_pad][4] fp32
-                                                                # and two mbarriers
+                               + 2 * 2 * 8 * 8 * 4 * 4)   # + the cluster partials [2][C][units][n_pad][4] fp32
     assert "clusters of 2 blocks, each 1/2 of K" in plan.describe()
     assert replace(plan, cluster_k=1).tile_shape().blocks == 128
 

@@ -95,13 +95,3 @@ def _compare_inference(rng, config):
     for g, w in zip((out.y, out.h, out.c), want[:3]):
         assert rel_err(as64(g), w) <= FP32_TOL
 
-
-@pytest.mark.parametrize("hidden, batch, layers, bidir, cluster, warps", [
-    (1024, 8, 1, False, 2, 8), (512, 8, 2, True, 2, None), (1000, 3, 1, False, 2, 8)])
-def test_the_partials_by_mbarrier_arrivals(monkeypatch, rng, hidden, batch, layers, bidir, cluster, warps):
-    """CLUSTER_ARRIVALS: the same sums handed over by mbarrier arrivals instead of a cluster barrier, within 1e-5."""
-    _clustered(monkeypatch, cluster, warps)
-    monkeypatch.setattr(persistent, "CLUSTER_ARRIVALS", True)
-    config = LSTMConfig(hidden, hidden, layers, bidir, "float32", batch, 40)
-    _assert_clustered_forward(config, cluster)
-    _compare(rng, config, FP32_TOL)

@@ -6,7 +6,7 @@
 #   diag      benchmarks/diag_step_clocks_v37.py over $CELLS, plain and with $DIAG_FLAGS (a JSON object)
 #   quick     the quick bench (#5's table, cuDNN in the process)
 #   rest      more GPU test files ($REST), TEST_TIMEOUT
-#   sanitize  compute-sanitizer memcheck and racecheck over benchmarks/persistent_backward_groups_small_run.py
+#   sanitize  compute-sanitizer memcheck and racecheck over benchmarks/persistent_cluster_k_small_run.py
 #   cache     the NVRTC cache
 set -u
 OUT=${OUT:-/tmp/v42_out}
@@ -23,7 +23,7 @@ for stage in ${STAGES:-"tests quick cache"}; do
       done ;;
     quick) timeout "${QUICK_TIMEOUT:-150}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     rest) run_gpu_tests "$OUT/rest.log" $(for f in ${REST:-}; do echo "$REPO/tests/$f"; done) ;;
-    sanitize) run_sanitizers benchmarks/persistent_backward_groups_small_run.py "$OUT/sanitizers.log" "${SAN_TIMEOUT:-150}" 10 ;;
+    sanitize) run_sanitizers benchmarks/persistent_cluster_k_small_run.py "$OUT/sanitizers.log" "${SAN_TIMEOUT:-150}" 10 ;;
     cache) save_cupy_cache "$OUT" ;;
   esac
 done

@@ -963,9 +963,8 @@ def without_input_projection(plan):
 
 
 def mma_cluster_smem_bytes(batch: int, units: int, cluster: int) -> int:
-    """v42: the cluster partials [2][cluster][units][n_pad][4] fp32 of a clustered plan (kernel's kClusterFloats) and
-    their two mbarriers (CLUSTER_ARRIVALS)."""
-    return 4 * 2 * cluster * units * 8 * -(-batch // 8) * 4 + 16
+    """v42: the cluster partials [2][cluster][units][n_pad][4] fp32 of a clustered plan (kernel's kClusterFloats)."""
+    return 4 * 2 * cluster * units * 8 * -(-batch // 8) * 4
 
 
 def with_cluster_k(props: dict, plan, cluster: int, warps: int | None = None):
