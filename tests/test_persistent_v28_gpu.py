@@ -83,8 +83,8 @@ def test_fast_gates_and_their_ablation_match_float64(rng, monkeypatch, inp, hidd
         "the ablation ran the same kernels"
 
 
-@pytest.mark.parametrize("hidden, batch, kind", [(256, 1, "cluster"), (512, 4, "grid")])
-def test_fast_gates_inference_graph_replays_match_float64(rng, hidden, batch, kind):
+@pytest.mark.parametrize("hidden, batch, kind", [(256, 1, "cluster"), (512, 3, "grid")])   # (v41 moved H=512 B=4
+def test_fast_gates_inference_graph_replays_match_float64(rng, hidden, batch, kind):            # to the split)
     _assert_graph_replays_match_float64(rng, LSTMConfig(hidden, hidden, 1, False, "float32", batch, 40), kind)
 
 
