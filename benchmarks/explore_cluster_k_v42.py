@@ -63,6 +63,9 @@ CELL_SETS = {
     # arrivals) ran "auto" (the rule's plans), "arrivals", "arrivals d300" and no clusters; now "auto" against no clusters
     5: [("float32", 1024, 8, {"no clusters": {"CLUSTER_K": False}}),
         ("float32", 1280, 8, {"no clusters": {"CLUSTER_K": False}})],
+    # 6: call 10, the clustered plans' first-poll wait as a clock64() spin (v35's POLL_SPIN_CYCLES) against the sleep
+    6: [("float32", 1024, 8, {"spin 600": {"POLL_SPIN_CYCLES": 600}, "spin 800": {"POLL_SPIN_CYCLES": 800}}),
+        ("float32", 1280, 8, {"spin 800": {"POLL_SPIN_CYCLES": 800}})],
 }
 
 
