@@ -36,7 +36,7 @@ def test_the_rule_clusters_the_unpaired_split_at_b8_from_h1024(on_h100, hidden, 
     """(H=1536 B=8 is planned clustered; its 8-warp build does not fit (call 4) and the engine falls back.)"""
     plan = _forward(hidden, batch, training=training)
     assert (plan.kind, plan.parts, plan.cluster_k, plan.warps, plan.tagged) == ("mma", 2, 2, 8, True)
-    assert (plan.poll_delay_ns, plan.poll_spin_cycles) == (rules.CLUSTER_POLL_DELAY_NS, 0)
+    assert (plan.poll_delay_ns, plan.poll_spin_cycles) == (rules.CLUSTER_POLL_DELAY_NS, rules.SPLIT_POLL_SPIN_CYCLES)
     assert plan.units * 4 * 2 == 16 * plan.m_tiles and plan.grid == plan.blocks_per_dir <= H100["sm_count"]
 
 

@@ -225,8 +225,10 @@ def poll_spin_cycles(plan) -> int:
     3.00 and 3.19 / 3.01, H=1280 2.86 / 2.73; whole forward H=1536 3.46 / 3.34 and 3.50 / 3.39, H=1280 3.08 / 2.89.
     With 2 m-tiles (H=1024, all of W_hh in registers) the sleep was as fast or faster: kernel 1.84 / 1.90 and
     1.94 / 1.99, whole forward 2.05 / 2.05."""
-    if (not split_poll_delay_ns(plan) or not plan.split_words or plan.in_kernel_projection
-            or getattr(plan, "cluster_k", 1) > 1):   # v42: clustered plans sleep CLUSTER_POLL_DELAY_NS
+    if getattr(plan, "cluster_k", 1) > 1:   # v42, the split on clusters: whole forward µs/step, spin 800 against
+        return SPLIT_POLL_SPIN_CYCLES        # nanosleep(400), alternated (results/persistent_v42 call 10): H=1024 B=8
+                                             # 2.78 vs 2.91, H=1280 B=8 3.36 vs 3.81 (spin 600: 2.91)
+    if not split_poll_delay_ns(plan) or not plan.split_words or plan.in_kernel_projection:
         return 0
     return SPLIT_POLL_SPIN_CYCLES if plan.m_tiles >= SPLIT_SPIN_MIN_M_TILES else 0
 
@@ -236,7 +238,8 @@ CLUSTER_SPLIT_BATCHES = (8,)        # measured: B=8 wins at H=1024 and 1280; B=1
 CLUSTER_SPLIT_MIN_HIDDEN = 1024
 CLUSTER_SPLIT_SIZE = 2              # clusters of 4 co-reside only 30 at a time on the H100 and H200 (120 blocks)
 CLUSTER_SPLIT_WARPS = 8
-CLUSTER_POLL_DELAY_NS = 400         # clustered plans' first poll (300-500 ns measured within 1%; none: +0.3 us/step)
+CLUSTER_POLL_DELAY_NS = 400         # clustered plans' first poll (300-500 ns measured within 1%; none: +0.3 us/step),
+                                    # waited by a spin of SPLIT_POLL_SPIN_CYCLES (poll_spin_cycles)
 
 
 def cluster_split_pays(plan) -> bool:
