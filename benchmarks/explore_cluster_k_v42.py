@@ -15,8 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ab_modes  # noqa: E402
-from bench_persistent import _problem  # noqa: E402
-from explore_groups_v39 import run  # noqa: E402
+from explore_groups_v39 import measure_modes_cell, run  # noqa: E402
 
 from ecornn.engines import persistent  # noqa: E402
 
@@ -85,17 +84,8 @@ def buildable_modes(config, modes: dict, train: bool) -> tuple:
 
 
 def measure_cell(dtype, hidden, batch, modes, rounds, repeats, train=False) -> dict:
-    """Per mode ("auto" and ``modes``): whole forward and kernel, alternated."""
-    problem = _problem(dtype, hidden, batch, seed=hidden + batch)
-    usable, errors = buildable_modes(problem[0], {"auto": {}, **modes}, train)
-
-    def measure():
-        t = ab_modes.time_mode(*problem, repeats, train=train)
-        return {"fwd": t["graph_fwd_us"], "kernel": t["kernel_us"], "train": t.get("train_ms", float("nan")),
-                "plan": t["plan"]}
-    runs = ab_modes.alternate_rounds(usable, rounds, measure)
-    return {"dtype": dtype, "hidden": hidden, "batch": batch, "errors": errors,
-            "modes": {m: {k: (v if k == "plan" else [float(x) for x in v]) for k, v in r.items()} for m, r in runs.items()}}
+    """Per mode ("auto" and ``modes``) whose forward builds: whole forward and kernel, alternated."""
+    return measure_modes_cell(dtype, hidden, batch, {"auto": {}, **modes}, rounds, repeats, train, buildable_modes)
 
 
 if __name__ == "__main__":

@@ -29,9 +29,15 @@ CELL_SETS = {
 
 def measure_cell(dtype, hidden, batch, groups, rounds, repeats, train=True) -> dict:
     """Per mode ("auto" and G groups): whole forward, kernel and (``train``) fwd+bwd, alternated."""
-    problem = _problem(dtype, hidden, batch, seed=hidden + batch)
     modes = {"auto": {}, **{f"G={g}": {"BATCH_GROUPS": g} for g in groups}}
-    usable, errors = ab_modes.plannable_modes(problem[0], modes, train)
+    return measure_modes_cell(dtype, hidden, batch, modes, rounds, repeats, train)
+
+
+def measure_modes_cell(dtype, hidden, batch, modes, rounds, repeats, train=True, usable=ab_modes.plannable_modes) -> dict:
+    """Per mode of ``modes`` (name -> engine flags) that ``usable`` keeps (default: the ones that plan): whole forward,
+    kernel and (``train``) fwd+bwd, alternated; the others' errors."""
+    problem = _problem(dtype, hidden, batch, seed=hidden + batch)
+    usable, errors = usable(problem[0], modes, train)
 
     def measure():
         t = ab_modes.time_mode(*problem, repeats, train=train)
