@@ -62,7 +62,8 @@ def test_the_flag(on_h100, monkeypatch):
     assert (forced.cluster_k, forced.warps, forced.k_tiles, forced.m_tiles) == (2, 16, 2, 4)
     monkeypatch.setattr(persistent, "CLUSTER_WARPS", 8)
     monkeypatch.setattr(persistent, "CLUSTER_POLL_DELAY_NS", 250)
-    assert (_forward(1024, 8).warps, _forward(1024, 8).poll_delay_ns) == (8, 250)
+    slept = _forward(1024, 8)
+    assert (slept.warps, slept.poll_delay_ns, slept.poll_spin_cycles) == (8, 250, 0)   # a sleep of 250 ns
     forced16 = _forward(1024, 16, "float16")   # grouped with the projection: as it is
     assert forced16.cluster_k == 1 and forced16.batch_groups == 2
 

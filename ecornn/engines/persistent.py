@@ -197,7 +197,8 @@ CLUSTER_K = "auto"  # v42: tensor-core forwards on thread-block clusters, each b
                     # "auto" the fp32 split where rules.cluster_split_pays (clusters of 2, 8 warps); an int C > 1: every
                     # ungrouped forward without in-kernel projection on clusters of C (an exploration); False: never
 CLUSTER_WARPS = None          # v42: warps per block of forced plans (None: the plan's)
-CLUSTER_POLL_DELAY_NS = None  # v42: the first-poll delay of clustered plans (None: rules.CLUSTER_POLL_DELAY_NS)
+CLUSTER_POLL_DELAY_NS = None  # v42: clustered plans sleep this many ns before their first poll (None: the rules' wait,
+                              # rules.CLUSTER_POLL_DELAY_NS as a spin of rules.SPLIT_POLL_SPIN_CYCLES)
 CLUSTER_COOPERATIVE = True    # v42: launch them cooperatively (co-residency guaranteed); False: an ordinary launch
                               # after cuOccupancyMaxActiveClusters says every cluster is resident
 STEP_CLOCKS = 0   # v37 diagnostic: > 0 compiles the tensor-core forward with clock marks of its first STEP_CLOCKS
@@ -297,8 +298,9 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None, backward
         plans = {**plans, "forward": _clustered(props, plans["forward"], clusters)}
     plans = {k: capacity.with_poll_delay(p, POLL_DELAY, POLL_SPIN_CYCLES) if p.kind in ("mma", "grid") else p
              for k, p in plans.items()}
-    if CLUSTER_POLL_DELAY_NS is not None and getattr(plans["forward"], "cluster_k", 1) > 1:
-        plans = {**plans, "forward": replace(plans["forward"], poll_delay_ns=int(CLUSTER_POLL_DELAY_NS))}
+    if CLUSTER_POLL_DELAY_NS is not None and getattr(plans["forward"], "cluster_k", 1) > 1:   # a sleep, no spin
+        plans = {**plans, "forward": replace(plans["forward"], poll_delay_ns=int(CLUSTER_POLL_DELAY_NS),
+                                             poll_spin_cycles=0)}
     return {k: capacity.with_late_loads(p, BWD_LATE_LOADS) for k, p in plans.items()}   # after the overrides
 
 

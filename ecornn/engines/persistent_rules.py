@@ -244,7 +244,8 @@ CLUSTER_POLL_DELAY_NS = 400         # clustered plans' first poll (300-500 ns me
 
 def cluster_split_pays(plan) -> bool:
     """v42: whether the fp32 split forward ``plan`` (ungrouped, unpaired, the projection as a GEMM) runs on clusters of
-    CLUSTER_SPLIT_SIZE blocks of CLUSTER_SPLIT_WARPS warps, tagged, the first poll after CLUSTER_POLL_DELAY_NS. H200,
+    CLUSTER_SPLIT_SIZE blocks of CLUSTER_SPLIT_WARPS warps, tagged, the first poll after CLUSTER_POLL_DELAY_NS (a spin:
+    poll_spin_cycles). H200,
     whole forward µs/step, clusters against the grid.sync plan, alternated (results/persistent_v42, calls 3 and 4):
     H=1024 B=8 2.78 vs 3.28 and 2.90 vs 3.40, H=1280 B=8 3.79 vs 4.48; the ungrouped H=1024 B=16 4.36 vs the grouped
     4.19, H=512 B=8 1.99 vs the grouped 1.67, and without the delay H=1024 B=8 3.02-3.07. Each block stages half
