@@ -34,14 +34,17 @@ def set_engine_flags(flags: dict) -> None:
         setattr(gpu_blas if name in BLAS_FLAGS else persistent, name, value)
 
 
-def plannable_modes(config, modes: dict, train: bool) -> tuple:
-    """({mode: flags} of the modes whose flags plan ``config``, {mode: error} of the others): a mode that does not
-    plan (NotSupported) is recorded, not timed. The flags are back at their defaults after each."""
+def plannable_modes(config, modes: dict, train: bool, built: bool = False) -> tuple:
+    """({mode: flags} of the modes whose flags plan ``config`` (``built``: and whose forward builds: v42's clusters
+    that do not co-reside), {mode: error} of the others): such a mode is recorded, not timed. The flags are back at
+    their defaults after each."""
     usable, errors = {}, {}
     for mode, flags in modes.items():
         set_engine_flags(flags)
         try:
-            persistent.plans_for(config, train)
+            plans = persistent.plans_for(config, train)
+            if built:
+                persistent._final(plans["forward"])
             usable[mode] = flags
         except Exception as exc:   # noqa: BLE001 - recorded per mode
             errors[mode] = f"{type(exc).__name__}: {str(exc)[:160]}"

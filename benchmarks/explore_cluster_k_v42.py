@@ -17,8 +17,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ab_modes  # noqa: E402
 from explore_groups_v39 import measure_modes_cell, run  # noqa: E402
 
-from ecornn.engines import persistent  # noqa: E402
-
 UNGROUPED_GEMM = {"BATCH_GROUPS": False, "IN_KERNEL_PROJECTION": False}
 
 
@@ -63,29 +61,16 @@ CELL_SETS = {
     5: [("float32", 1024, 8, {"no clusters": {"CLUSTER_K": False}}),
         ("float32", 1280, 8, {"no clusters": {"CLUSTER_K": False}})],
     # 6: call 10, the clustered plans' first-poll wait as a clock64() spin (v35's POLL_SPIN_CYCLES) against the sleep
+    # ("auto" then; since dfd576a the spin of 800 cycles is "auto")
     6: [("float32", 1024, 8, {"spin 600": {"POLL_SPIN_CYCLES": 600}, "spin 800": {"POLL_SPIN_CYCLES": 800}}),
         ("float32", 1280, 8, {"spin 800": {"POLL_SPIN_CYCLES": 800}})],
 }
 
 
-def buildable_modes(config, modes: dict, train: bool) -> tuple:
-    """ab_modes.plannable_modes, less the modes whose forward does not build (NotSupported: spills, not co-resident)."""
-    usable, errors = ab_modes.plannable_modes(config, modes, train)
-    for mode in list(usable):
-        ab_modes.set_engine_flags(usable[mode])
-        try:
-            persistent._final(persistent.plans_for(config, train)["forward"])
-        except Exception as exc:   # noqa: BLE001 - recorded per mode
-            errors[mode] = f"{type(exc).__name__}: {str(exc)[:160]}"
-            del usable[mode]
-        finally:
-            ab_modes.set_engine_flags({})
-    return usable, errors
-
-
 def measure_cell(dtype, hidden, batch, modes, rounds, repeats, train=False) -> dict:
     """Per mode ("auto" and ``modes``) whose forward builds: whole forward and kernel, alternated."""
-    return measure_modes_cell(dtype, hidden, batch, {"auto": {}, **modes}, rounds, repeats, train, buildable_modes)
+    return measure_modes_cell(dtype, hidden, batch, {"auto": {}, **modes}, rounds, repeats, train,
+                              lambda *args: ab_modes.plannable_modes(*args, built=True))
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@
 // ecornn-check: -DCLUSTER=8 -DBATCH=1 -DNWARPS=4 -DLANE_ROWS=32 -DROWS_PER_LANE=2 -DCOLS_PER_LANE=32 -DREG_COLS=32
 // ecornn-check: -DCLUSTER=8 -DBATCH=3 -DNWARPS=4 -DLANE_ROWS=8 -DROWS_PER_LANE=7 -DCOLS_PER_LANE=7 -DREG_COLS=7
 // ecornn-check: -DCLUSTER=16 -DBATCH=4 -DNWARPS=8 -DLANE_ROWS=32 -DROWS_PER_LANE=4 -DCOLS_PER_LANE=64 -DREG_COLS=46
+#include "cluster_common.cuh"
 #include "persistent_common.cuh"
 
 constexpr int kCluster = CLUSTER;
@@ -66,29 +67,6 @@ static_assert((2 * kVecFloats + kWsFloats) % 4 == 0, "red_s must be float4-align
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 #define ECORNN_CLUSTER_DIMS __cluster_dims__(CLUSTER, 1, 1)
-
-__device__ __forceinline__ unsigned cluster_rank() {
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-
-// Full cluster barrier, split so that independent work can sit between arrive and wait.
-__device__ __forceinline__ void cluster_arrive() {
-    asm volatile("barrier.cluster.arrive.release;" ::: "memory");
-}
-
-__device__ __forceinline__ void cluster_wait() {
-    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
-}
-
-// Store v at the same shared-memory offset as `local`, in block `rank` of this cluster.
-__device__ __forceinline__ void store_remote(float* local, unsigned rank, float v) {
-    const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(local));
-    unsigned remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
-    asm volatile("st.shared::cluster.f32 [%0], %1;" :: "r"(remote), "f"(v) : "memory");
-}
 
 // This lane's partial dot products, reduced over its lane group, written to red_s
 // ([warp][row / 4][b][row % 4]: a pointwise thread then reads one float4 per warp).

@@ -126,6 +126,7 @@
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=1 -DREG_K_TILES=1 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DPOLL_SPIN_CYCLES=800 -DCLUSTER_K=4
 #include <cooperative_groups.h>
 
+#include "cluster_common.cuh"
 #include "mma_common.cuh"
 #include "persistent_common.cuh"
 #include "step_clocks.cuh"
@@ -273,7 +274,6 @@ constexpr int kUnitsPerRank = kRows / 4 / kClusterK;   // a block's own units
 static_assert(!kClustered || (PASS == 0 && kTagged && kGroups == 1 && !kInput),
               "CLUSTER_K: tagged forwards without batch groups or in-kernel projection");
 static_assert(kRows % (4 * kClusterK) == 0, "CLUSTER_K must divide the virtual block's units");
-constexpr int kClusterFloats = kClustered ? 2 * kClusterK * kUnitsPerRank * kNPad * 4 : 0;
 
 #if CLUSTER_K > 1 && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900)
 #define ECORNN_MMA_CLUSTER __cluster_dims__(CLUSTER_K, 1, 1)
@@ -281,38 +281,10 @@ constexpr int kClusterFloats = kClustered ? 2 * kClusterK * kUnitsPerRank * kNPa
 #define ECORNN_MMA_CLUSTER
 #endif
 
-// This block's rank in its cluster (0 without clusters; sm_80 builds of clustered plans trap: never launched).
+// This block's rank in its cluster (0 without clusters).
 __device__ __forceinline__ unsigned rank_in_cluster() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if constexpr (kClustered) {
-        unsigned r;
-        asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-        return r;
-    }
-#endif
+    if constexpr (kClustered) return cluster_rank();
     return 0;
-}
-
-// Every thread of the cluster arrives (release), then waits for all of them (acquire).
-__device__ __forceinline__ void cluster_barrier() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
-#else
-    __trap();
-#endif
-}
-
-// Store v at the same shared-memory offset as `local`, in block `rank` of this cluster.
-__device__ __forceinline__ void store_remote4(float* local, unsigned rank, float4 v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(local));
-    unsigned remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
-    asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};"
-                 :: "r"(remote), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w) : "memory");
-#else
-    __trap();
-#endif
 }
 
 // The warp whose K-slice this warp stages and multiplies: its own, or (v42) its place in the cluster's virtual block.
@@ -977,40 +949,6 @@ __device__ __forceinline__ int h0_column_exponent(const float* __restrict__ h0, 
 #endif
 
 #if PASS == 0
-// v42: float offset of (sender rank, own unit, batch column) in slot step & 1 of the cluster partials.
-__device__ __forceinline__ int cluster_partial_index(int step, int rank, int unit, int b) {
-    return (((step & 1) * kClusterK + rank) * kUnitsPerRank + unit) * (4 * kNPad) + 4 * b;
-}
-
-// v42: this block's sums over its warps (unit_sums) of every unit of the virtual block, each stored in the cluster
-// partials of the rank that owns the unit, then the cluster barrier after which every rank reads its own.
-__device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b);
-// (v42's mbarrier arrivals per store instead of the cluster barrier measured slower: results/persistent_v42 call 6,
-// code in commit 7ff2bd9.)
-__device__ __forceinline__ void send_unit_sums(const float* red_s, float* cluster_s, int step) {
-    if constexpr (kClustered) {
-        const int rank = (int)rank_in_cluster();
-        constexpr int count = (kRows / 4) * kBatch;
-        for (int i = threadIdx.x; i < count; i += kThreads) {
-            const int unit = i / kBatch, b = i % kBatch;
-            store_remote4(cluster_s + cluster_partial_index(step, rank, unit % kUnitsPerRank, b),
-                          unit / kUnitsPerRank, unit_sums(red_s, unit, b));
-        }
-        cluster_barrier();
-    }
-}
-
-// v42: the pre-activations of own unit u, batch b: the ranks' sums added in rank order.
-__device__ __forceinline__ float4 cluster_unit_sums(const float* cluster_s, int step, int u, int b) {
-    float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-    for (int r = 0; r < kClusterK; ++r) {
-        const float4 p = *reinterpret_cast<const float4*>(cluster_s + cluster_partial_index(step, r, u, b));
-        z.x += p.x; z.y += p.y; z.z += p.z; z.w += p.w;
-    }
-    return z;
-}
-
 // Publish h (unit j, batch b) of step `step` to the forward's exchange: its fp16/bf16 bits (SPLIT:
 // the hi bits in row b, the lo bits, (h - hi) * 2^11, in row BATCH + b), tagged or packed.
 __device__ __forceinline__ void publish_h(unsigned int* xch, int d, int step, int H, int b, int j, float h,
@@ -1058,6 +996,40 @@ __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
 #pragma unroll 4
     for (int w = 0; w < kWarps; ++w) {
         const float4 p = *reinterpret_cast<const float4*>(red_s + (w * (kRows / 4) + u) * kRedStride + 4 * b);
+        z.x += p.x; z.y += p.y; z.z += p.z; z.w += p.w;
+    }
+    return z;
+}
+
+// v42: float offset of (sender rank, own unit, batch column) in slot step & 1 of the cluster partials.
+__device__ __forceinline__ int cluster_partial_index(int step, int rank, int unit, int b) {
+    return (((step & 1) * kClusterK + rank) * kUnitsPerRank + unit) * (4 * kNPad) + 4 * b;
+}
+
+// v42: this block's sums over its warps (unit_sums) of every unit of the virtual block, each stored in the cluster
+// partials of the rank that owns the unit, then the cluster barrier after which every rank reads its own.
+// (v42's mbarrier arrivals per store instead of the cluster barrier measured slower: results/persistent_v42 call 6,
+// code in commit 7ff2bd9.)
+__device__ __forceinline__ void send_unit_sums(const float* red_s, float* cluster_s, int step) {
+    if constexpr (kClustered) {
+        const int rank = (int)rank_in_cluster();
+        constexpr int count = (kRows / 4) * kBatch;
+        for (int i = threadIdx.x; i < count; i += kThreads) {
+            const int unit = i / kBatch, b = i % kBatch;
+            store_remote4(cluster_s + cluster_partial_index(step, rank, unit % kUnitsPerRank, b),
+                          unit / kUnitsPerRank, unit_sums(red_s, unit, b));
+        }
+        cluster_arrive();
+        cluster_wait();
+    }
+}
+
+// v42: the pre-activations of own unit u, batch b: the ranks' sums added in rank order.
+__device__ __forceinline__ float4 cluster_unit_sums(const float* cluster_s, int step, int u, int b) {
+    float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int r = 0; r < kClusterK; ++r) {
+        const float4 p = *reinterpret_cast<const float4*>(cluster_s + cluster_partial_index(step, r, u, b));
         z.x += p.x; z.y += p.y; z.z += p.z; z.w += p.w;
     }
     return z;
@@ -1144,7 +1116,10 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     }
     if constexpr (kSplitBarrier) grid_wait(counter, 1u, arrivals);   // ... round 1
     else if constexpr (!kTagged) grid.sync();
-    if constexpr (kClustered) cluster_barrier();   // v42: every rank started before any stores into its shared memory
+    if constexpr (kClustered) {   // v42: every rank started before any stores into its shared memory
+        cluster_arrive();
+        cluster_wait();
+    }
     for (int step = 0; step < T; ++step) {
         const int t = p.reverse ? T - 1 - step : step;
         const int t_next = p.reverse ? t - 1 : t + 1;

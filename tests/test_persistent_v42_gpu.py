@@ -3,14 +3,12 @@ forward, final states and every gradient within 1e-5 (fp32 split) or 1e-2 (fp16,
 and 4, 8 and 16 warps, the paired and the unpaired split, odd sizes, two and three layers bidirectional, one step and
 1000 steps; bitwise reruns; "auto"'s clusters at fp32 H=1024 B=8 and its fallback where the clustered build does not
 fit (H=1536 B=8)."""
-import numpy as np
 import pytest
 
-from ecornn import LSTMConfig, lstm_forward
+from ecornn import LSTMConfig
 from ecornn.engines import persistent
-from ecornn.engines import reference
-from tests.helpers import random_problem, rel_err
-from tests.test_persistent_gpu import FP32_TOL, HALF_TOL, _assert_bitwise_reruns, _compare
+from tests.test_persistent_gpu import (FP32_TOL, HALF_TOL, _assert_bitwise_reruns, _assert_graph_replays_match_float64,
+                                       _compare)
 
 pytestmark = pytest.mark.gpu
 
@@ -82,16 +80,5 @@ def test_auto_clusters_the_b8_split_where_it_builds(rng, hidden, clustered):
     if clustered:
         _compare(rng, config, FP32_TOL)   # training: the clustered forward, then the backward
     else:
-        _compare_inference(rng, config)
-
-
-def _compare_inference(rng, config):
-    """The inference forward's y, hT and cT (functional API, NumPy in and out) within 1e-5 of float64."""
-    weights, x, h0, c0 = random_problem(rng, config)
-    out = lstm_forward(x, weights, h0, c0, bidirectional=config.bidirectional, strategy="persistent")
-    as64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
-    want = reference.forward(config.replace(dtype="float64"), as64(x), [type(w)(*map(as64, w)) for w in weights],
-                             as64(h0), as64(c0))
-    for g, w in zip((out.y, out.h, out.c), want[:3]):
-        assert rel_err(as64(g), w) <= FP32_TOL
+        _assert_graph_replays_match_float64(rng, config, "mma")   # inference only (the backward does not fit)
 

@@ -267,9 +267,10 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None, backward
     unless None, in its place: _built_plans' fallback); CLUSTER_K False/an int the forward on thread-block clusters
     (v42) never / of that many blocks (``clusters``, unless None, in its place)."""
     props = _props()
+    props_items = tuple(sorted(props.items()))
     by_rows = BACKWARD_BY_ROWS if by_rows is None else by_rows
     backward_groups = BACKWARD_GROUPS if backward_groups is None else backward_groups
-    plans = _plans_for(tuple(sorted(props.items())), config, training, variant, by_rows, FP32_TENSOR_CORES,
+    plans = _plans_for(props_items, config, training, variant, by_rows, FP32_TENSOR_CORES,
                        REGISTER_MODEL, BATCH_GROUPS, backward_groups)
     if not TAGGED_WITH_WAIT:
         plans = {k: capacity.without_tagged_wait(p) for k, p in plans.items()}
@@ -295,7 +296,8 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None, backward
         plans = {k: p.without_kernel_bias() if p.kind == "grid" else p for k, p in plans.items()}
     clusters = CLUSTER_K if clusters is None else clusters
     if clusters:
-        plans = {**plans, "forward": _clustered(props, plans["forward"], clusters)}
+        plans = {**plans, "forward": _clustered(props_items, plans["forward"], clusters, CLUSTER_WARPS, POLL_DELAY,
+                                                POLL_SPIN_CYCLES)}
     plans = {k: capacity.with_poll_delay(p, POLL_DELAY, POLL_SPIN_CYCLES) if p.kind in ("mma", "grid") else p
              for k, p in plans.items()}
     if CLUSTER_POLL_DELAY_NS is not None and getattr(plans["forward"], "cluster_k", 1) > 1:   # a sleep, no spin
@@ -304,17 +306,20 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None, backward
     return {k: capacity.with_late_loads(p, BWD_LATE_LOADS) for k, p in plans.items()}   # after the overrides
 
 
-def _clustered(props: dict, forward, clusters):
-    """v42: ``forward`` on thread-block clusters where capacity.with_cluster_k applies, else as it is: "auto" where
-    rules.cluster_split_pays (rules.CLUSTER_SPLIT_SIZE blocks of CLUSTER_SPLIT_WARPS warps), an int C every plan
-    (CLUSTER_WARPS warps)."""
+@functools.lru_cache(maxsize=256)
+def _clustered(props_items: tuple, forward, clusters, warps, poll_delay, poll_spin):
+    """v42: ``forward`` on thread-block clusters where capacity.with_cluster_k applies, with its first-poll wait
+    (with_poll_delay), else as it is: "auto" where rules.cluster_split_pays (rules.CLUSTER_SPLIT_SIZE blocks of
+    CLUSTER_SPLIT_WARPS warps), an int C every plan (``warps`` warps). Cached: _plans runs on every call, where
+    rebuilding the plan cost 0.02 ms (0.007 cached; a CI-machine CPU)."""
+    props = dict(props_items)
     if clusters == "auto":
         if not rules.cluster_split_pays(forward):
             return forward
         plan = capacity.with_cluster_k(props, forward, rules.CLUSTER_SPLIT_SIZE, rules.CLUSTER_SPLIT_WARPS)
     else:
-        plan = capacity.with_cluster_k(props, forward, int(clusters), CLUSTER_WARPS)
-    return forward if plan is None else plan
+        plan = capacity.with_cluster_k(props, forward, int(clusters), warps)
+    return forward if plan is None else capacity.with_poll_delay(plan, poll_delay, poll_spin)
 
 
 def plans_for(config, training: bool = False, variant: str = "auto") -> dict:

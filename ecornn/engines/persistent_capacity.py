@@ -963,7 +963,7 @@ def without_input_projection(plan):
 
 
 def mma_cluster_smem_bytes(batch: int, units: int, cluster: int) -> int:
-    """v42: the cluster partials [2][cluster][units][n_pad][4] fp32 of a clustered plan (kernel's kClusterFloats)."""
+    """v42: the cluster partials [2][cluster][units][n_pad][4] fp32 of a clustered plan (the kernel's Carve.cluster)."""
     return 4 * 2 * cluster * units * 8 * -(-batch // 8) * 4
 
 
