@@ -1,4 +1,4 @@
-"""v42 exploration: tensor-core forwards on thread-block clusters, each block 1/C of K (persistent.CLUSTER_K = C,
+"""v42 (and v43, set 7) exploration: tensor-core forwards on thread-block clusters, each block 1/C of K (persistent.CLUSTER_K = C,
 CLUSTER_WARPS warps per block, CLUSTER_POLL_DELAY_NS), against the engine's choice ("auto"). Per cell and mode,
 alternated in one process: the forward kernel alone and the whole forward (graph replay), T=256, input = hidden.
 16-bit cluster modes run the ungrouped plan with the projection as a GEMM (BATCH_GROUPS, IN_KERNEL_PROJECTION off).
@@ -18,6 +18,7 @@ import ab_modes  # noqa: E402
 from explore_groups_v39 import measure_modes_cell, run  # noqa: E402
 
 UNGROUPED_GEMM = {"BATCH_GROUPS": False, "IN_KERNEL_PROJECTION": False}
+ASYNC = {"CLUSTER_ASYNC": True}   # v43
 
 
 def cluster(c, warps=None, delay=None, **extra):
@@ -64,6 +65,12 @@ CELL_SETS = {
     # ("auto" then; since dfd576a the spin of 800 cycles is "auto")
     6: [("float32", 1024, 8, {"spin 600": {"POLL_SPIN_CYCLES": 600}, "spin 800": {"POLL_SPIN_CYCLES": 800}}),
         ("float32", 1280, 8, {"spin 800": {"POLL_SPIN_CYCLES": 800}})],
+    # 7: v43, the partials by st.async onto the owner's mbarrier (CLUSTER_ASYNC) against the cluster barrier, with the
+    # first-poll spin around the rule's 800 cycles; the paired B=4 split on clusters again
+    7: [("float32", 1024, 8, {"async": ASYNC, "async spin 400": {**ASYNC, "POLL_SPIN_CYCLES": 400},
+                              "async spin 1200": {**ASYNC, "POLL_SPIN_CYCLES": 1200}}),
+        ("float32", 1280, 8, {"async": ASYNC}),
+        ("float32", 1024, 4, {"C2w8 async": cluster(2, 8, **ASYNC)})],
 }
 
 
