@@ -18,7 +18,6 @@ import ab_modes  # noqa: E402
 from explore_groups_v39 import measure_modes_cell, run  # noqa: E402
 
 UNGROUPED_GEMM = {"BATCH_GROUPS": False, "IN_KERNEL_PROJECTION": False}
-ASYNC = {"CLUSTER_ASYNC": True}   # v43
 
 
 def cluster(c, warps=None, delay=None, **extra):
@@ -65,12 +64,11 @@ CELL_SETS = {
     # ("auto" then; since dfd576a the spin of 800 cycles is "auto")
     6: [("float32", 1024, 8, {"spin 600": {"POLL_SPIN_CYCLES": 600}, "spin 800": {"POLL_SPIN_CYCLES": 800}}),
         ("float32", 1280, 8, {"spin 800": {"POLL_SPIN_CYCLES": 800}})],
-    # 7: v43, the partials by st.async onto the owner's mbarrier (CLUSTER_ASYNC) against the cluster barrier, with the
-    # first-poll spin around the rule's 800 cycles; the paired B=4 split on clusters again
-    7: [("float32", 1024, 8, {"async": ASYNC, "async spin 400": {**ASYNC, "POLL_SPIN_CYCLES": 400},
-                              "async spin 1200": {**ASYNC, "POLL_SPIN_CYCLES": 1200}}),
-        ("float32", 1280, 8, {"async": ASYNC}),
-        ("float32", 1024, 4, {"C2w8 async": cluster(2, 8, **ASYNC)})],
+    # 7: v43 call 1 (the engine flag CLUSTER_ASYNC of commit efb08da, since removed: the partials by st.async onto the
+    # owner's mbarrier instead of the cluster barrier) ran "auto", "async" (a tie), "async" with spins of 400 and 1200
+    # cycles (slower) and the paired B=4 split on clusters with it (slower); then (call 2) spins of 700 and 900 cycles
+    7: [("float32", 1024, 8, {"spin 700": {"POLL_SPIN_CYCLES": 700}, "spin 900": {"POLL_SPIN_CYCLES": 900}}),
+        ("float32", 1280, 8, {"spin 1000": {"POLL_SPIN_CYCLES": 1000}})],
 }
 
 

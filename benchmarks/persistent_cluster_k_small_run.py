@@ -1,6 +1,6 @@
 """A small fp32 forward + backward whose forward runs on thread-block clusters (v42, CLUSTER_K) for compute-sanitizer
 runs: 2 layers, bidirectional, clusters of 2 (8 warps, the rule's shape) and of 4; fails unless the clustered forward
-ran. Each with the cluster barrier's handoff and (v43) with st.async onto the owner's mbarrier (CLUSTER_ASYNC)."""
+ran."""
 from small_run import train_once
 
 from ecornn import LSTMConfig
@@ -8,9 +8,8 @@ from ecornn.engines import persistent
 
 persistent.FP32_TENSOR_CORES, persistent.BATCH_GROUPS = True, False
 for hidden, batch, cluster in ((128, 8, 2), (40, 4, 4)):
-    for handoff_async in (False, True):
-        persistent.CLUSTER_K, persistent.CLUSTER_WARPS, persistent.CLUSTER_ASYNC = cluster, 8, handoff_async
-        config = LSTMConfig(16, hidden, 2, True, "float32", batch, 5)
-        forward = persistent._final(persistent.plans_for(config, True)["forward"])
-        assert (forward.kind, forward.cluster_k) == ("mma", cluster), forward
-        train_once(config, f"clusters of {cluster}{', st.async' if handoff_async else ''}", forward)
+    persistent.CLUSTER_K, persistent.CLUSTER_WARPS = cluster, 8
+    config = LSTMConfig(16, hidden, 2, True, "float32", batch, 5)
+    forward = persistent._final(persistent.plans_for(config, True)["forward"])
+    assert (forward.kind, forward.cluster_k) == ("mma", cluster), forward
+    train_once(config, f"clusters of {cluster}", forward)

@@ -124,8 +124,6 @@
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DPOLL_SPIN_CYCLES=800 -DCLUSTER_K=2
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=5 -DK_TILES=5 -DREG_K_TILES=3 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DPOLL_SPIN_CYCLES=800 -DCLUSTER_K=2
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=1 -DREG_K_TILES=1 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DPOLL_SPIN_CYCLES=800 -DCLUSTER_K=4
-// v43 (CLUSTER_ASYNC, an exploration): the rule's H=1024 B=8 plan with the partials by st.async onto mbarriers.
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DPOLL_SPIN_CYCLES=800 -DCLUSTER_K=2 -DCLUSTER_ASYNC=1
 #include <cooperative_groups.h>
 
 #include "cluster_common.cuh"
@@ -181,9 +179,6 @@ constexpr bool kXwAtLoad = XW_AT_LOAD != 0;
 #endif
 #ifndef CLUSTER_K       // v42: a thread-block cluster of CLUSTER_K blocks runs one virtual block (see kClusterK)
 #define CLUSTER_K 1
-#endif
-#ifndef CLUSTER_ASYNC   // v43, CLUSTER_K: 1 the partials by st.async onto the owner's mbarrier (see kClusterAsync)
-#define CLUSTER_ASYNC 0
 #endif
 #ifndef SPLIT_BARRIER   // grid.sync plans: the split barrier (default with the in-kernel projection) or grid.sync()
 #define SPLIT_BARRIER (IN_K_TILES > 0)
@@ -279,13 +274,6 @@ constexpr int kUnitsPerRank = kRows / 4 / kClusterK;   // a block's own units
 static_assert(!kClustered || (PASS == 0 && kTagged && kGroups == 1 && !kInput),
               "CLUSTER_K: tagged forwards without batch groups or in-kernel projection");
 static_assert(kRows % (4 * kClusterK) == 0, "CLUSTER_K must divide the virtual block's units");
-// v43, CLUSTER_ASYNC: each partial goes by st.async, which completes its 16 bytes on the owner's mbarrier of the slot
-// (two, by step parity; thread 0 of the owner arrives once per step announcing the slot's bytes), and the block waits
-// on its own mbarrier instead of meeting the cluster at barrier.cluster: no release fence and no wait for the other
-// ranks' readers. Slot reuse: a rank writes slot s & 1 again at step s + 2 only after its own wait of step s + 1,
-// which needed every owner's step s + 1 writes, issued after that owner's pointwise of step s read the slot.
-constexpr bool kClusterAsync = kClustered && CLUSTER_ASYNC != 0;
-constexpr unsigned kClusterSlotBytes = kClusterK * kUnitsPerRank * kBatch * 16;   // written into one rank per step
 
 #if CLUSTER_K > 1 && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900)
 #define ECORNN_MMA_CLUSTER __cluster_dims__(CLUSTER_K, 1, 1)
@@ -1022,26 +1010,17 @@ __device__ __forceinline__ int cluster_partial_index(int step, int rank, int uni
 // partials of the rank that owns the unit, then the cluster barrier after which every rank reads its own.
 // (v42's mbarrier arrivals per store instead of the cluster barrier measured slower: results/persistent_v42 call 6,
 // code in commit 7ff2bd9.)
-// v43, CLUSTER_ASYNC: the stores by st.async and the wait on this block's mbarrier of the slot (cluster_bars).
-__device__ __forceinline__ void send_unit_sums(const float* red_s, float* cluster_s, unsigned long long* cluster_bars,
-                                               int step) {
+__device__ __forceinline__ void send_unit_sums(const float* red_s, float* cluster_s, int step) {
     if constexpr (kClustered) {
         const int rank = (int)rank_in_cluster();
-        unsigned long long* const bar = cluster_bars + (step & 1);
-        if (kClusterAsync && threadIdx.x == 0) mbarrier_arrive_expect_bytes(bar, kClusterSlotBytes);
         constexpr int count = (kRows / 4) * kBatch;
         for (int i = threadIdx.x; i < count; i += kThreads) {
             const int unit = i / kBatch, b = i % kBatch;
-            float* const at = cluster_s + cluster_partial_index(step, rank, unit % kUnitsPerRank, b);
-            if constexpr (kClusterAsync) store_async4(at, unit / kUnitsPerRank, unit_sums(red_s, unit, b), bar);
-            else store_remote4(at, unit / kUnitsPerRank, unit_sums(red_s, unit, b));
+            store_remote4(cluster_s + cluster_partial_index(step, rank, unit % kUnitsPerRank, b),
+                          unit / kUnitsPerRank, unit_sums(red_s, unit, b));
         }
-        if constexpr (kClusterAsync) {
-            mbarrier_wait_parity(bar, (step >> 1) & 1, kMaxPolls);
-        } else {
-            cluster_arrive();
-            cluster_wait();
-        }
+        cluster_arrive();
+        cluster_wait();
     }
 }
 
@@ -1137,9 +1116,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     }
     if constexpr (kSplitBarrier) grid_wait(counter, 1u, arrivals);   // ... round 1
     else if constexpr (!kTagged) grid.sync();
-    __shared__ unsigned long long cluster_bars[2];   // v43, CLUSTER_ASYNC: the slots' mbarriers
-    if constexpr (kClustered) {   // v42: every rank started (v43: its mbarriers set) before any stores into it
-        if (kClusterAsync && threadIdx.x < 2) mbarrier_init_for_cluster(cluster_bars + threadIdx.x, 1);
+    if constexpr (kClustered) {   // v42: every rank started before any stores into its shared memory
         cluster_arrive();
         cluster_wait();
     }
@@ -1179,7 +1156,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
                            reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.x, step - 1, H), H, acc,
                            step);
         }
-        send_unit_sums(s.red, s.cluster, cluster_bars, step);   // v42 (clustered plans only)
+        send_unit_sums(s.red, s.cluster, step);   // v42 (clustered plans only)
         if (p.active) {
             const float4 z = kClustered ? cluster_unit_sums(s.cluster, step, p.u, p.b) : unit_sums(s.red, p.u, p.b);
             // v33: xw unscaled (v32) and biased here, after the product, not where loaded (where its ldexpf can
@@ -1221,10 +1198,6 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         if constexpr (kSplitBarrier) grid_wait(counter, step + 2u, arrivals);
         else if constexpr (!kTagged) grid.sync();   // also orders this step's reads of red before the next stores
         block_mark(step, kMarkEnd);
-    }
-    if constexpr (kClusterAsync) {   // v43: no rank leaves while another may still read its partials' mbarrier
-        cluster_arrive();
-        cluster_wait();
     }
     flush_marks(T);
 }

@@ -201,8 +201,6 @@ CLUSTER_POLL_DELAY_NS = None  # v42: clustered plans sleep this many ns before t
                               # rules.CLUSTER_POLL_DELAY_NS as a spin of rules.SPLIT_POLL_SPIN_CYCLES)
 CLUSTER_COOPERATIVE = True    # v42: launch them cooperatively (co-residency guaranteed); False: an ordinary launch
                               # after cuOccupancyMaxActiveClusters says every cluster is resident
-CLUSTER_ASYNC = False         # v43: clustered plans hand their partials over by st.async onto the owner's mbarrier
-                              # (kernel CLUSTER_ASYNC) instead of DSMEM stores and a cluster barrier (an exploration)
 STEP_CLOCKS = 0   # v37 diagnostic: > 0 compiles the tensor-core forward with clock marks of its first STEP_CLOCKS
                   # steps (kernels/step_clocks.cuh; read by benchmarks/diag_step_clocks_v37.py); 0: none
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
@@ -665,9 +663,7 @@ def _flag_defines() -> dict:
 def _module(plan, cooperative: bool = True):
     """The compiled module of ``plan`` under the engine's flags (cached by gpu.compile_module)."""
     from ..gpu import compile_module
-    clustered_async = {"CLUSTER_ASYNC": 1} if CLUSTER_ASYNC and getattr(plan, "cluster_k", 1) > 1 else {}
-    return compile_module(plan.kernel_file, {**plan.defines(), **_flag_defines(), **clustered_async},
-                          cooperative=cooperative)
+    return compile_module(plan.kernel_file, {**plan.defines(), **_flag_defines()}, cooperative=cooperative)
 
 
 def kernel_global(plan, name: str):
@@ -697,8 +693,7 @@ def _remembered(build):
 
     @functools.wraps(build)
     def cached(plan, device_id: int):
-        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS, CLUSTER_COOPERATIVE,
-               CLUSTER_ASYNC)
+        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS, CLUSTER_COOPERATIVE)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -1215,8 +1210,7 @@ def _graph_mode(variant) -> tuple:
             BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY,
             XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
-            LONG_REDUCTION_CHUNK, STEP_CLOCKS, CLUSTER_K, CLUSTER_WARPS, CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE,
-            CLUSTER_ASYNC)
+            LONG_REDUCTION_CHUNK, STEP_CLOCKS, CLUSTER_K, CLUSTER_WARPS, CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
