@@ -33,6 +33,13 @@ CELL_SETS = {
         ("float32", 768, 6, {"split C2": SPLIT_C2, "groups 3": groups(3), "groups 2": groups(2)}),
         ("float32", 512, 6, {"groups 2": groups(2)}),   # "auto": 3 groups of 2
         ("float32", 1024, 12, {"groups 2": groups(2), "split C2": SPLIT_C2})],
+    # 2: the edges (at H=896 and 640 a block's units are odd, so "split C2" runs the split unclustered)
+    2: [("float32", 1024, 9, {"split C2": SPLIT_C2}), ("float32", 1024, 10, {"split C2": SPLIT_C2}),
+        ("float32", 1024, 14, {"split C2": SPLIT_C2}), ("float32", 1024, 15, {"split C2": SPLIT_C2}),
+        ("float32", 768, 5, {"split C2": SPLIT_C2}), ("float32", 768, 7, {"split C2": SPLIT_C2}),
+        ("float32", 768, 8, {"split C2": SPLIT_C2}), ("float32", 768, 12, {"split C2": SPLIT_C2}),
+        ("float32", 896, 6, {"split": SPLIT_C2}), ("float32", 640, 6, {"split": SPLIT_C2}),
+        ("float32", 1536, 6, {"split C2": SPLIT_C2}), ("float32", 1280, 12, {"split C2": SPLIT_C2})],
 }
 
 
