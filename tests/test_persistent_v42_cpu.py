@@ -123,7 +123,9 @@ EMULATED = [(12, 256, 1, False, "float32", 8, 3, 2, 8),     # the unpaired split
             (12, 256, 1, False, "float32", 4, 3, 4, 8),     # the paired split
             (10, 72, 2, True, "float32", 8, 2, 4, 8),       # two layers, two directions in one grid
             (9, 300, 1, False, "float32", 3, 3, 4, 8),      # odd sizes, 3 units per block
-            (9, 96, 1, False, "float16", 8, 3, 4, None), (9, 40, 1, False, "bfloat16", 3, 3, 4, None)]
+            (9, 96, 1, False, "float16", 8, 3, 4, None), (9, 40, 1, False, "bfloat16", 3, 3, 4, None),
+            (12, 256, 1, False, "float32", 6, 3, 2, 8),     # v43: B=5-7 padded to the mma's N ...
+            (10, 256, 1, False, "float32", 12, 2, 2, 8)]    # ... and B=9-15 (two N tiles)
 
 
 @pytest.mark.parametrize("inp, hidden, layers, bidir, dtype, batch, steps, cluster, warps", EMULATED)

@@ -39,6 +39,8 @@ FP32_SPLIT_MIN_BATCH = 8
 FP32_SPLIT_SMALL_MIN_BATCH = 32         # v27: below FP32_SPLIT_MIN_HIDDEN the split wins from B=32 ...
 FP32_SPLIT_SMALL_B16_MIN_HIDDEN = 320   # ... and at 16 <= B < 32 from H=320
 FP32_PAIRED_MIN_HIDDEN = 1024  # v14: the paired split at B=4 wins from here on
+FP32_SPLIT_MID_BATCHES = range(5, 8)   # v43: the split (N padded to 8) at B=5-7 from H=768, on clusters where a
+FP32_SPLIT_MID_MIN_HIDDEN = 768         # block's units are even (cluster_split_pays); FFMA below (H=640 B=6 ties)
 
 
 def cluster_pays(issue_slots: int, batch: int) -> bool:
@@ -234,8 +236,8 @@ def poll_spin_cycles(plan) -> int:
 
 
 # v42: the fp32 split forward on thread-block clusters, each block 1/CLUSTER_SPLIT_SIZE of K (capacity.with_cluster_k)
-CLUSTER_SPLIT_BATCHES = (8,)        # measured: B=8 wins at H=1024 and 1280; B=16 and H=512 B=8 lose
-CLUSTER_SPLIT_MIN_HIDDEN = 1024
+CLUSTER_SPLIT_BATCHES = range(5, 16)   # v42: B=8 wins at H=1024 and 1280, B=16 and H=512 B=8 lose; v43: B=5-15
+CLUSTER_SPLIT_MIN_HIDDEN = 768         # win from H=768 (where the split is not in batch groups: H=768 B=8 is)
 CLUSTER_SPLIT_SIZE = 2              # clusters of 4 co-reside only 30 at a time on the H100 and H200 (120 blocks)
 CLUSTER_SPLIT_WARPS = 8
 CLUSTER_POLL_DELAY_NS = 400         # clustered plans' first poll (300-500 ns measured within 1%; none: +0.3 us/step),
@@ -250,7 +252,9 @@ def cluster_split_pays(plan) -> bool:
     H=1024 B=8 2.78 vs 3.28 and 2.90 vs 3.40, H=1280 B=8 3.79 vs 4.48; the ungrouped H=1024 B=16 4.36 vs the grouped
     4.19, H=512 B=8 1.99 vs the grouped 1.67, and without the delay H=1024 B=8 3.02-3.07. Each block stages half
     of h (the tagged exchange's polls halve) and its partials reach their units' owner through distributed shared
-    memory and one cluster barrier a step."""
+    memory and one cluster barrier a step. v43 (calls 3-4, against "auto" before v43): H=1024 B=9 3.47 vs 4.16, B=10
+    3.50 vs 4.26, B=12 3.61 vs 4.39, B=14 3.98 vs 4.72, B=15 4.49 vs 4.82; H=768 B=12 3.07 vs 4.60; H=1280 B=12 5.28
+    vs 5.87; and B=5-7 (fp32_split_pays). Not: H=768 B=8, whose split in 2 groups of 4 stays (2.21 vs 2.49)."""
     return (plan.kind == "mma" and plan.pass_name == "forward" and plan.parts == 2 and not plan.paired
             and plan.batch_groups == 1 and not plan.in_kernel_projection and plan.cluster_k == 1
             and plan.batch in CLUSTER_SPLIT_BATCHES and plan.hidden >= CLUSTER_SPLIT_MIN_HIDDEN)
@@ -277,12 +281,17 @@ def fp32_split_pays(plan) -> bool:
     Below H=512 (v27, results/persistent_v27/8_, whole forward split vs FFMA, alternated): B=32 wins
     at H=128-384 (0.48-0.82x: H=384 5.33 vs 11.02, H=256 4.65 vs 7.10), B=16 from H=320 (0.70-0.97x:
     H=320 3.29 vs 4.67, H=384 3.37 vs 4.76, H=448 3.50 vs 3.59); B=16 at H=192-256 ties, at H=128
-    loses (5.74 vs 2.27); B=8 ties or loses (H=256 2.86 vs 1.79, H=448 2.51 vs 2.39)."""
+    loses (5.74 vs 2.27); B=8 ties or loses (H=256 2.86 vs 1.79, H=448 2.51 vs 2.39).
+    v43 (H200, whole forward µs/step alternated, results/persistent_v43 calls 3-4): B=5-7 had run FFMA; the split
+    (clustered by cluster_split_pays where a block's units are even) wins from H=768: H=1024 B=5 2.63 vs 3.71, B=6 2.67
+    vs 3.53 (unclustered 3.31), B=7 3.05 vs 4.90; H=1280 B=6 3.61 vs 4.94; H=768 B=5 2.51 vs 2.56, B=6 2.49 vs 2.96,
+    B=7 2.60 vs 3.41; H=896 B=6 (7 units: unclustered) 3.31 vs 3.85; H=1536 B=6 4.95 where FFMA does not fit; H=640
+    B=6 ties (2.97 vs 2.92)."""
     if plan.hidden < FP32_SPLIT_MIN_HIDDEN:
         return plan.batch >= FP32_SPLIT_SMALL_MIN_BATCH or (
             plan.batch >= 16 and plan.hidden >= FP32_SPLIT_SMALL_B16_MIN_HIDDEN)
-    return plan.batch >= FP32_SPLIT_MIN_BATCH or (plan.paired and plan.batch == 4
-                                                   and plan.hidden >= FP32_PAIRED_MIN_HIDDEN)
+    return (plan.batch >= FP32_SPLIT_MIN_BATCH or (plan.paired and plan.batch == 4 and plan.hidden >= FP32_PAIRED_MIN_HIDDEN)
+            or (plan.batch in FP32_SPLIT_MID_BATCHES and plan.hidden >= FP32_SPLIT_MID_MIN_HIDDEN))
 
 
 def rows_backward_pays(hidden: int, batch: int) -> bool:
