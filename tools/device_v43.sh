@@ -4,7 +4,7 @@
 #   mid       benchmarks/explore_mid_batches_v43.py (SET, default 1; ROUNDS, default 3)
 #   mbench    benchmarks/bench_mid_batches_v43.py (persistent, fused and cuDNN in the process)
 #   v42:*     a stage of tools/device_v42.sh (tests, clusters, cbench, diag, quick, rest, sanitize, cache)
-#   pack      every result file under $OUT but the cache parts into one results.tgz (the tool returns at most 8 files)
+#   pack      every result file under $OUT but the cache parts moved into results.tgz (the tool returns <= 8 files)
 set -u
 OUT=${OUT:-/tmp/v43_out}
 mkdir -p "$OUT"
@@ -16,6 +16,7 @@ for stage in ${STAGES:-"mid v42:cache"}; do
     mbench) source benchmarks/device_setup.sh
             timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/bench_mid_batches_v43.py "$OUT" 2>&1 | tail -10 ;;
     v42:*) OUT=$OUT STAGES=${stage#v42:} bash tools/device_v42.sh ;;
-    pack) (cd "$OUT" && tar czf results.tgz --exclude='cupy_cache.tgz.part-*' --exclude=results.tgz . && ls -la results.tgz) ;;
+    pack) (cd "$OUT" && find . -type f ! -name 'cupy_cache.tgz.part-*' ! -name results.tgz > /tmp/packed \
+             && tar czf results.tgz -T /tmp/packed && xargs rm -f < /tmp/packed && ls -la results.tgz) ;;
   esac
 done
