@@ -45,3 +45,11 @@ def test_auto_mid_batch_reruns_bitwise(rng):
     config = LSTMConfig(768, 768, 1, False, "float32", 6, 25)
     _assert_auto_forward(config, True, 2)
     _assert_bitwise_reruns(rng, config)
+
+
+def test_auto_trains_fused_where_no_persistent_backward_builds():
+    """fp32 H=896 B=6 training: the capacity model fits a grid backward (in 3 batch groups, or none) that spills past
+    shared memory when built (results/persistent_v43 call 5); the live planner rejects persistent, "auto" runs fused."""
+    from ecornn.planner import plan
+    chosen = plan(LSTMConfig(896, 896, 1, False, "float32", 6, 32), "auto", True)
+    assert chosen.strategy == "fused" and "persistent" in chosen.rejected, chosen.reason

@@ -132,6 +132,31 @@ def test_live_plan_follows_the_engines_tensor_core_fallback(monkeypatch):
     assert planner._feasible_kernel("persistent", config, H100, True, False).get("mma")
 
 
+def test_live_plan_rejects_persistent_where_no_plan_builds(monkeypatch):
+    """A configuration whose plans fit the capacity model but none of whose builds do (fp32 H=896 B=6 training: the
+    grid backward spills past shared memory on the H200) is rejected by the live planner, so "auto" runs fused (CPU:
+    the build, the device's properties and the fused engine's check are stubbed)."""
+    from ecornn import planner
+    from ecornn.engines import persistent, persistent_capacity as cap
+    monkeypatch.setattr(persistent, "_props", cap.h100_properties)
+    monkeypatch.setattr(planner, "get_engine", lambda name: persistent if name == "persistent" else _AnyConfig())
+
+    def build(plans):
+        raise NotSupported("persistent", "stub: the grid backward spills past shared memory")
+    monkeypatch.setattr(persistent, "_build", build)
+    config = cfg(896, 6)
+    with pytest.raises(NotSupported, match="stub"):
+        planner._feasible_kernel("persistent", config, H100, True, True)
+    chosen = planner._plan_cached(config, "auto", True, H100, None, True)
+    assert chosen.strategy == "fused" and "stub" in chosen.rejected["persistent"]
+
+
+class _AnyConfig:
+    """An engine stub whose check accepts every configuration."""
+    def check(self, config, training=False):
+        return None
+
+
 def test_fp32_split_forwards_are_predicted_by_their_own_terms():
     """Where the engine's rule runs the fp32 forward split on the tensor cores (v13/v14), the plan says
     how many mma each weight tile costs and the prediction follows the split constants; FFMA
