@@ -105,9 +105,10 @@ def _feasible_kernel(strategy: str, config: LSTMConfig, device: DeviceSpec, live
         engine.check(config, training=training) if strategy == "persistent" else engine.check(config)
     if strategy == "persistent":
         kernel = persistent_fit(config, device, training)
-        # live: the call's kernels built (cached; the call would build them anyway), so that a plan that fits the
-        # capacity model but does not build (its registers spill past shared memory: fp32 H=896 B=6 training's grid
-        # backward) is a NotSupported here, which "auto" turns into the next strategy, not an error in the call
+        # live: the call's kernels built (cached; the call would build them anyway), so that plans that fit the
+        # capacity model but none of whose builds or fallbacks do (registers that spill past shared memory, grids
+        # that cannot co-reside) are a NotSupported here, which "auto" turns into the next strategy, not an error in
+        # the call
         if live and not engine.runs_tensor_cores(config, training) and kernel.get("mma"):
             kernel = persistent_fit(config, device, training, tensor_cores=False)  # what will run
         return kernel

@@ -133,16 +133,16 @@ def test_live_plan_follows_the_engines_tensor_core_fallback(monkeypatch):
 
 
 def test_live_plan_rejects_persistent_where_no_plan_builds(monkeypatch):
-    """A configuration whose plans fit the capacity model but none of whose builds do (fp32 H=896 B=6 training: the
-    grid backward spills past shared memory on the H200) is rejected by the live planner, so "auto" runs fused (CPU:
-    the build, the device's properties and the fused engine's check are stubbed)."""
+    """A configuration whose plans fit the capacity model but none of whose builds (nor their fallbacks) do is
+    rejected by the live planner, so "auto" runs fused instead of failing in the call (CPU: the build, the device's
+    properties and the fused engine's check are stubbed)."""
     from ecornn import planner
     from ecornn.engines import persistent, persistent_capacity as cap
     monkeypatch.setattr(persistent, "_props", cap.h100_properties)
     monkeypatch.setattr(planner, "get_engine", lambda name: persistent if name == "persistent" else _AnyConfig())
 
     def build(plans):
-        raise NotSupported("persistent", "stub: the grid backward spills past shared memory")
+        raise NotSupported("persistent", "stub: every build spills past shared memory")
     monkeypatch.setattr(persistent, "_build", build)
     config = cfg(896, 6)
     with pytest.raises(NotSupported, match="stub"):
