@@ -1,6 +1,6 @@
 """A small fp32 forward + backward whose forward runs on thread-block clusters (v42, CLUSTER_K) for compute-sanitizer
-runs: 2 layers, bidirectional, clusters of 2 (8 warps, the rule's shape; B=8 and, v43, B=6) and of 4; fails unless the clustered forward
-ran."""
+runs: 2 layers, bidirectional, clusters of 2 (8 warps, the rule's shape; B=8 and, v43, B=6) and of 4; fails unless the
+clustered forward ran."""
 from small_run import train_once
 
 from ecornn import LSTMConfig
