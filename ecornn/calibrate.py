@@ -87,7 +87,7 @@ def _fit_persistent_inference_all(consts, measurements, device):
     points = _points(measurements, "persistent", ALL, False)
     kinds = [_kernel_family(persistent_fit(c, device, False)) for c, _ in points]
     for family, fit in (("mma", _fit_mma_inference), ("split", _fit_split_inference),
-                        ("fp32", _fit_persistent_inference)):
+                        ("split_cluster", _fit_split_cluster_inference), ("fp32", _fit_persistent_inference)):
         chosen = [p for p, kind in zip(points, kinds) if kind == family]
         if chosen:
             consts = fit(consts, chosen, device)
@@ -96,7 +96,9 @@ def _fit_persistent_inference_all(consts, measurements, device):
 
 def _kernel_family(kernel: dict) -> str:
     """Which constants predict a persistent kernel: 16-bit tensor cores, the fp32 split, fp32 FFMA."""
-    return "split" if kernel.get("split_mma") else ("mma" if kernel.get("mma") else "fp32")
+    if kernel.get("split_mma"):   # v43: the split on thread-block clusters has its own constants
+        return "split_cluster" if kernel.get("split_clusters", 1) > 1 else "split"
+    return "mma" if kernel.get("mma") else "fp32"
 
 
 def _fit_persistent_inference(consts, points, device):
@@ -143,10 +145,21 @@ def _fit_split_inference(consts, points, device):
                                                                               kernel.get("split_groups", 1)))
 
 
+def _fit_split_cluster_inference(consts, points, device):
+    """v43: the same for the split on thread-block clusters."""
+    return _fit_linear_step(consts, points, device,
+                            ("split_cluster_step_us", "split_cluster_vector_us", "split_cluster_mma_us"),
+                            lambda config, kernel: costmodel.split_step_terms(config, kernel["split_mma"],
+                                                                              kernel.get("split_groups", 1)))
+
+
 def _fit_linear_step(consts, points, device, names, terms):
     """Relative least squares for a step of names[0] + names[1] * terms[0] + names[2] * terms[1] per
-    layer (terms(config, kernel)), after what the other constants predict."""
+    layer (terms(config, kernel)), after what the other constants predict; v43: as they are from fewer points than
+    unknowns (a sweep with one clustered split)."""
     from .planner import persistent_fit
+    if len(points) < len(names):
+        return consts
     rows, targets = [], []
     for config, us in points:
         kernel = persistent_fit(config, device, False)

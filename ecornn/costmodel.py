@@ -74,6 +74,13 @@ class CostConstants:
     split_step_us: float = 1.68
     split_vector_us: float = 0.089
     split_mma_us: float = 0.21
+    # v43: the split forward on thread-block clusters of 2 (rules.cluster_split_pays), the same terms: each block
+    # stages half the vector and hands partials over in proportion to it, and no vector slope survived the fit
+    # (relative least squares, slopes >= 0, on 17 H200 whole forwards of results/persistent_v43 calls 2-7: within
+    # 0.83-1.14 of measured, median 1.00; the unclustered constants had predicted them 1.16-1.60x)
+    split_cluster_step_us: float = 1.65
+    split_cluster_vector_us: float = 0.0
+    split_cluster_mma_us: float = 0.084
     # fused v3 (fp16/bf16, one tensor-core kernel per step where fused_mma's size rule takes it)
     fused_mma_step_us: float = 3.25        # one graph node: launch + epilogue
     fused_mma_us_per_gflop: float = 31.6   # the step's product, L2-bound (no smem staging)
@@ -127,7 +134,8 @@ def predict_persistent_us(config: LSTMConfig, device: DeviceSpec, kernel: dict,
         backward_step = _persistent_step(config, device, kernel["blocks"], consts.grid_sync_us
                                          + consts.persistent_exchange_us, consts, kernel.get("backward_groups", 1))
         if kernel.get("split_mma"):   # the fp32 split forward; the backward stays on the fp32 kernels
-            total += split_step_us(config, kernel["split_mma"], consts, kernel.get("split_groups", 1)) + projection
+            total += split_step_us(config, kernel["split_mma"], consts, kernel.get("split_groups", 1),
+                                   kernel.get("split_clusters", 1)) + projection
             if training:
                 total += consts.backward_factor * backward_step + 2 * projection + _gemm_us(
                     2.0 * config.batch * config.gate_size * config.hidden_size * config.num_directions,
@@ -174,8 +182,12 @@ def split_step_terms(config: LSTMConfig, mma_per_tile: int, groups: int = 1) -> 
     return hb, mma_per_tile * hh
 
 
-def split_step_us(config: LSTMConfig, mma_per_tile: int, consts: CostConstants, groups: int = 1) -> float:
+def split_step_us(config: LSTMConfig, mma_per_tile: int, consts: CostConstants, groups: int = 1,
+                  clusters: int = 1) -> float:
+    """One split forward step; v43, ``clusters`` > 1: on thread-block clusters (the split_cluster_* constants)."""
     hb, mma_hh = split_step_terms(config, mma_per_tile, groups)
+    if clusters > 1:
+        return consts.split_cluster_step_us + consts.split_cluster_vector_us * hb + consts.split_cluster_mma_us * mma_hh
     return consts.split_step_us + consts.split_vector_us * hb + consts.split_mma_us * mma_hh
 
 

@@ -56,6 +56,8 @@ def persistent_fit(config: LSTMConfig, device: DeviceSpec, training: bool = Fals
     else:
         passes = persistent_capacity.plan_grid_config(props, config, training,
                                                       backward_groups=persistent.BACKWARD_GROUPS)
+    if tensor_cores and getattr(passes["forward"], "parts", 1) == 2:   # v43: the engine's cluster rule (v42)
+        passes = {**passes, "forward": persistent.clustered_forward(props, passes["forward"])}
     forward = passes["forward"]
     kernel = {"blocks": forward.grid, "threads": forward.threads, "launches": forward.launches,
               "passes": {name: p.describe() for name, p in passes.items()},
@@ -68,6 +70,7 @@ def persistent_fit(config: LSTMConfig, device: DeviceSpec, training: bool = Fals
         # of the blocks)
         kernel["split_mma"] = forward.mma_per_tile * forward.n_tiles * forward.batch_groups
         kernel["split_groups"] = forward.batch_groups
+        kernel["split_clusters"] = forward.cluster_k
         if "backward" in passes:
             kernel["blocks"] = passes["backward"].grid
         return kernel

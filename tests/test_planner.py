@@ -168,11 +168,20 @@ def test_fp32_split_forwards_are_predicted_by_their_own_terms():
     assert persistent_fit(cfg(1024, 16), H100)["split_mma"] == 6         # 3 mma x 2 N tiles
     assert "split_mma" not in persistent_fit(cfg(512, 2), H100)          # FFMA (the rule)
     assert persistent_fit(cfg(512, 4), H100)["split_mma"] == 4          # v41: 2 paired groups of 2, 2 mma each
-    kernel = persistent_fit(cfg(1024, 8), H100)
-    base = costmodel.predict_persistent_us(cfg(1024, 8), H100, kernel)
-    slower = costmodel.predict_persistent_us(cfg(1024, 8), H100, kernel,
+    kernel = persistent_fit(cfg(896, 6), H100)                           # v43: the split, unclustered (7 units)
+    assert (kernel["split_mma"], kernel["split_clusters"]) == (3, 1)
+    base = costmodel.predict_persistent_us(cfg(896, 6), H100, kernel)
+    slower = costmodel.predict_persistent_us(cfg(896, 6), H100, kernel,
                                              consts=dataclasses.replace(costmodel.DEFAULTS, split_mma_us=1.21))
-    assert slower - base == pytest.approx(3 * 1.048576)                  # 3 mma x H^2 / 1e6
+    assert slower - base == pytest.approx(3 * 0.896 ** 2)                # 3 mma x H^2 / 1e6
+    clustered = persistent_fit(cfg(1024, 8), H100)                       # v43: clusters of 2, their own constants
+    assert (clustered["split_mma"], clustered["split_clusters"]) == (3, 2)
+    base = costmodel.predict_persistent_us(cfg(1024, 8), H100, clustered)
+    for name in ("split_mma_us", "split_cluster_mma_us"):
+        moved = costmodel.predict_persistent_us(cfg(1024, 8), H100, clustered,
+                                                consts=dataclasses.replace(costmodel.DEFAULTS, **{name: 1.0}))
+        assert moved - base == (pytest.approx(3 * 1.048576 * (1.0 - costmodel.DEFAULTS.split_cluster_mma_us))
+                                if name == "split_cluster_mma_us" else 0.0)
     train = costmodel.predict_persistent_us(cfg(1024, 8), H100, persistent_fit(cfg(1024, 8), H100, True), True)
     assert train > base
     assert plan(cfg(512, 32), device=H100).strategy == "persistent"      # split; FFMA predicted slower than fused

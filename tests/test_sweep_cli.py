@@ -1,5 +1,6 @@
 """Sweep and calibration on the CPU: argument errors, JSON/CSV shapes, the plot, model fitting."""
 import csv
+import dataclasses
 import json
 
 import numpy as np
@@ -8,6 +9,7 @@ import pytest
 from ecornn import LSTMConfig, costmodel
 from ecornn.calibrate import fit_constants
 from ecornn.devices import H100
+from ecornn.planner import persistent_fit
 from ecornn.run import main
 
 
@@ -91,3 +93,22 @@ def test_constants_cache_round_trip(tmp_path, monkeypatch):
     loaded, source = costmodel.load_constants("GPU X", versions)
     assert loaded == consts and source == str(path)
     assert costmodel.load_constants("GPU X", {"ecornn": "0.2.0"})[0] == costmodel.DEFAULTS
+
+
+def test_calibration_fits_the_clustered_split_on_its_own():
+    """v43: the fp32 split on thread-block clusters has its own constants, fitted from its own cells only (and left as
+    they are from fewer cells than unknowns)."""
+    from ecornn import calibrate
+    truth = dataclasses.replace(costmodel.DEFAULTS, split_cluster_step_us=2.0, split_cluster_vector_us=0.05,
+                                split_cluster_mma_us=0.1)
+    configs = [LSTMConfig(h, h, batch=b, seq_len=256) for h, b in ((1024, 5), (1024, 8), (1024, 12), (768, 6),
+                                                                  (1280, 6), (1280, 12))]
+    kernels = [persistent_fit(c, H100) for c in configs]
+    assert all(k["split_clusters"] == 2 for k in kernels)
+    points = [(c, costmodel.predict_persistent_us(c, H100, k, False, truth)) for c, k in zip(configs, kernels)]
+    fitted = calibrate._fit_split_cluster_inference(costmodel.DEFAULTS, points, H100)
+    for name in ("split_cluster_step_us", "split_cluster_vector_us", "split_cluster_mma_us"):
+        assert getattr(fitted, name) == pytest.approx(getattr(truth, name), rel=1e-6)
+    assert (fitted.split_step_us, fitted.split_mma_us) == (costmodel.DEFAULTS.split_step_us,
+                                                            costmodel.DEFAULTS.split_mma_us)
+    assert calibrate._fit_split_cluster_inference(costmodel.DEFAULTS, points[:2], H100) == costmodel.DEFAULTS

@@ -322,6 +322,14 @@ def _clustered(props_items: tuple, forward, clusters, warps, poll_delay, poll_sp
     return forward if plan is None else capacity.with_poll_delay(plan, poll_delay, poll_spin)
 
 
+def clustered_forward(props: dict, forward):
+    """``forward`` (a capacity plan for the device of ``props``) as the engine's CLUSTER_K runs it: on thread-block
+    clusters where its rule applies (v42), else as it is. For the planner, which plans from the capacity model."""
+    if not CLUSTER_K:
+        return forward
+    return _clustered(tuple(sorted(props.items())), forward, CLUSTER_K, CLUSTER_WARPS, POLL_DELAY, POLL_SPIN_CYCLES)
+
+
 def plans_for(config, training: bool = False, variant: str = "auto") -> dict:
     """The capacity plans ({'forward': plan[, 'backward': plan]}) a call with ``variant`` would
     run on this device (before the compile-time checks), or NotSupported."""
