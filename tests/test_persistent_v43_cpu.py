@@ -68,3 +68,18 @@ def test_the_split_rule_at_its_edges():
 def test_h1536_b6_runs_persistent_inference(on_device):
     """The FFMA forward's tile does not build there (it spills past shared memory); the clustered split does (4.95)."""
     assert _forward(1536, 6).cluster_k == 2
+
+
+def test_an_fp32_forward_whose_ffma_tile_does_not_build_runs_split(on_device, monkeypatch):
+    """v43 (call 10): at H=1536 B=3 "auto" plans the FFMA forward, whose tile spills past shared memory when built; the
+    engine falls back to the split forward (which builds: 4.21 µs/step) instead of raising NotSupported."""
+    from ecornn import NotSupported
+
+    def build(plans):
+        if plans["forward"].kind == "grid":
+            raise NotSupported("persistent", "stub: the FFMA tile spills past shared memory")
+    monkeypatch.setattr(persistent, "_build", build)
+    config = LSTMConfig(1536, 1536, 1, False, "float32", 3, 16)
+    assert persistent.plans_for(config)["forward"].kind == "grid"
+    built = persistent._built_plans(config, False, "auto")["forward"]
+    assert (built.kind, built.parts) == ("mma", 2)

@@ -1,7 +1,8 @@
 """`persistent` v43 on the GPU: fp32 forwards at the batches between the measured ones run the split, on clusters of 2
 where a block's units are even ("auto": rules.fp32_split_pays, rules.cluster_split_pays). Forward, final states and
 every gradient within 1e-5 of float64 at B=5, 6, 7 and 12 (odd sizes, two layers bidirectional), the unclustered split
-at H=896 B=6 (training on the backward's fallback), H=1536 B=6 inference (FFMA does not build there); bitwise reruns."""
+at H=896 B=6 (training on the backward's fallback), H=1536 B=6 inference (FFMA does not build there) and B=3 (the
+split where FFMA does not build); bitwise reruns."""
 import pytest
 
 from ecornn import LSTMConfig
@@ -38,6 +39,15 @@ def test_auto_mid_batches_train_within_tolerance_of_float64(rng, inp, hidden, la
 def test_h1536_b6_inference_within_tolerance_of_float64(rng):
     config = LSTMConfig(1536, 1536, 1, False, "float32", 6, 12)
     _assert_auto_forward(config, False, 2)
+    _assert_graph_replays_match_float64(rng, config, "mma")
+
+
+def test_h1536_b3_inference_falls_back_to_the_split(rng):
+    """The FFMA forward planned at H=1536 B=3 does not build (its tile spills past shared memory: call 10); "auto"
+    runs the split forward instead, within 1e-5 of float64."""
+    config = LSTMConfig(1536, 1536, 1, False, "float32", 3, 12)
+    assert persistent.plans_for(config)["forward"].kind == "grid"
+    _assert_auto_forward(config, False, 1)
     _assert_graph_replays_match_float64(rng, config, "mma")
 
 

@@ -765,9 +765,12 @@ def _built_plans(config, training: bool, variant: str) -> dict:
     fp32 grid backward in fewer batch groups, then none (v41), where the grouped one does not
     build (its registers spill and the rest does not fit shared memory: H=768 B=16 in 4 groups, H=512 B=24 in
     12); the grid backward instead of the rows backward (v7) where the latter does not build;
-    under "auto", the fp32 grid kernel instead of tensor-core plans that do not build or co-reside."""
+    under "auto", the fp32 grid kernel instead of tensor-core plans that do not build or co-reside; v43: under "auto",
+    an fp32 call's split forward ("mma") where the FFMA forward does not build (H=1536 B=3: its tile spills past shared
+    memory, the split's builds)."""
     attempts = [(variant, None), (variant, False)]
     if variant == "auto":
+        attempts += [("mma", None), ("mma", False)] if config.dtype == capacity.MMA_SPLIT_DTYPE else []
         attempts += [("grid", None), ("grid", False)]
     first_error, tried = None, []
     for plan_variant, by_rows in attempts:
