@@ -1,5 +1,5 @@
-"""v42 (and v43, set 7) exploration: tensor-core forwards on thread-block clusters, each block 1/C of K (persistent.CLUSTER_K = C,
-CLUSTER_WARPS warps per block, CLUSTER_POLL_DELAY_NS), against the engine's choice ("auto"). Per cell and mode,
+"""v42 (and v43, set 7) exploration: tensor-core forwards on thread-block clusters, each block 1/C of K
+(persistent.CLUSTER_K = C, CLUSTER_WARPS warps per block, CLUSTER_POLL_DELAY_NS), against the engine's choice ("auto"). Per cell and mode,
 alternated in one process: the forward kernel alone and the whole forward (graph replay), T=256, input = hidden.
 16-bit cluster modes run the ungrouped plan with the projection as a GEMM (BATCH_GROUPS, IN_KERNEL_PROJECTION off).
 Sets 1-4 ran before the rule: their "C2..." modes without "d..." had no first-poll delay (since, clustered plans wait

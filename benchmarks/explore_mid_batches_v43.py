@@ -40,7 +40,7 @@ CELL_SETS = {
         ("float32", 768, 8, {"split C2": SPLIT_C2}), ("float32", 768, 12, {"split C2": SPLIT_C2}),
         ("float32", 896, 6, {"split": SPLIT_C2}), ("float32", 640, 6, {"split": SPLIT_C2}),
         ("float32", 1536, 6, {"split C2": SPLIT_C2}), ("float32", 1280, 12, {"split C2": SPLIT_C2})],
-    # 3: B=3, FFMA in "auto", against the split (paired at B <= 4: the batch padded to 4)
+    # 3: B=3 and B=2, FFMA in "auto", against the split (unpaired at B=3, 3 mma per tile; paired at B=2)
     3: [("float32", 1024, 3, {"split": SPLIT}), ("float32", 1280, 3, {"split": SPLIT}),
         ("float32", 1536, 3, {"split": SPLIT}), ("float32", 768, 3, {"split": SPLIT}),
         ("float32", 1024, 2, {"split": SPLIT})],

@@ -59,7 +59,8 @@ def test_the_rules_leave_the_other_cells(on_device, hidden, batch, kind, groups)
 
 
 def test_the_split_rule_at_its_edges():
-    split = lambda hidden, batch: cap.plan_mma(cap.h100_properties(), "forward", hidden, batch, 1, "float32")  # noqa: E731
+    def split(hidden, batch):
+        return cap.plan_mma(cap.h100_properties(), "forward", hidden, batch, 1, "float32")
     assert all(rules.fp32_split_pays(split(768, b)) for b in (5, 6, 7))
     assert not any(rules.fp32_split_pays(split(704, b)) for b in (5, 6, 7))
     assert rules.fp32_split_pays(split(1024, 8)) and not rules.fp32_split_pays(split(1024, 3))

@@ -767,7 +767,7 @@ def _built_plans(config, training: bool, variant: str) -> dict:
     12); the grid backward instead of the rows backward (v7) where the latter does not build;
     under "auto", the fp32 grid kernel instead of tensor-core plans that do not build or co-reside; v43: under "auto",
     an fp32 call's split forward ("mma") where the FFMA forward does not build (H=1536 B=3: its tile spills past shared
-    memory, the split's builds)."""
+    memory; the split builds)."""
     attempts = [(variant, None), (variant, False)]
     if variant == "auto":
         attempts += [("mma", None), ("mma", False)] if config.dtype == capacity.MMA_SPLIT_DTYPE else []

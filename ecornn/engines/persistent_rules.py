@@ -290,7 +290,8 @@ def fp32_split_pays(plan) -> bool:
     if plan.hidden < FP32_SPLIT_MIN_HIDDEN:
         return plan.batch >= FP32_SPLIT_SMALL_MIN_BATCH or (
             plan.batch >= 16 and plan.hidden >= FP32_SPLIT_SMALL_B16_MIN_HIDDEN)
-    return (plan.batch >= FP32_SPLIT_MIN_BATCH or (plan.paired and plan.batch == 4 and plan.hidden >= FP32_PAIRED_MIN_HIDDEN)
+    return (plan.batch >= FP32_SPLIT_MIN_BATCH
+            or (plan.paired and plan.batch == 4 and plan.hidden >= FP32_PAIRED_MIN_HIDDEN)
             or (plan.batch in FP32_SPLIT_MID_BATCHES and plan.hidden >= FP32_SPLIT_MID_MIN_HIDDEN))
 
 
