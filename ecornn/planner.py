@@ -100,6 +100,24 @@ def _cluster_forward(config: LSTMConfig, props: dict):
     return plan if persistent.auto_takes_cluster(plan) else None
 
 
+def _built_choice(config, training, live, predictions: dict, rejected: dict):
+    """The fastest predicted strategy, or None. v43, live: a persistent choice only once the call's kernels built
+    (cached: the call builds them anyway; only the chosen strategy's, so a call that runs fused compiles nothing
+    persistent): plans that fit the capacity model but none of whose builds or fallbacks do (registers that spill
+    past shared memory) are rejected here and the next strategy runs, instead of an error in the call."""
+    while predictions:
+        choice = min(predictions, key=predictions.get)
+        if not live or choice != "persistent":
+            return choice
+        try:
+            get_engine(choice).runs_tensor_cores(config, training)
+            return choice
+        except NotSupported as exc:
+            rejected[choice] = exc.reason
+            del predictions[choice]
+    return None
+
+
 def _feasible_kernel(strategy: str, config: LSTMConfig, device: DeviceSpec, live: bool,
                      training: bool) -> dict:
     """Kernel configuration for ``strategy``, or raise NotSupported with the reason."""
@@ -108,11 +126,7 @@ def _feasible_kernel(strategy: str, config: LSTMConfig, device: DeviceSpec, live
         engine.check(config, training=training) if strategy == "persistent" else engine.check(config)
     if strategy == "persistent":
         kernel = persistent_fit(config, device, training)
-        # live: the call's kernels built (cached; the call would build them anyway), so that plans that fit the
-        # capacity model but none of whose builds or fallbacks do (registers that spill past shared memory, grids
-        # that cannot co-reside) are a NotSupported here, which "auto" turns into the next strategy, not an error in
-        # the call
-        if live and not engine.runs_tensor_cores(config, training) and kernel.get("mma"):
+        if live and kernel.get("mma") and not engine.runs_tensor_cores(config, training):
             kernel = persistent_fit(config, device, training, tensor_cores=False)  # what will run
         return kernel
     return {}
@@ -169,13 +183,13 @@ def _plan_cached(config, strategy, training, device, constants, live) -> Plan:
             rejected[name] = exc.reason
             continue
         predictions[name] = _predict(name, config, device, kernels[name], training, consts)
-    if not predictions:
+    choice = _built_choice(config, training, live, predictions, rejected)
+    if choice is None:
         if strategy != "auto":
             raise NotSupported(strategy, rejected[strategy])
         return Plan("reference", "no GPU strategy can run this: " +
                     "; ".join(f"{k}: {v}" for k, v in rejected.items()),
                     costmodel.predict_reference_us(config, training), rejected=rejected, device=device.name)
-    choice = min(predictions, key=predictions.get)
     reason = "requested explicitly; " if strategy != "auto" else ""
     reason += _explain(choice, config, device, predictions, rejected)
     return Plan(choice, reason, predictions[choice], kernels[choice], rejected, predictions, device.name)

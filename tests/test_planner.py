@@ -134,8 +134,8 @@ def test_live_plan_follows_the_engines_tensor_core_fallback(monkeypatch):
 
 def test_live_plan_rejects_persistent_where_no_plan_builds(monkeypatch):
     """A configuration whose plans fit the capacity model but none of whose builds (nor their fallbacks) do is
-    rejected by the live planner, so "auto" runs fused instead of failing in the call (CPU: the build, the device's
-    properties and the fused engine's check are stubbed)."""
+    rejected by the live planner when it would be chosen, so "auto" runs fused instead of failing in the call (CPU: the
+    build, the device's properties and the fused engine's check are stubbed)."""
     from ecornn import planner
     from ecornn.engines import persistent, persistent_capacity as cap
     monkeypatch.setattr(persistent, "_props", cap.h100_properties)
@@ -145,10 +145,30 @@ def test_live_plan_rejects_persistent_where_no_plan_builds(monkeypatch):
         raise NotSupported("persistent", "stub: every build spills past shared memory")
     monkeypatch.setattr(persistent, "_build", build)
     config = cfg(896, 6)
-    with pytest.raises(NotSupported, match="stub"):
-        planner._feasible_kernel("persistent", config, H100, True, True)
+    planner._plan_cached.cache_clear()
     chosen = planner._plan_cached(config, "auto", True, H100, None, True)
     assert chosen.strategy == "fused" and "stub" in chosen.rejected["persistent"]
+    with pytest.raises(NotSupported, match="stub"):   # asked for by name: the reason, not a fallback
+        planner._plan_cached(config, "persistent", True, H100, None, True)
+    planner._plan_cached.cache_clear()   # (plans are cached per call's arguments)
+    monkeypatch.setattr(persistent, "_build", lambda plans: None)
+    assert planner._plan_cached(config, "auto", True, H100, None, True).strategy == "persistent"
+    planner._plan_cached.cache_clear()
+
+
+def test_live_plan_builds_nothing_persistent_where_fused_is_chosen(monkeypatch):
+    """v43: only the chosen strategy's kernels are built while planning (a call that runs fused compiles nothing
+    persistent)."""
+    from ecornn import planner
+    from ecornn.engines import persistent, persistent_capacity as cap
+    monkeypatch.setattr(persistent, "_props", cap.h100_properties)
+    monkeypatch.setattr(planner, "get_engine", lambda name: persistent if name == "persistent" else _AnyConfig())
+    built = []
+    monkeypatch.setattr(persistent, "_build", built.append)
+    monkeypatch.setattr(planner, "_predict", lambda name, *args: 1.0 if name == "fused" else 2.0)
+    assert planner._plan_cached(cfg(1024, 8), "auto", False, H100, None, True).strategy == "fused"
+    assert built == []
+    planner._plan_cached.cache_clear()
 
 
 class _AnyConfig:
