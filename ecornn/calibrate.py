@@ -138,19 +138,19 @@ def _fit_mma_inference(consts, points, device):
                             lambda config, kernel: costmodel.mma_step_terms(config, kernel.get("mma_groups", 1)))
 
 
+def _split_terms(config, kernel) -> tuple:
+    return costmodel.split_step_terms(config, kernel["split_mma"], kernel.get("split_groups", 1))
+
+
 def _fit_split_inference(consts, points, device):
     """The same for the fp32 split's (fixed µs, µs per 1e3 H*B, µs per 1e6 H^2 per mma of a tile)."""
-    return _fit_linear_step(consts, points, device, ("split_step_us", "split_vector_us", "split_mma_us"),
-                            lambda config, kernel: costmodel.split_step_terms(config, kernel["split_mma"],
-                                                                              kernel.get("split_groups", 1)))
+    return _fit_linear_step(consts, points, device, ("split_step_us", "split_vector_us", "split_mma_us"), _split_terms)
 
 
 def _fit_split_cluster_inference(consts, points, device):
     """v43: the same for the split on thread-block clusters."""
     return _fit_linear_step(consts, points, device,
-                            ("split_cluster_step_us", "split_cluster_vector_us", "split_cluster_mma_us"),
-                            lambda config, kernel: costmodel.split_step_terms(config, kernel["split_mma"],
-                                                                              kernel.get("split_groups", 1)))
+                            ("split_cluster_step_us", "split_cluster_vector_us", "split_cluster_mma_us"), _split_terms)
 
 
 def _fit_linear_step(consts, points, device, names, terms):

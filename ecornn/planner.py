@@ -110,7 +110,7 @@ def _built_choice(config, training, live, predictions: dict, rejected: dict):
         if not live or choice != "persistent":
             return choice
         try:
-            get_engine(choice).runs_tensor_cores(config, training)
+            get_engine(choice).check_built(config, training)
             return choice
         except NotSupported as exc:
             rejected[choice] = exc.reason

@@ -119,8 +119,8 @@
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=6 -DK_TILES=3 -DREG_K_TILES=2 -DTAGGED=1 -DSPLIT=1 -DGROUPS=8
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=4 -DTAGGED=0 -DSPLIT=1 -DGROUPS=2
 // v42 (CLUSTER_K): the fp32 split on clusters of 2 blocks of 8 warps, each 1/2 of K, the first poll after an 800-cycle
-// spin (rules.cluster_split_pays, poll_spin_cycles): H=1024
-// B=8 (the engine's build), H=1280 B=8 (NVRTC keeps 4 of 5 register k-tiles, nvcc 3); a cluster of 4 (H=400 B=8, forced).
+// spin (rules.cluster_split_pays, poll_spin_cycles): H=1024 B=8 (the engine's build), H=1280 B=8 (NVRTC keeps 4 of 5
+// register k-tiles, nvcc 3); a cluster of 4 (H=400 B=8, forced).
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DPOLL_SPIN_CYCLES=800 -DCLUSTER_K=2
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=5 -DK_TILES=5 -DREG_K_TILES=3 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DPOLL_SPIN_CYCLES=800 -DCLUSTER_K=2
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=1 -DREG_K_TILES=1 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DPOLL_SPIN_CYCLES=800 -DCLUSTER_K=4

@@ -229,6 +229,12 @@ def check(config, training: bool = False) -> None:
     _plans(config, training=training)
 
 
+def check_built(config, training: bool = False) -> None:
+    """check, and that the call's kernels (or a fallback's: _built_plans) compile and co-reside on this device;
+    NotSupported otherwise. Compiles, cached (the planner's check of a persistent choice, v43)."""
+    _built_plans(config, training, "auto")
+
+
 def runs_tensor_cores(config, training: bool = False) -> bool:
     """Whether "auto" runs this call on the tensor-core kernel after compiling it (False where the
     mma plans do not build on this device and the grid kernel takes over). Compiles, cached."""
