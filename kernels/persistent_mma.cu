@@ -267,12 +267,12 @@ constexpr int kInTileU4 = kWarps * kInKTiles * kMTiles * 32;   // one block's pa
 // unit (unit_sums) and stores each unit's sums in the shared memory of the rank that owns the unit (distributed shared
 // memory, slot [step & 1][sender]); one cluster barrier; every pointwise thread adds the CLUSTER_K sums of its unit in
 // rank order (bitwise reproducible). Two slots: a rank writes slot s & 1 again only after the cluster barrier of step
-// s + 1, which every reader of step s has passed.
+// s + 1, which every reader of step s has passed. v44: with GROUPS too; a group's blocks are a whole number of clusters,
+// so a cluster's ranks share its group, exchange region and (as without groups) its virtual tile.
 constexpr int kClusterK = CLUSTER_K;
 constexpr bool kClustered = kClusterK > 1;
 constexpr int kUnitsPerRank = kRows / 4 / kClusterK;   // a block's own units
-static_assert(!kClustered || (PASS == 0 && kTagged && kGroups == 1 && !kInput),
-              "CLUSTER_K: tagged forwards without batch groups or in-kernel projection");
+static_assert(!kClustered || (PASS == 0 && kTagged && !kInput), "CLUSTER_K: tagged forwards without in-kernel projection");
 static_assert(kRows % (4 * kClusterK) == 0, "CLUSTER_K must divide the virtual block's units");
 
 #if CLUSTER_K > 1 && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900)

@@ -970,20 +970,19 @@ def mma_cluster_smem_bytes(batch: int, units: int, cluster: int) -> int:
 def with_cluster_k(props: dict, plan, cluster: int, warps: int | None = None):
     """v42: the ungrouped tensor-core forward ``plan`` (no in-kernel projection) on clusters of ``cluster`` blocks, each
     block of ``warps`` warps (default: the plan's) owning ``plan.units`` units and a 1/cluster slice of K, every k-tile
-    in registers (the engine's spill back-off moves some to shared memory), tagged; None where it does not apply:
-    another plan kind, grouped, with the projection, clustered already, before sm_90, a virtual block whose rows are
+    in registers (the engine's spill back-off moves some to shared memory), tagged (v44: in batch groups too, each
+    group on whole clusters); None where it does not apply: another plan kind, with the projection, clustered already, before sm_90, a virtual block whose rows are
     not whole m-tiles, or a grid or shared memory past the device's. (Whether the clusters co-reside, the engine asks
     the driver: 30 clusters of 4 and 39 of 3 on the H200.)"""
     warps = warps or plan.warps
-    if (plan.kind != "mma" or plan.pass_name != "forward" or plan.batch_groups > 1 or plan.input_k_tiles
-            or plan.cluster_k > 1 or cluster < 2 or tuple(props["compute_capability"]) < (9, 0)):
+    if (plan.kind != "mma" or plan.pass_name != "forward" or plan.input_k_tiles or plan.cluster_k > 1 or cluster < 2 or tuple(props["compute_capability"]) < (9, 0)):
         return None
     rows = 4 * plan.units * cluster
     k_tiles = -(-plan.reduction_length // (16 * cluster * warps))
     blocks = -(-plan.blocks_per_dir // cluster) * cluster
     smem = (mma_smem_bytes("forward", plan.batch, warps, rows // 16, k_tiles, 0, plan.parts)
             + mma_cluster_smem_bytes(plan.batch, plan.units, cluster))
-    if (rows % 16 or blocks * plan.directions_per_launch > props["sm_count"]
+    if (rows % 16 or blocks * plan.directions_per_launch * plan.batch_groups > props["sm_count"]
             or smem > props["smem_per_block_optin"]):
         return None
     a_tiles = plan.parts * rows // 16

@@ -1,0 +1,16 @@
+#!/bin/bash
+# v44's device visit: tensor-core forwards in batch groups on thread-block clusters (v42's and v43's stages besides).
+# Stages (STAGES), all under $OUT:
+#   gc        benchmarks/explore_group_clusters_v44.py (SET, default 1; ROUNDS, default 3)
+#   v43:*     a stage of tools/device_v43.sh (mid, mbench, pack, v42:* (tests, quick, rest, sanitize, cache, ...))
+set -u
+OUT=${OUT:-/tmp/v44_out}
+mkdir -p "$OUT"
+for stage in ${STAGES:-"gc v43:v42:cache"}; do
+  case $stage in
+    gc) source benchmarks/device_setup.sh && record_device "$OUT/device.txt"
+        timeout "${BENCH_TIMEOUT:-400}" python3 benchmarks/explore_group_clusters_v44.py "$OUT" --rounds "${ROUNDS:-3}" \
+          --set "${SET:-1}" 2>&1 | grep -v "^{'dtype'" | tail -30 ;;
+    v43:*) OUT=$OUT STAGES=${stage#v43:} bash tools/device_v43.sh ;;
+  esac
+done
