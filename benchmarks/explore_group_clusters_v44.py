@@ -32,6 +32,15 @@ CELL_SETS = {
         ("bfloat16", 1024, 4, {"C2w8": cluster(2, 8, **UNGROUPED_GEMM)}),
         ("float32", 1024, 16, {"G2 C2w8": grouped_clusters(2)}),
         ("float32", 1024, 8, {"G2 C2w8": grouped_clusters(2), "C2w16": cluster(2, 16)})],
+    # 2: the input projection in the kernel on clusters (each rank half of the input columns); more fp32 grouped cells
+    2: [("float16", 1024, 16, {"G2 C2w8 proj": cluster(2, 8, BATCH_GROUPS=2),
+                               "G2 C2w8 proj no wait": cluster(2, 8, 0, BATCH_GROUPS=2),
+                               "G2 C2w8 proj spin400": cluster(2, 8, BATCH_GROUPS=2, POLL_SPIN_CYCLES=400)}),
+        ("float16", 1024, 8, {"C2w8 proj": cluster(2, 8), "C2w8 proj no wait": cluster(2, 8, 0)}),
+        ("bfloat16", 1024, 4, {"C2w8 proj": cluster(2, 8), "C2w8 proj no wait": cluster(2, 8, 0)}),
+        ("float32", 768, 16, {"G2 C2w8": grouped_clusters(2)}),
+        ("float32", 1024, 24, {"C2w8": cluster(2, 8, BATCH_GROUPS=False)}),   # no groups fit: ungrouped
+        ("float32", 1024, 32, {"C2w8": cluster(2, 8, BATCH_GROUPS=False)})],
 }
 
 

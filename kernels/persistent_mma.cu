@@ -268,11 +268,14 @@ constexpr int kInTileU4 = kWarps * kInKTiles * kMTiles * 32;   // one block's pa
 // memory, slot [step & 1][sender]); one cluster barrier; every pointwise thread adds the CLUSTER_K sums of its unit in
 // rank order (bitwise reproducible). Two slots: a rank writes slot s & 1 again only after the cluster barrier of step
 // s + 1, which every reader of step s has passed. v44: with GROUPS too; a group's blocks are a whole number of clusters,
-// so a cluster's ranks share its group, exchange region and (as without groups) its virtual tile.
+// so a cluster's ranks share its group, exchange region and (as without groups) its virtual tile. v44: with v12's
+// input projection too; W_ih's packed tiles are virtual like W_hh's and a rank stages and multiplies its K-slice of
+// x_t, so its warps' partials carry both products over its slices and the owners' sums add both.
 constexpr int kClusterK = CLUSTER_K;
 constexpr bool kClustered = kClusterK > 1;
 constexpr int kUnitsPerRank = kRows / 4 / kClusterK;   // a block's own units
-static_assert(!kClustered || (PASS == 0 && kTagged && !kInput), "CLUSTER_K: tagged forwards without in-kernel projection");
+static_assert(!kClustered || (PASS == 0 && kTagged && !(kSplit && kInput)),
+              "CLUSTER_K: tagged forwards, not with v29's in-kernel split projection");
 static_assert(kRows % (4 * kClusterK) == 0, "CLUSTER_K must divide the virtual block's units");
 
 #if CLUSTER_K > 1 && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900)
@@ -489,7 +492,7 @@ __device__ __forceinline__ size_t packed_rows(int d, int step, int k_len) {
 // barrier) and, v12, the layer input x_t.
 template <int WarpK, int Stride, int Rows>
 __device__ __forceinline__ void stage_rows(unsigned int* mine, const unsigned short* src, int ld, int k_len) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int kw = slice_warp(), lane = threadIdx.x % 32;
     constexpr int octs = WarpK / 8, count = Rows * octs;
     constexpr int iters = (count + 31) / 32, chunk = iters < kStageChunk ? iters : kStageChunk;
 #pragma unroll 1
@@ -497,7 +500,7 @@ __device__ __forceinline__ void stage_rows(unsigned int* mine, const unsigned sh
         uint4 v[chunk];
 #pragma unroll
         for (int j = 0; j < chunk; ++j) {
-            const int i = (base + j) * 32 + lane, n = i / octs, k = warp * WarpK + 8 * (i % octs);
+            const int i = (base + j) * 32 + lane, n = i / octs, k = kw * WarpK + 8 * (i % octs);
             v[j] = i < count && k < k_len ? __ldcg(reinterpret_cast<const uint4*>(src + (size_t)n * ld + k))
                                           : make_uint4(0, 0, 0, 0);
         }

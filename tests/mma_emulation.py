@@ -221,7 +221,8 @@ def input_projection(plan, x16, input_tiles):
         for t in range(x.shape[0]):
             vec = np.zeros((shape.padded_cols, x.shape[1]))
             vec[: x.shape[2]] = x[t].T
-            sums = block_sums(as_tiles, input_tiles[d], vec)
+            sums = (cluster_block_sums(as_tiles, input_tiles[d], vec, block_sums) if plan.cluster_k > 1   # v44
+                    else block_sums(as_tiles, input_tiles[d], vec))
             out[d, t] = sums[:, : plan.rows_per_unit * plan.units].reshape(-1, x.shape[1])[:rows].T
     assert hidden * 4 == rows
     return out.astype(np.float32)

@@ -47,23 +47,29 @@ def test_a_grid_past_the_device_is_refused():
     assert cap.with_cluster_k(H100, replace(base, batch_groups=4, batch=4), 2, 8) is None
 
 
-# (input, hidden, layers, bidirectional, dtype, batch, steps, groups): the engine through the emulated kernel
+# (input, hidden, layers, bidirectional, dtype, batch, steps, groups[, projection]): the engine through the emulated
+# kernel
 EMULATED = [(12, 256, 1, False, "float16", 16, 3, 2),
             (9, 128, 2, True, "bfloat16", 16, 2, 2),     # two layers, two directions, two groups in one grid
             (12, 256, 1, False, "float32", 16, 3, 2),    # the split in 2 groups of 8
             (12, 256, 1, False, "float32", 8, 3, 2),     # the paired split in 2 groups of 4
-            (10, 128, 1, False, "float16", 32, 2, 4)]
+            (10, 128, 1, False, "float16", 32, 2, 4),
+            (24, 256, 1, False, "float16", 16, 3, 2, True),   # with the input projection in the kernel
+            (16, 256, 2, True, "bfloat16", 8, 2, 1, True),
+            (40, 256, 1, False, "float16", 8, 3, 1, True)]
 
 
-@pytest.mark.parametrize("inp, hidden, layers, bidir, dtype, batch, steps, groups", EMULATED)
+@pytest.mark.parametrize("inp, hidden, layers, bidir, dtype, batch, steps, groups, projection",
+                         [(*row, *([] if len(row) > 8 else [False])) for row in EMULATED])
 def test_engine_with_emulated_grouped_clusters_matches_reference(cpu_engine, rng, monkeypatch, inp, hidden,  # noqa: F811
-                                                                 layers, bidir, dtype, batch, steps, groups):
+                                                                 layers, bidir, dtype, batch, steps, groups, projection):
     for flag, value in (("CLUSTER_K", 2), ("CLUSTER_WARPS", 8), ("FP32_TENSOR_CORES", True),
-                        ("BATCH_GROUPS", groups), ("IN_KERNEL_PROJECTION", False)):
+                        ("BATCH_GROUPS", groups if groups > 1 else False),
+                        ("IN_KERNEL_PROJECTION", "auto" if projection else False)):
         monkeypatch.setattr(persistent, flag, value)
     config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)
     plan = persistent.plans_for(config)["forward"]
-    assert (plan.batch_groups, plan.cluster_k) == (groups, 2), plan.describe()
+    assert (plan.batch_groups, plan.cluster_k, plan.in_kernel_projection) == (groups, 2, projection), plan.describe()
     weights, x, h0, c0 = random_problem(rng, config)
     got = persistent.forward(config, x, weights, h0, c0, variant="mma")
     as64 = lambda a: np.asarray(a, np.float64)  # noqa: E731

@@ -968,27 +968,33 @@ def mma_cluster_smem_bytes(batch: int, units: int, cluster: int) -> int:
 
 
 def with_cluster_k(props: dict, plan, cluster: int, warps: int | None = None):
-    """v42: the ungrouped tensor-core forward ``plan`` (no in-kernel projection) on clusters of ``cluster`` blocks, each
-    block of ``warps`` warps (default: the plan's) owning ``plan.units`` units and a 1/cluster slice of K, every k-tile
-    in registers (the engine's spill back-off moves some to shared memory), tagged (v44: in batch groups too, each
-    group on whole clusters); None where it does not apply: another plan kind, with the projection, clustered already, before sm_90, a virtual block whose rows are
-    not whole m-tiles, or a grid or shared memory past the device's. (Whether the clusters co-reside, the engine asks
+    """v42: the tensor-core forward ``plan`` on clusters of ``cluster`` blocks, each block of ``warps`` warps (default:
+    the plan's) owning ``plan.units`` units and a 1/cluster slice of K, every k-tile in registers (the engine's spill
+    back-off moves some to shared memory), tagged. v44: in batch groups too (each group on whole clusters), and with
+    v12's input projection (each block a 1/cluster slice of the input columns too). None where it does not apply:
+    another plan kind, v29's split projection, clustered already, before sm_90, a virtual block whose rows are not
+    whole m-tiles, or a grid or shared memory past the device's. (Whether the clusters co-reside, the engine asks
     the driver: 30 clusters of 4 and 39 of 3 on the H200.)"""
     warps = warps or plan.warps
-    if (plan.kind != "mma" or plan.pass_name != "forward" or plan.input_k_tiles or plan.cluster_k > 1 or cluster < 2 or tuple(props["compute_capability"]) < (9, 0)):
+    if (plan.kind != "mma" or plan.pass_name != "forward" or (plan.input_k_tiles and plan.parts == 2)
+            or plan.cluster_k > 1 or cluster < 2 or tuple(props["compute_capability"]) < (9, 0)):
         return None
     rows = 4 * plan.units * cluster
     k_tiles = -(-plan.reduction_length // (16 * cluster * warps))
+    in_k = -(-plan.input_k_tiles * plan.warps // (cluster * warps))   # the plan's (padded) input columns
     blocks = -(-plan.blocks_per_dir // cluster) * cluster
     smem = (mma_smem_bytes("forward", plan.batch, warps, rows // 16, k_tiles, 0, plan.parts)
-            + mma_cluster_smem_bytes(plan.batch, plan.units, cluster))
+            + mma_cluster_smem_bytes(plan.batch, plan.units, cluster)
+            + (mma_input_smem_bytes(plan.batch, warps, rows // 16, in_k) if in_k else 0))
     if (rows % 16 or blocks * plan.directions_per_launch * plan.batch_groups > props["sm_count"]
             or smem > props["smem_per_block_optin"]):
         return None
     a_tiles = plan.parts * rows // 16
-    regs = 4 * a_tiles * k_tiles + 4 * a_tiles * plan.n_tiles + MMA_FULL_REG_OVERHEAD_V19[("forward", 16)]
+    regs = (4 * a_tiles * k_tiles + 4 * a_tiles * plan.n_tiles * (2 if in_k else 1)
+            + MMA_FULL_REG_OVERHEAD_V19[("forward", 16)])
     return replace(plan, warps=warps, m_tiles=rows // 16, k_tiles=k_tiles, reg_k_tiles=k_tiles, blocks_per_dir=blocks,
-                   cluster_k=cluster, tagged=True, smem_bytes=smem, regs_per_thread=min(regs, 255))
+                   input_k_tiles=in_k, cluster_k=cluster, tagged=True, smem_bytes=smem,
+                   regs_per_thread=min(regs, 255))
 
 
 def without_tagged_wait(plan):
