@@ -41,6 +41,11 @@ CELL_SETS = {
         ("float32", 768, 16, {"G2 C2w8": grouped_clusters(2)}),
         ("float32", 1024, 24, {"C2w8": cluster(2, 8, BATCH_GROUPS=False)}),   # no groups fit: ungrouped
         ("float32", 1024, 32, {"C2w8": cluster(2, 8, BATCH_GROUPS=False)})],
+    # 3: the fp32 split's batch groups ("auto": the groups of rules.split_group_counts) on clusters of 2, by cell
+    3: [("float32", 1024, 16, {"C2w8": cluster(2, 8)}), ("float32", 896, 16, {"C2w8": cluster(2, 8)}),
+        ("float32", 640, 16, {"C2w8": cluster(2, 8)}), ("float32", 512, 16, {"C2w8": cluster(2, 8)}),
+        ("float32", 512, 32, {"C2w8": cluster(2, 8)}), ("float32", 768, 32, {"C2w8": cluster(2, 8)}),
+        ("float32", 384, 16, {"C2w8": cluster(2, 8)}), ("float32", 768, 24, {"C2w8": cluster(2, 8)})],
 }
 
 
