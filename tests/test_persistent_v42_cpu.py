@@ -42,7 +42,7 @@ def test_the_rule_clusters_the_unpaired_split_at_b8_from_h1024(on_h100, hidden, 
 
 @pytest.mark.parametrize("hidden, batch, dtype", [
     (1024, 4, "float32"),    # paired: 2.28 clustered vs 2.00 (call 2)
-    (1024, 16, "float32"),   # grouped: 4.19 vs ungrouped clustered 4.36 (call 4)
+    # (H=1024 B=16: grouped 4.19 vs ungrouped clustered 4.36, call 4; v44 clusters the groups, test_persistent_v44_cpu)
     (512, 8, "float32"),     # grouped: 1.67 vs 1.99
     (768, 8, "float32"), (896, 8, "float32"),
     (1024, 16, "float16"),   # 16-bit: 4.45-5.19 clustered vs 2.45 (call 2)
@@ -64,8 +64,8 @@ def test_the_flag(on_h100, monkeypatch):
     monkeypatch.setattr(persistent, "CLUSTER_POLL_DELAY_NS", 250)
     slept = _forward(1024, 8)
     assert (slept.warps, slept.poll_delay_ns, slept.poll_spin_cycles) == (8, 250, 0)   # a sleep of 250 ns
-    forced16 = _forward(1024, 16, "float16")   # grouped with the projection: as it is
-    assert forced16.cluster_k == 1 and forced16.batch_groups == 2
+    forced16 = _forward(1024, 16, "float16")   # v44: grouped with the projection, clustered too
+    assert (forced16.cluster_k, forced16.batch_groups, forced16.in_kernel_projection) == (2, 2, True)
 
 
 def test_a_clustered_plans_geometry():
@@ -89,12 +89,9 @@ def test_a_partial_last_cluster_pads_the_grid():
 
 
 def test_where_clusters_do_not_apply():
-    fp16 = cap.plan_config(H100, LSTMConfig(1024, 1024, 1, False, "float16", 16, 16), False)["forward"]
-    assert fp16.batch_groups == 2 and cap.with_cluster_k(H100, fp16, 2) is None              # grouped
-    ungrouped = cap.plan_config(H100, LSTMConfig(1024, 1024, 1, False, "float16", 8, 16), False)["forward"]
-    assert ungrouped.in_kernel_projection and cap.with_cluster_k(H100, ungrouped, 2) is None  # the projection
-    assert cap.with_cluster_k(H100, cap.without_input_projection(ungrouped), 2) is not None
     split = cap.plan_config(H100, LSTMConfig(1024, 1024, 1, False, "float32", 8, 16), False)["forward"]
+    split_projection = replace(split, input_k_tiles=8)   # v29's split projection (forced)
+    assert split_projection.in_kernel_projection and cap.with_cluster_k(H100, split_projection, 2) is None
     assert cap.with_cluster_k(KNOWN["a100"].as_dict(), split, 2) is None                     # sm_80: no clusters
     one_unit = cap.plan_config(H100, LSTMConfig(100, 100, 1, False, "bfloat16", 3, 16), False)["forward"]
     assert one_unit.units == 1 and cap.with_cluster_k(H100, one_unit, 2) is None            # 8 rows: no m-tile

@@ -70,3 +70,18 @@ def test_grouped_clusters_rerun_bitwise(monkeypatch, rng, dtype):
     config = LSTMConfig(512, 512, 1, False, dtype, 16, 25)
     _assert_grouped_clusters(config, 2, 2)
     _assert_bitwise_reruns(rng, config)
+
+
+@pytest.mark.parametrize("hidden, batch, groups", [(1024, 16, 2), (896, 16, 2), (512, 32, 4)])
+def test_auto_runs_the_splits_groups_on_clusters(rng, hidden, batch, groups):
+    """"auto" (rules.cluster_split_pays, v44): the fp32 split in groups of 8 columns on clusters of 2, training within
+    1e-5 of float64 (H=896: 14 units a block, a 7-m-tile virtual block)."""
+    config = LSTMConfig(hidden, hidden, 1, False, "float32", batch, 12)
+    _assert_grouped_clusters(config, groups, 2)
+    _compare(rng, config, FP32_TOL)
+
+
+def test_auto_grouped_clusters_rerun_bitwise(rng):
+    config = LSTMConfig(768, 768, 1, False, "float32", 16, 20)
+    _assert_grouped_clusters(config, 2, 2)
+    _assert_bitwise_reruns(rng, config)

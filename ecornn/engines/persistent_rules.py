@@ -238,6 +238,8 @@ def poll_spin_cycles(plan) -> int:
 # v42: the fp32 split forward on thread-block clusters, each block 1/CLUSTER_SPLIT_SIZE of K (capacity.with_cluster_k)
 CLUSTER_SPLIT_BATCHES = range(5, 16)   # v42: B=8 wins at H=1024 and 1280, B=16 and H=512 B=8 lose; v43: B=5-15
 CLUSTER_SPLIT_MIN_HIDDEN = 768         # win from H=768 (where the split is not in batch groups: H=768 B=8 is)
+CLUSTER_GROUP_BATCH = 8                # v44: the split in batch groups of this many columns (unpaired) ...
+CLUSTER_GROUP_MIN_HIDDEN = 512         # ... runs on clusters from here
 CLUSTER_SPLIT_SIZE = 2              # clusters of 4 co-reside only 30 at a time on the H100 and H200 (120 blocks)
 CLUSTER_SPLIT_WARPS = 8
 CLUSTER_POLL_DELAY_NS = 400         # clustered plans' first poll (300-500 ns measured within 1%; none: +0.3 us/step),
@@ -254,10 +256,18 @@ def cluster_split_pays(plan) -> bool:
     of h (the tagged exchange's polls halve) and its partials reach their units' owner through distributed shared
     memory and one cluster barrier a step. v43 (calls 3-4, against "auto" before v43): H=1024 B=9 3.47 vs 4.16, B=10
     3.50 vs 4.26, B=12 3.61 vs 4.39, B=14 3.98 vs 4.72, B=15 4.49 vs 4.82; H=768 B=12 3.07 vs 4.60; H=1280 B=12 5.28
-    vs 5.87; and B=5-7 (fp32_split_pays). Not: H=768 B=8, whose split in 2 groups of 4 stays (2.21 vs 2.49)."""
-    return (plan.kind == "mma" and plan.pass_name == "forward" and plan.parts == 2 and not plan.paired
-            and plan.batch_groups == 1 and not plan.in_kernel_projection and plan.cluster_k == 1
-            and plan.batch in CLUSTER_SPLIT_BATCHES and plan.hidden >= CLUSTER_SPLIT_MIN_HIDDEN)
+    vs 5.87; and B=5-7 (fp32_split_pays). Not: H=768 B=8, whose split in 2 groups of 4 stays (2.21 vs 2.49).
+    v44, the split in batch groups of CLUSTER_GROUP_BATCH columns from CLUSTER_GROUP_MIN_HIDDEN, each group on clusters
+    (results/persistent_v44, calls 1-3, against the unclustered groups): H=1024 B=16 (2 groups of 8) 3.94-3.99 vs
+    4.21-4.23, H=896 B=16 3.79 vs 4.20, H=768 B=16 2.95 vs 3.65, H=512 B=32 (4 of 8) 3.24 vs 3.45. Not: paired groups
+    of 4 (H=384, 512, 640 B=16: 2.38 vs 2.03, 2.63 vs 2.04, 3.50 vs 3.24), groups of 12 (H=768 B=24: 4.82 vs 4.85,
+    a tie), groups of 16 (H=768 B=32: does not build)."""
+    if not (plan.kind == "mma" and plan.pass_name == "forward" and plan.parts == 2 and not plan.paired
+            and not plan.in_kernel_projection and plan.cluster_k == 1):
+        return False
+    if plan.batch_groups > 1:
+        return plan.batch == CLUSTER_GROUP_BATCH and plan.hidden >= CLUSTER_GROUP_MIN_HIDDEN
+    return plan.batch in CLUSTER_SPLIT_BATCHES and plan.hidden >= CLUSTER_SPLIT_MIN_HIDDEN
 
 
 def poll_delay_ns(plan) -> int:
