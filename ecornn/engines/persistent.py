@@ -194,8 +194,9 @@ BACKWARD_GROUPS = "auto"   # v41: the fp32 grid backward with the batch as group
                            # (capacity.grid_backward_plan): "auto" the first count of rules.grid_backward_group_counts
                            # that fits; False: never (the ablation); an int G > 1: G groups where they fit
 CLUSTER_K = "auto"  # v42: tensor-core forwards on thread-block clusters, each block 1/C of K (capacity.with_cluster_k):
-                    # "auto" the fp32 split where rules.cluster_split_pays (clusters of 2, 8 warps); an int C > 1: every
-                    # ungrouped forward without in-kernel projection on clusters of C (an exploration); False: never
+                    # "auto" the fp32 split where rules.cluster_split_pays (clusters of 2, 8 warps; v44: its batch groups
+                    # of 8 columns too); an int C > 1: every forward but v29's split projection on clusters of C (v44:
+                    # grouped and with v12's projection too; an exploration); False: never
 CLUSTER_WARPS = None          # v42: warps per block of forced plans (None: the plan's)
 CLUSTER_POLL_DELAY_NS = None  # v42: clustered plans sleep this many ns before their first poll (None: the rules' wait,
                               # rules.CLUSTER_POLL_DELAY_NS as a spin of rules.SPLIT_POLL_SPIN_CYCLES)
