@@ -5,17 +5,16 @@ columns from H=512, results/persistent_v44 calls 1-3) and the cells it leaves; t
 predictions; the engine through the fragment emulation within 1e-5 (fp32) / 1e-2 of float64."""
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from ecornn import LSTMConfig
 from ecornn.devices import KNOWN
 from ecornn import planner
-from ecornn.engines import persistent, reference
+from ecornn.engines import persistent
 from ecornn.engines import persistent_capacity as cap
 from ecornn.engines import persistent_rules as rules
-from tests.helpers import random_problem, rel_err
 from tests.test_persistent_mma_emulated import cpu_engine  # noqa: F401 (fixture)
+from tests.test_persistent_v42_cpu import assert_emulated_forward_matches_reference
 
 H100 = KNOWN["h100"].as_dict()
 H200 = KNOWN["h200"].as_dict()
@@ -152,12 +151,4 @@ def test_engine_with_emulated_grouped_clusters_matches_reference(cpu_engine, rng
     config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)
     plan = persistent.plans_for(config)["forward"]
     assert (plan.batch_groups, plan.cluster_k, plan.in_kernel_projection) == (groups, 2, projection), plan.describe()
-    weights, x, h0, c0 = random_problem(rng, config)
-    got = persistent.forward(config, x, weights, h0, c0, variant="mma")
-    as64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
-    want = reference.forward(config.replace(dtype="float64"), as64(x), [type(w)(*map(as64, w)) for w in weights],
-                             as64(h0), as64(c0))
-    tol = 1e-5 if dtype == "float32" else 1e-2
-    assert persistent.last_kinds["forward"] == "mma"
-    for g, w in zip(got[:3], want[:3]):   # y, hT, cT
-        assert rel_err(as64(g), w) < tol
+    assert_emulated_forward_matches_reference(rng, config)
