@@ -492,10 +492,10 @@ __device__ __forceinline__ size_t packed_rows(int d, int step, int k_len) {
     return slot_offset(d, step, packed_ld(k_len));
 }
 
-// The warp's K-slice (WarpK columns) of the 16-bit rows src[n * ld + k] (n < Rows, k < k_len,
-// ld and k_len multiples of 8) into its region `mine` (row stride Stride words): 16-byte loads of
-// 8 values, stored as they are. The packed exchange (written by every block before the grid
-// barrier) and, v12, the layer input x_t.
+// The warp's K-slice (WarpK columns; v44: the slice of its place in a cluster's virtual block, slice_warp) of the
+// 16-bit rows src[n * ld + k] (n < Rows, k < k_len, ld and k_len multiples of 8) into its region `mine` (row stride
+// Stride words): 16-byte loads of 8 values, stored as they are. The packed exchange (written by every block before the
+// grid barrier) and, v12, the layer input x_t.
 template <int WarpK, int Stride, int Rows>
 __device__ __forceinline__ void stage_rows(unsigned int* mine, const unsigned short* src, int ld, int k_len) {
     const int kw = slice_warp(), lane = threadIdx.x % 32;
