@@ -3,13 +3,13 @@ and clustered forwards with the input projection in the kernel. The clustered pl
 whole clusters, the grid and shared memory checked); the rule (rules.cluster_split_pays: the fp32 split in groups of 8
 columns from H=512, results/persistent_v44 calls 1-3) and the cells it leaves; the kernel's check lines; the planner's
 predictions; the engine through the fragment emulation within 1e-5 (fp32) / 1e-2 of float64."""
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from ecornn import LSTMConfig
+from ecornn import LSTMConfig, planner
 from ecornn.devices import KNOWN
-from ecornn import planner
 from ecornn.engines import persistent
 from ecornn.engines import persistent_capacity as cap
 from ecornn.engines import persistent_rules as rules
@@ -65,7 +65,6 @@ def test_16bit_forwards_stay_unclustered(on_device, dtype, batch):
 def test_the_rule_at_its_edges():
     grouped = _grouped(H100, 1024, 16, "float32", 2)
     assert rules.cluster_split_pays(grouped)
-    from dataclasses import replace
     assert not rules.cluster_split_pays(replace(grouped, hidden=rules.CLUSTER_GROUP_MIN_HIDDEN - 1))
     assert not rules.cluster_split_pays(replace(grouped, batch=12))
     assert not rules.cluster_split_pays(replace(grouped, input_k_tiles=8))   # v29's split projection (forced)
@@ -124,7 +123,6 @@ def test_each_group_gets_whole_clusters():
 def test_a_grid_past_the_device_is_refused():
     """4 groups of 64 blocks would need 256 SMs: no clustered plan (the grouped planner would not make one either)."""
     base = _grouped(H100, 1024, 16, "float16", 2)
-    from dataclasses import replace
     assert cap.with_cluster_k(H100, replace(base, batch_groups=4, batch=4), 2, 8) is None
 
 
