@@ -32,7 +32,7 @@ PERSISTENT_GRID = [(256, 1, "float32", False), (256, 16, "float32", False), (102
                    (1024, 16, "float32", False), (512, 4, "float32", False), (512, 16, "float32", False),
                    (256, 8, "float32", False), (1536, 8, "float32", False),    # fp32 FFMA, and with the
                    (1024, 4, "float32", False), (512, 8, "float32", False),    # two above the fp32 split
-                   (512, 4, "float32", True), (1024, 1, "float32", True),
+                   (512, 4, "float32", True), (1024, 1, "float32", True), (1024, 8, "float32", True),
                    (1024, 4, "bfloat16", False), (2048, 4, "bfloat16", False), (512, 16, "bfloat16", False),
                    (1024, 4, "bfloat16", True)]
 FUSED_GRID = [(256, 16, "float32", False), (256, 128, "float32", False), (1024, 16, "float32", False),
@@ -50,7 +50,8 @@ SEARCH = [
     ("fused", SIXTEEN, False, {"fused_mma_step_us": np.linspace(1.0, 8.0, 29),
                                "fused_mma_us_per_gflop": np.concatenate([[0.0], np.geomspace(1.0, 100.0, 21)])}),
     ("fused", ALL, True, {"fused_backward_factor": np.linspace(0.3, 4.0, 75)}),
-    ("persistent", ALL, True, {"backward_factor": np.linspace(0.3, 6.0, 115)}),
+    ("persistent", ALL, True, {"backward_step_us": np.linspace(0.0, 6.0, 25),
+                               "backward_flop_factor": np.linspace(0.5, 10.0, 39)}),
     ("persistent", SIXTEEN, True, {"mma_bwd_step_us": np.linspace(0.0, 6.0, 31),
                                    "mma_bwd_us_per_kclock": np.linspace(0.0, 6.0, 31)}),
 ]

@@ -49,7 +49,12 @@ class CostConstants:
     gemm_efficiency_16bit: float = 0.424  # 16-bit GEMM fraction of the tensor-core peak
     fused_fp32_batch_us: float = 0.616    # strict-fp32 skinny GEMMs: µs per 1000 hidden x batch
     l2_bandwidth_gbs: float = 9000.0      # weights re-read per step when they fit in L2
-    backward_factor: float = 1.55         # persistent backward recurrence / forward recurrence
+    # v45: the persistent fp32 backward recurrence (grid and rows kernels) per step: fixed + a factor on its FLOP term
+    # at the FMA peak. Refitted (relative least squares, slopes >= 0; no vector slope survived) on the latest H200
+    # fwd+bwd of 33 fp32 cells of results/persistent_v40-v44, their measured forwards subtracted: fwd+bwd within
+    # 0.75-1.12 of measured, median 1.01 (1.55 x the forward's grid step had read them 0.97-2.35x, median ~1.5x)
+    backward_step_us: float = 1.68
+    backward_flop_factor: float = 4.45
     fused_backward_factor: float = 1.25   # fused backward steps / forward steps
     call_overhead_us: float = 40.0        # per call (Python, planning, launches outside the loop)
     # persistent v4 (fp16/bf16 on tensor cores): step = fixed + per 1e3 H*B + per 1e6 H^2 (weights
@@ -130,14 +135,12 @@ def predict_persistent_us(config: LSTMConfig, device: DeviceSpec, kernel: dict,
         forward_projection = 0.0 if kernel.get("in_kernel_projection") else projection
         grid_step = _persistent_step(config, device, kernel["blocks"], consts.grid_sync_us
                                      + consts.persistent_exchange_us, consts)
-        # v41: the fp32 grid backward in batch groups: each block reads its group's vector only
-        backward_step = _persistent_step(config, device, kernel["blocks"], consts.grid_sync_us
-                                         + consts.persistent_exchange_us, consts, kernel.get("backward_groups", 1))
+        backward_step = _backward_step(config, device, kernel["blocks"], consts)
         if kernel.get("split_mma"):   # the fp32 split forward; the backward stays on the fp32 kernels
             total += split_step_us(config, kernel["split_mma"], consts, kernel.get("split_groups", 1),
                                    kernel.get("split_clusters", 1)) + projection
             if training:
-                total += consts.backward_factor * backward_step + 2 * projection + _gemm_us(
+                total += backward_step + 2 * projection + _gemm_us(
                     2.0 * config.batch * config.gate_size * config.hidden_size * config.num_directions,
                     config, device, consts)
         elif kernel.get("mma"):
@@ -150,7 +153,7 @@ def predict_persistent_us(config: LSTMConfig, device: DeviceSpec, kernel: dict,
                     2.0 * config.batch * config.gate_size * config.hidden_size * config.num_directions,
                     config, device, consts)
         elif training:
-            total += grid_step + consts.backward_factor * backward_step + 2 * projection + forward_projection
+            total += grid_step + backward_step + 2 * projection + forward_projection
             total += _gemm_us(2.0 * config.batch * config.gate_size * config.hidden_size * config.num_directions,
                               config, device, consts)
         elif kernel.get("cluster_blocks"):
@@ -191,11 +194,17 @@ def split_step_us(config: LSTMConfig, mma_per_tile: int, consts: CostConstants, 
     return consts.split_step_us + consts.split_vector_us * hb + consts.split_mma_us * mma_hh
 
 
-def _persistent_step(config, device, blocks, fixed_us, consts, groups: int = 1) -> float:
-    """One grid-kernel step; ``groups`` (v41, the backward in batch groups): the vector terms of one group's columns."""
+def _backward_step(config, device, blocks, consts) -> float:
+    """v45: one step of the fp32 backward recurrence (grid or rows kernel) of ``blocks`` blocks."""
+    flop_us, _, _ = persistent_step_terms(config, device, blocks)
+    return consts.backward_step_us + consts.backward_flop_factor * flop_us
+
+
+def _persistent_step(config, device, blocks, fixed_us, consts) -> float:
+    """One grid-kernel (or cluster-kernel) forward step."""
     flop_us, hb, hbb = persistent_step_terms(config, device, blocks)
-    return (fixed_us + flop_us / consts.persistent_efficiency + consts.persistent_vector_us * hb / groups
-            + consts.persistent_batch2_us * hbb / groups ** 2)
+    return (fixed_us + flop_us / consts.persistent_efficiency + consts.persistent_vector_us * hb
+            + consts.persistent_batch2_us * hbb)
 
 
 def predict_fused_us(config: LSTMConfig, device: DeviceSpec, training: bool = False,

@@ -967,6 +967,24 @@ def mma_cluster_smem_bytes(batch: int, units: int, cluster: int) -> int:
     return 4 * 2 * cluster * units * 8 * -(-batch // 8) * 4
 
 
+# v45: the largest REG_K_TILES of the clustered fp32 split's virtual tile that NVRTC (the engine's own build, CUDA 13)
+# compiles without spills, per (tile batch, warps, m_tiles, k_tiles, batch groups): every shape "auto" plans on
+# clusters for fp32 H=512-2048, B=1-64 (tools/fit_cluster_registers.py --compiler nvrtc; results/persistent_v45, call 1;
+# nvcc's whole-program build keeps other counts at 12 of the 42). with_cluster_k declines a shape whose remaining
+# k-tiles do not fit shared memory (H=1536 B=8, H=640 B=32), which the engine's back-off found only on the device;
+# the engine still starts each build from every k-tile in registers. Refit after kernel changes.
+CLUSTER_SPLIT_REG_K_TILES = {
+    (5, 8, 3, 3, 1): 3, (5, 8, 4, 4, 1): 4, (5, 8, 5, 5, 1): 3, (5, 8, 6, 6, 1): 3, (6, 8, 3, 3, 1): 3,
+    (6, 8, 4, 4, 1): 4, (6, 8, 5, 5, 1): 3, (6, 8, 6, 6, 1): 3, (7, 8, 3, 3, 1): 3, (7, 8, 4, 4, 1): 4,
+    (7, 8, 5, 5, 1): 4, (7, 8, 6, 6, 1): 3, (8, 8, 4, 4, 1): 4, (8, 8, 5, 5, 1): 3, (8, 8, 6, 2, 3): 2,
+    (8, 8, 6, 3, 2): 3, (8, 8, 6, 6, 1): 2, (8, 8, 7, 4, 2): 1, (8, 8, 8, 2, 4): 2, (8, 8, 8, 4, 2): 2,
+    (8, 8, 10, 3, 4): 1, (9, 8, 3, 3, 1): 3, (9, 8, 4, 4, 1): 4, (9, 8, 5, 5, 1): 2, (10, 8, 3, 3, 1): 3,
+    (10, 8, 4, 4, 1): 4, (10, 8, 5, 5, 1): 2, (11, 8, 3, 3, 1): 3, (11, 8, 4, 4, 1): 4, (11, 8, 5, 5, 1): 2,
+    (12, 8, 3, 3, 1): 3, (12, 8, 4, 4, 1): 4, (12, 8, 5, 5, 1): 2, (13, 8, 3, 3, 1): 3, (13, 8, 4, 4, 1): 4,
+    (13, 8, 5, 5, 1): 3, (14, 8, 3, 3, 1): 3, (14, 8, 4, 4, 1): 4, (14, 8, 5, 5, 1): 3, (15, 8, 3, 3, 1): 3,
+    (15, 8, 4, 4, 1): 4, (15, 8, 5, 5, 1): 3}
+
+
 def with_cluster_k(props: dict, plan, cluster: int, warps: int | None = None):
     """v42: the tensor-core forward ``plan`` on clusters of ``cluster`` blocks, each block of ``warps`` warps (default:
     the plan's) owning ``plan.units`` units and a 1/cluster slice of K, every k-tile in registers (the engine's spill
@@ -989,12 +1007,23 @@ def with_cluster_k(props: dict, plan, cluster: int, warps: int | None = None):
     if (rows % 16 or blocks * plan.directions_per_launch * plan.batch_groups > props["sm_count"]
             or smem > props["smem_per_block_optin"]):
         return None
+    if smem + cluster_shared_k_tile_bytes(plan, warps, rows // 16, k_tiles, in_k) > props["smem_per_block_optin"]:
+        return None   # v45: the k-tiles NVRTC cannot keep in registers do not fit shared memory either
     a_tiles = plan.parts * rows // 16
     regs = (4 * a_tiles * k_tiles + 4 * a_tiles * plan.n_tiles * (2 if in_k else 1)
             + MMA_FULL_REG_OVERHEAD_V19[("forward", 16)])
     return replace(plan, warps=warps, m_tiles=rows // 16, k_tiles=k_tiles, reg_k_tiles=k_tiles, blocks_per_dir=blocks,
                    input_k_tiles=in_k, cluster_k=cluster, tagged=True, smem_bytes=smem,
                    regs_per_thread=min(regs, 255))
+
+
+def cluster_shared_k_tile_bytes(plan, warps: int, m_tiles: int, k_tiles: int, in_k: int) -> int:
+    """v45: the shared memory the k-tiles of a clustered fp32 split's virtual tile that CLUSTER_SPLIT_REG_K_TILES says
+    NVRTC cannot keep in registers take (0 for shapes it does not list, and for 16-bit plans)."""
+    if plan.parts != 2 or in_k:
+        return 0
+    kept = CLUSTER_SPLIT_REG_K_TILES.get((plan.batch, warps, m_tiles, k_tiles, plan.batch_groups), k_tiles)
+    return warps * (k_tiles - kept) * plan.parts * m_tiles * 32 * 16
 
 
 def without_tagged_wait(plan):
