@@ -3,8 +3,8 @@
 slow backward (profile_batch7_v45: the rows kernel 2.28 ms at B=7 against 1.66 at B=6 and 1.51 at B=8) is the rows
 kernel's.
 
-    python benchmarks/explore_odd_batch_v45.py OUT_DIR [--rounds N] [--repeats N]
-Writes OUT_DIR/explore_odd_batch_v45.{json,md}.
+    python benchmarks/explore_odd_batch_v45.py OUT_DIR [--rounds N] [--repeats N] [--set N]
+Writes OUT_DIR/explore_odd_batch_v45_setN.{json,md}.
 """
 from __future__ import annotations
 
@@ -17,7 +17,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ab_modes  # noqa: E402
 from bench_persistent import bench_args, bench_meta, measure_rows, training_call  # noqa: E402
 
-CELLS = [("float32", 1024, b) for b in (5, 6, 7, 8)] + [("float32", 1280, 7), ("float32", 768, 7)]
+CELL_SETS = {1: [("float32", 1024, b) for b in (5, 6, 7, 8)] + [("float32", 1280, 7), ("float32", 768, 7)],
+             # 2: the rest of the rows rule's cells (rules.rows_backward_pays: H >= 1024, B >= 4; the rows kernel fits
+             # at H=1024 only)
+             2: [("float32", 1024, b) for b in (4, 9, 10, 11, 12, 14, 16)]}
 MODES = {"auto": {}, "grid backward": {"BACKWARD_BY_ROWS": False}}
 
 
@@ -51,8 +54,11 @@ def markdown(rows) -> str:
 
 
 def main(argv=None):
-    args, out = bench_args(argv, repeats=10, configure=lambda p: p.add_argument("--rounds", type=int, default=3))
-    measure_rows(out, "explore_odd_batch_v45", bench_meta(), CELLS,
+    def configure(parser):
+        parser.add_argument("--rounds", type=int, default=3)
+        parser.add_argument("--set", type=int, default=1, choices=sorted(CELL_SETS))
+    args, out = bench_args(argv, repeats=10, configure=configure)
+    measure_rows(out, f"explore_odd_batch_v45_set{args.set}", bench_meta(), CELL_SETS[args.set],
                  lambda d, h, b: _row(d, h, b, args.rounds, args.repeats), markdown)
 
 

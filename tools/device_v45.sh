@@ -3,7 +3,7 @@
 # Stages (STAGES), all under $OUT:
 #   fitreg    tools/fit_cluster_registers.py --compiler nvrtc (the engine's own builds; JOBS, default 14)
 #   b7        benchmarks/profile_batch7_v45.py (CUPTI: fp32 H=1024 B=6, 7, 8 forward replay and training kernels)
-#   odd       benchmarks/explore_odd_batch_v45.py (fp32 B=5-8 training, the rows against the grid backward)
+#   odd       benchmarks/explore_odd_batch_v45.py (SET, default 1: fp32 training, the rows against the grid backward)
 #   v44:*     a stage of tools/device_v44.sh (gc, gbench, sanitize, v43:* (mid, mbench, pack, v42:* (tests, quick,
 #             rest, sanitize, cache, ...)))
 set -u
@@ -17,7 +17,7 @@ for stage in ${STAGES:-fitreg b7 v44:v43:v42:quick v44:v43:pack}; do
     b7) source benchmarks/device_setup.sh
         timeout "${BENCH_TIMEOUT:-240}" python3 benchmarks/profile_batch7_v45.py "$OUT" 2>&1 | tail -5 ;;
     odd) source benchmarks/device_setup.sh
-         timeout "${BENCH_TIMEOUT:-240}" python3 benchmarks/explore_odd_batch_v45.py "$OUT" 2>&1 | tail -10 ;;
+         timeout "${BENCH_TIMEOUT:-240}" python3 benchmarks/explore_odd_batch_v45.py "$OUT" --set "${SET:-1}" 2>&1 | tail -10 ;;
     v44:*) OUT=$OUT STAGES=${stage#v44:} bash tools/device_v44.sh ;;
   esac
 done
