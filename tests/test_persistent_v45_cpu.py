@@ -118,3 +118,14 @@ def test_calibrate_recovers_the_backward_constants_from_synthetic_training_calls
     fitted = calibrate._grid_search(costmodel.DEFAULTS, "persistent", points, space, device, True)
     assert fitted.backward_step_us == pytest.approx(2.5, abs=0.25)
     assert fitted.backward_flop_factor == pytest.approx(3.0, abs=0.25)
+
+
+@pytest.mark.parametrize("batch, stride", [(1, 1), (3, 3), (4, 4), (5, 8), (7, 8), (8, 8), (10, 12), (14, 16), (16, 16)])
+def test_the_rows_backwards_partials_take_a_batch_stride_of_fours_from_b5(batch, stride):
+    """v45 (kernels/persistent_bwd_rows.cu, kBatchPad): float4 partial stores and dz_s loads where B % 4 != 0; the
+    exchange buffer holds the padded stride."""
+    config = LSTMConfig(1024, 1024, 1, False, "float32", batch, 16)
+    plan = cap.RowsPlan(hidden=1024, batch=batch, directions_per_launch=1, launches=1, units=8, blocks_per_dir=128,
+                        warps=16, cols_per_thread=2, regs_per_thread=128)
+    assert cap.rows_batch_stride(config.batch) == stride
+    assert plan.exchange_shape(2) == (2, 2, 128 * 512 * 2 * stride)

@@ -489,6 +489,11 @@ ROWS_REG_OVERHEAD = 40     # + weights (cols x 4U) + accumulators (cols x B) + B
 ROWS_WARP_CHOICES = (16, 8)
 
 
+def rows_batch_stride(batch: int) -> int:
+    """v45: the batch stride of the rows backward's partials (kernels/persistent_bwd_rows.cu, kBatchPad)."""
+    return -(-batch // 4) * 4 if batch > 4 else batch
+
+
 @dataclass(frozen=True)
 class RowsPlan(_LayerLaunch):
     """The backward of one layer split by gate rows: a block owns ``units`` units, keeps their
@@ -520,8 +525,8 @@ class RowsPlan(_LayerLaunch):
                                threads=self.threads, cols_per_thread=self.cols_per_thread)
 
     def exchange_shape(self, directions: int) -> tuple:
-        """fp32 partials [D][2][blocks][threads * cols_per_thread][B] (step parity slots)."""
-        return (directions, 2, self.blocks_per_dir * self.threads * self.cols_per_thread * self.batch)
+        """fp32 partials [D][2][blocks][threads * cols_per_thread][B, v45: from B=5 rounded up to 4 (float4 stores)]."""
+        return (directions, 2, self.blocks_per_dir * self.threads * self.cols_per_thread * rows_batch_stride(self.batch))
 
     def with_exchange(self, tagged: bool) -> "RowsPlan":
         """The rows kernel exchanges its partials under grid.sync() only."""
