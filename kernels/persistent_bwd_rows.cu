@@ -9,7 +9,7 @@
 // (layouts/persistent.py: pack_column_tiles). Per step: the owners' pointwise threads write dz_t to
 // global (for the weight gradients) and to shared memory; __syncthreads; every thread forms
 // acc[c][b] = sum_g W[g][k] dz[g][b] (dz read as shared-memory broadcasts) and publishes it to
-// xch [D][2][blocks][THREADS * COLS_PER_THREAD][B, from B=5 rounded up to 4] (slot = step parity); grid.sync();
+// xch [D][2][blocks][THREADS * COLS_PER_THREAD][B, from B=6 rounded up to 4] (slot = step parity); grid.sync();
 // then the owners sum the blocks' partials: thread t takes pair t % PAIRS ((unit, batch), consecutive in
 // the partials, so a warp's loads are contiguous) of blocks s, s + SPLIT, ... (s = t / PAIRS), all
 // its loads in flight at once; the SPLIT sums meet in shared memory and thread `pair` adds them in
@@ -43,11 +43,12 @@ constexpr int kCols = COLS_PER_THREAD;
 constexpr int kPaddedH = kThreads * kCols;     // partial columns per block
 constexpr int kBlocks = BLOCKS;               // blocks per direction
 constexpr int kPairs = kUnits * kBatch;
-// v45: the batch stride of the partials and of dz_s, from B=5 a multiple of 4 so that both move as float4s. With the
-// stride B itself, B % 4 != 0 (B=6, 7, 9-11, 14) published the partials by scalar stores and read dz_s by scalar
-// loads: fwd+bwd 16-35% slower than the grid backward at H=1024 (results/persistent_v45, calls 2-3), B=12 and 16
-// faster than it. B <= 4 keeps its stride (B=3 padded spills 12 bytes at 16 warps' 128 registers).
-constexpr int kBatchPad = kBatch > 4 ? (kBatch + 3) & ~3 : kBatch;
+// v45: the batch stride of the partials and of dz_s, from B=6 a multiple of 4 so that both move as float4s. With the
+// stride B itself, B % 4 != 0 published the partials by scalar stores and read dz_s by scalar loads: H=1024 fwd+bwd
+// ms B=7 3.87 -> 3.03, B=9 5.72 -> 3.67, B=10 5.52 -> 3.73, B=11 7.03 -> 3.98, B=14 8.58 -> 4.84, B=6 2.99 -> 2.81
+// (results/persistent_v45, calls 2-4). B=5 measured slower padded (2.48 -> 2.62); B=3 padded spills 12 bytes at 16
+// warps' 128 registers: B <= 5 keep their stride.
+constexpr int kBatchPad = kBatch > 5 ? (kBatch + 3) & ~3 : kBatch;
 constexpr int kSplit = kThreads / kPairs < kBlocks ? kThreads / kPairs : kBlocks;
 constexpr int kLoads = (kBlocks + kSplit - 1) / kSplit;   // partials each reducing thread loads
 static_assert(G_ROWS % 4 == 0, "whole units of 4 gate rows");
@@ -89,7 +90,7 @@ __device__ __forceinline__ void publish_partials(const float (&w)[kCols][kRows],
             for (int b = 0; b < kBatchPad; b += 4)
                 *reinterpret_cast<float4*>(p + b) = make_float4(acc_or_zero(acc[c], b), acc_or_zero(acc[c], b + 1),
                                                                 acc_or_zero(acc[c], b + 2), acc_or_zero(acc[c], b + 3));
-        } else {   // B = 1, 2, 3
+        } else {   // B <= 5
 #pragma unroll
             for (int b = 0; b < kBatch; ++b) p[b] = acc[c][b];
         }

@@ -43,10 +43,11 @@ def test_auto_picks_the_measured_count(hidden, batch, groups, columns):
     assert (plan.kind, plan.batch_groups, plan.batch) == ("grid", groups, columns), plan.describe()
 
 
-@pytest.mark.parametrize("batch", [4, 8, 16])
+@pytest.mark.parametrize("batch", [4, 16])
 def test_h1024_keeps_the_rows_backward(batch):
     """Grouped, the H=1024 grid backward streams half its columns from shared memory: measured level with the rows
-    backward (B=8 3.14 vs 3.23, B=4 1.85 vs 1.83, B=16 5.14 vs 4.96), so rules.rows_backward_pays keeps rows."""
+    backward (B=8 3.14 vs 3.23, B=4 1.85 vs 1.83, B=16 5.14 vs 4.96), so rules.rows_backward_pays keeps rows. (v45: at
+    B=8 the grouped grid measured 2.97-2.99 vs 3.07-3.08 twice, and takes it: test_persistent_v45_cpu.)"""
     assert _backward(1024, batch).kind == "rows"
 
 

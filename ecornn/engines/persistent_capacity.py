@@ -491,7 +491,7 @@ ROWS_WARP_CHOICES = (16, 8)
 
 def rows_batch_stride(batch: int) -> int:
     """v45: the batch stride of the rows backward's partials (kernels/persistent_bwd_rows.cu, kBatchPad)."""
-    return -(-batch // 4) * 4 if batch > 4 else batch
+    return -(-batch // 4) * 4 if batch > 5 else batch
 
 
 @dataclass(frozen=True)
@@ -525,7 +525,7 @@ class RowsPlan(_LayerLaunch):
                                threads=self.threads, cols_per_thread=self.cols_per_thread)
 
     def exchange_shape(self, directions: int) -> tuple:
-        """fp32 partials [D][2][blocks][threads * cols_per_thread][B, v45: from B=5 rounded up to 4 (float4 stores)]."""
+        """fp32 partials [D][2][blocks][threads * cols_per_thread][B, v45: from B=6 rounded up to 4 (float4 stores)]."""
         return (directions, 2, self.blocks_per_dir * self.threads * self.cols_per_thread * rows_batch_stride(self.batch))
 
     def with_exchange(self, tagged: bool) -> "RowsPlan":

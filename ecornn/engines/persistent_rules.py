@@ -305,12 +305,19 @@ def fp32_split_pays(plan) -> bool:
             or (plan.batch in FP32_SPLIT_MID_BATCHES and plan.hidden >= FP32_SPLIT_MID_MIN_HIDDEN))
 
 
+# v45: batches at which the fp32 grid backward (in v41's batch groups there) beats the rows backward where both fit
+ROWS_BACKWARD_GRID_BATCHES = (6, 8)
+
+
 def rows_backward_pays(hidden: int, batch: int) -> bool:
     """Whether the rows backward (v7) replaces a grid backward that fits. H100, fwd+bwd ms, rows vs
     grid backward (results/persistent_v7_h100/2_coalesced_reduce): H=1024 B=4 2.52 vs 2.76, B=8 4.21
     vs 4.51; H=512 B=4 1.54 vs 1.48, H=256 B=1 1.52 vs 1.14. Elsewhere it runs only where the grid
-    backward does not fit (H=1024 B=16)."""
-    return hidden >= 1024 and batch >= 4
+    backward does not fit (H=1024 B=16). v45 (H200, H=1024, alternated in one process, the rows kernel's padded batch
+    stride; results/persistent_v45 call 4): rows vs grid B=4 1.84 vs 1.87, B=5 2.62 vs 2.66, B=7 3.03 vs 3.19, B=9-12
+    3.67-3.98 vs 4.05-4.92, B=16 4.92 vs 5.08; the grid in batch groups wins at B=6 (3 groups of 2: 2.40 vs 2.81) and
+    B=8 (2 groups of 4: 2.99 vs 3.08, 2.97 vs 3.07 in call 2)."""
+    return hidden >= 1024 and batch >= 4 and batch not in ROWS_BACKWARD_GRID_BATCHES
 
 
 def batch_groups_pay(grouped) -> bool:
