@@ -12,6 +12,7 @@ from ecornn.engines import persistent
 from ecornn.engines import persistent_capacity as cap
 from tests.helpers import random_problem
 from tests.test_persistent_gpu import FP32_TOL, _assert_bitwise_reruns, _compare, _gradient_seeds, _run
+from tests.test_persistent_v7_gpu import assert_rows_backward_matches_float64
 
 pytestmark = pytest.mark.gpu
 
@@ -44,11 +45,8 @@ def test_h640_b32_trains_within_tolerance_of_float64(rng):
     (64, 1024, 1, False, 10, 7), (64, 1024, 1, False, 11, 5), (32, 1024, 1, False, 14, 5), (37, 100, 2, True, 7, 6),
     (48, 256, 1, False, 6, 300)])
 def test_the_padded_rows_backward_matches_float64(rng, monkeypatch, inp, hidden, layers, bidir, batch, steps):
-    monkeypatch.setattr(persistent, "BACKWARD_BY_ROWS", True)
-    config = LSTMConfig(inp, hidden, layers, bidir, "float32", batch, steps)
-    assert persistent._plans(config, True)["backward"].kind == "rows"
-    _compare(rng, config, FP32_TOL)
-    assert persistent.last_kinds["backward"] == "rows"
+    assert_rows_backward_matches_float64(rng, monkeypatch, LSTMConfig(inp, hidden, layers, bidir, "float32", batch,
+                                                                      steps))
 
 
 def test_the_padded_rows_backward_is_reproducible_and_agrees_with_the_grid_backward(rng, monkeypatch):

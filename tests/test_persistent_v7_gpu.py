@@ -26,8 +26,13 @@ pytestmark = pytest.mark.gpu
     (16, 64, 1, False, 1, 1),
 ])
 def test_rows_backward_matches_float64(rng, monkeypatch, inp, hidden, layers, bidir, batch, steps):
+    assert_rows_backward_matches_float64(rng, monkeypatch, LSTMConfig(inp, hidden, layers, bidir, "float32", batch,
+                                                                      steps))
+
+
+def assert_rows_backward_matches_float64(rng, monkeypatch, config):
+    """The rows backward, forced, ran and every gradient is within FP32_TOL of float64."""
     monkeypatch.setattr(persistent, "BACKWARD_BY_ROWS", True)
-    config = LSTMConfig(inp, hidden, layers, bidir, "float32", batch, steps)
     assert persistent._plans(config, True)["backward"].kind == "rows"
     _compare(rng, config, FP32_TOL)
     assert persistent.last_kinds["backward"] == "rows"

@@ -8,8 +8,6 @@ persistent_capacity.MMA_CLUSTER_REG_OVERHEAD.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import replace
@@ -23,7 +21,7 @@ from ecornn import NotSupported  # noqa: E402
 from ecornn.config import LSTMConfig  # noqa: E402
 from ecornn.devices import KNOWN  # noqa: E402
 from ecornn.engines import persistent  # noqa: E402
-from fit_mma_registers import build_nvcc, build_nvrtc  # noqa: E402
+from fit_mma_registers import build_nvcc, build_nvrtc, parse_args, report  # noqa: E402
 
 HIDDEN = range(512, 2049, 128)
 BATCHES = (*range(1, 17), 24, 32, 48, 64)
@@ -70,11 +68,7 @@ def _one(args):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", nargs="?", type=Path)
-    parser.add_argument("--compiler", choices=("nvcc", "nvrtc"), default="nvcc")
-    parser.add_argument("--jobs", type=int, default=2)
-    args = parser.parse_args()
+    args = parse_args(__doc__.splitlines()[0])
     shapes = clustered_plans()
     pool = (ProcessPoolExecutor if args.compiler == "nvrtc" else ThreadPoolExecutor)(args.jobs)
     with pool:
@@ -88,13 +82,7 @@ def main() -> None:
                      f"{args.compiler}_reg_k_tiles": max(fits) if fits else None,
                      f"{args.compiler}_regs": tried[max(fits)][0] if fits else None,
                      "tried": {reg: list(res) for reg, res in tried.items()}})
-    keys = [k for k in rows[0] if k != "tried"]
-    print("| " + " | ".join(keys) + " |")
-    print("|" + "---|" * len(keys))
-    for r in rows:
-        print("| " + " | ".join(str(r.get(k)) for k in keys) + " |")
-    if args.out:
-        args.out.write_text(json.dumps(rows, indent=1))
+    report(rows, args.out)
 
 
 if __name__ == "__main__":

@@ -99,11 +99,7 @@ def _one(job):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", nargs="?", type=Path)
-    parser.add_argument("--compiler", choices=("nvcc", "nvrtc"), default="nvcc")
-    parser.add_argument("--jobs", type=int, default=2)
-    args = parser.parse_args()
+    args = parse_args(__doc__.splitlines()[0])
     targets = NVCC_ARCHS if args.compiler == "nvcc" else ("nvrtc",)
     jobs = []
     for case in CASES:
@@ -119,13 +115,27 @@ def main() -> None:
     with pool:
         builds = dict(pool.map(_one, jobs))
     rows = [row(case, builds) for case in CASES if any(c == case for (c, _, _) in builds)]
-    keys = [k for k in rows[0] if not k.endswith("_tried")]
+    report(rows, args.out)
+
+
+def parse_args(description: str):
+    """OUT.json (optional), --compiler nvcc|nvrtc, --jobs N (shared with fit_cluster_registers.py)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("out", nargs="?", type=Path)
+    parser.add_argument("--compiler", choices=("nvcc", "nvrtc"), default="nvcc")
+    parser.add_argument("--jobs", type=int, default=2)
+    return parser.parse_args()
+
+
+def report(rows: list, out) -> None:
+    """The rows as a markdown table (without their "*tried" builds), and all of them as JSON to ``out``."""
+    keys = [k for k in rows[0] if not k.endswith("tried")]
     print("| " + " | ".join(keys) + " |")
     print("|" + "---|" * len(keys))
     for r in rows:
         print("| " + " | ".join(str(r.get(k)) for k in keys) + " |")
-    if args.out:
-        args.out.write_text(json.dumps(rows, indent=1))
+    if out:
+        out.write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":
