@@ -1022,11 +1022,14 @@ __device__ __forceinline__ int cluster_partial_index(int step, int rank, int uni
 __device__ __forceinline__ void send_unit_sums(const float* red_s, float* cluster_s, int step) {
     if constexpr (kClustered) {
         const int rank = (int)rank_in_cluster();
-        constexpr int count = (kRows / 4) * kBatch;
+        // v45: kNPad threads per unit (those of b >= B idle), so a quarter warp's float4 reads of the partials lie in
+        // one unit's line (bank-conflict free) at B % 8 != 0 too
+        constexpr int count = (kRows / 4) * kNPad;
         for (int i = threadIdx.x; i < count; i += kThreads) {
-            const int unit = i / kBatch, b = i % kBatch;
-            store_remote4(cluster_s + cluster_partial_index(step, rank, unit % kUnitsPerRank, b),
-                          unit / kUnitsPerRank, unit_sums(red_s, unit, b));
+            const int unit = i / kNPad, b = i % kNPad;
+            if (b < kBatch)
+                store_remote4(cluster_s + cluster_partial_index(step, rank, unit % kUnitsPerRank, b),
+                              unit / kUnitsPerRank, unit_sums(red_s, unit, b));
         }
         cluster_arrive();
         cluster_wait();
