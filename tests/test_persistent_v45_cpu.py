@@ -46,7 +46,7 @@ def test_shapes_whose_remainder_fits_stay_clustered(on_device, hidden, batch):
     229888 B of shared memory, just inside the 232448 B a block may opt into.)"""
     plan = _forward(hidden, batch)
     assert plan.cluster_k == 2
-    kept = cap.CLUSTER_SPLIT_REG_K_TILES[(plan.batch, plan.warps, plan.m_tiles, plan.k_tiles, plan.batch_groups)]
+    kept = cap.cluster_kept_k_tiles(plan)
     assert plan.with_reg_tiles(kept).smem_bytes <= on_device["smem_per_block_optin"]
 
 
@@ -63,12 +63,13 @@ def test_the_check_decides_only_for_listed_fp32_shapes():
     """A shape the table does not list, and every 16-bit plan, keeps the engine's back-off as the only judge."""
     props = cap.h100_properties()
     base = cap.plan_config(props, LSTMConfig(1024, 1024, 1, False, "float32", 8, 16), False)["forward"]
-    assert cap.cluster_shared_k_tile_bytes(base, 8, 4, 4, 0) == 0          # 4 of 4 kept
-    assert cap.cluster_shared_k_tile_bytes(base, 8, 4, 3, 0) == 0          # not listed
-    wide = replace(base, batch=8)
-    assert cap.cluster_shared_k_tile_bytes(wide, 8, 6, 6, 0) == 8 * 4 * 2 * 6 * 512   # 2 of 6 kept
-    sixteen = replace(wide, dtype="float16")
-    assert cap.cluster_shared_k_tile_bytes(sixteen, 8, 6, 6, 0) == 0
+    clustered = cap.with_cluster_k(props, base, 2, 8)
+    assert cap.cluster_kept_k_tiles(clustered) == clustered.k_tiles == 4          # 4 of 4 kept: nothing moves
+    assert cap.cluster_kept_k_tiles(replace(clustered, k_tiles=3)) is None        # not listed
+    wide = replace(clustered, m_tiles=6, k_tiles=6, reg_k_tiles=6)
+    assert cap.cluster_kept_k_tiles(wide) == 2                                    # 2 of 6 kept
+    assert wide.with_reg_tiles(2).smem_bytes - wide.smem_bytes == 8 * 4 * 2 * 6 * 512
+    assert cap.cluster_kept_k_tiles(replace(wide, dtype="float16")) is None
 
 
 # fp32 fwd+bwd ms per call at T=256 (H200; results/persistent_v45 call 1 and persistent_v44 call 4, cuDNN in the

@@ -1012,23 +1012,24 @@ def with_cluster_k(props: dict, plan, cluster: int, warps: int | None = None):
     if (rows % 16 or blocks * plan.directions_per_launch * plan.batch_groups > props["sm_count"]
             or smem > props["smem_per_block_optin"]):
         return None
-    if smem + cluster_shared_k_tile_bytes(plan, warps, rows // 16, k_tiles, in_k) > props["smem_per_block_optin"]:
-        return None   # v45: the k-tiles NVRTC cannot keep in registers do not fit shared memory either
     a_tiles = plan.parts * rows // 16
     regs = (4 * a_tiles * k_tiles + 4 * a_tiles * plan.n_tiles * (2 if in_k else 1)
             + MMA_FULL_REG_OVERHEAD_V19[("forward", 16)])
-    return replace(plan, warps=warps, m_tiles=rows // 16, k_tiles=k_tiles, reg_k_tiles=k_tiles, blocks_per_dir=blocks,
-                   input_k_tiles=in_k, cluster_k=cluster, tagged=True, smem_bytes=smem,
-                   regs_per_thread=min(regs, 255))
+    clustered = replace(plan, warps=warps, m_tiles=rows // 16, k_tiles=k_tiles, reg_k_tiles=k_tiles,
+                        blocks_per_dir=blocks, input_k_tiles=in_k, cluster_k=cluster, tagged=True, smem_bytes=smem,
+                        regs_per_thread=min(regs, 255))
+    kept = cluster_kept_k_tiles(clustered)
+    if kept is not None and clustered.with_reg_tiles(kept).smem_bytes > props["smem_per_block_optin"]:
+        return None   # v45: the k-tiles NVRTC cannot keep in registers do not fit shared memory either
+    return clustered
 
 
-def cluster_shared_k_tile_bytes(plan, warps: int, m_tiles: int, k_tiles: int, in_k: int) -> int:
-    """v45: the shared memory the k-tiles of a clustered fp32 split's virtual tile that CLUSTER_SPLIT_REG_K_TILES says
-    NVRTC cannot keep in registers take (0 for shapes it does not list, and for 16-bit plans)."""
-    if plan.parts != 2 or in_k:
-        return 0
-    kept = CLUSTER_SPLIT_REG_K_TILES.get((plan.batch, warps, m_tiles, k_tiles, plan.batch_groups), k_tiles)
-    return warps * (k_tiles - kept) * plan.parts * m_tiles * 32 * 16
+def cluster_kept_k_tiles(plan):
+    """v45: the register k-tiles NVRTC keeps for the clustered fp32 split ``plan`` (CLUSTER_SPLIT_REG_K_TILES), or None
+    for shapes the table does not list and for 16-bit plans (the engine's back-off is then the only judge)."""
+    if plan.parts != 2 or plan.input_k_tiles:
+        return None
+    return CLUSTER_SPLIT_REG_K_TILES.get((plan.batch, plan.warps, plan.m_tiles, plan.k_tiles, plan.batch_groups))
 
 
 def without_tagged_wait(plan):
