@@ -202,6 +202,9 @@ CLUSTER_POLL_DELAY_NS = None  # v42: clustered plans sleep this many ns before t
                               # rules.CLUSTER_POLL_DELAY_NS as a spin of rules.SPLIT_POLL_SPIN_CYCLES)
 CLUSTER_COOPERATIVE = True    # v42: launch them cooperatively (co-residency guaranteed); False: an ordinary launch
                               # after cuOccupancyMaxActiveClusters says every cluster is resident
+INPUT_PAIRS = False       # v46: 16-bit forwards with the in-kernel projection stage x of two steps at a time, every
+                          # other step (capacity.with_input_pairs); False: one step at a time
+INPUT_PAIR_SPIN_CYCLES = 0   # v46: SM cycles such a plan spins after its publish on the steps without staging
 STEP_CLOCKS = 0   # v37 diagnostic: > 0 compiles the tensor-core forward with clock marks of its first STEP_CLOCKS
                   # steps (kernels/step_clocks.cuh; read by benchmarks/diag_step_clocks_v37.py); 0: none
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
@@ -310,6 +313,8 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None, backward
     if CLUSTER_POLL_DELAY_NS is not None and getattr(plans["forward"], "cluster_k", 1) > 1:   # a sleep, no spin
         plans = {**plans, "forward": replace(plans["forward"], poll_delay_ns=int(CLUSTER_POLL_DELAY_NS),
                                              poll_spin_cycles=0)}
+    if INPUT_PAIRS:
+        plans = {**plans, "forward": capacity.with_input_pairs(props, plans["forward"], INPUT_PAIR_SPIN_CYCLES)}
     return {k: capacity.with_late_loads(p, BWD_LATE_LOADS) for k, p in plans.items()}   # after the overrides
 
 
@@ -1228,7 +1233,8 @@ def _graph_mode(variant) -> tuple:
             BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY,
             XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
-            LONG_REDUCTION_CHUNK, STEP_CLOCKS, CLUSTER_K, CLUSTER_WARPS, CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE)
+            LONG_REDUCTION_CHUNK, STEP_CLOCKS, CLUSTER_K, CLUSTER_WARPS, CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE,
+            INPUT_PAIRS, INPUT_PAIR_SPIN_CYCLES)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
