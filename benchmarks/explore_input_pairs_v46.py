@@ -22,7 +22,7 @@ def pairs(spin=0, **extra):
     return {"INPUT_PAIRS": True, "INPUT_PAIR_SPIN_CYCLES": spin, **extra}
 
 
-SPINS = {"pairs": pairs(), "pairs spin400": pairs(400), "pairs spin800": pairs(800), "pairs spin1600": pairs(1600)}
+SPINS = {"pairs": pairs(), "pairs spin300": pairs(300), "pairs spin600": pairs(600), "pairs spin900": pairs(900)}
 
 # (dtype, hidden, batch, {mode: flags} besides "auto"), per --set
 CELL_SETS = {
