@@ -24,9 +24,13 @@ def pairs(spin=0, **extra):
 
 SPINS = {"pairs": pairs(), "pairs spin300": pairs(300), "pairs spin600": pairs(600), "pairs spin900": pairs(900)}
 
+REPLICAS = {"x in 2 copies": {"X_REPLICAS": 2}, "x in 4 copies": {"X_REPLICAS": 4},
+            "x in 16 copies": {"X_REPLICAS": 16}}
+
 # (dtype, hidden, batch, {mode: flags} besides "auto"), per --set
 CELL_SETS = {
     1: [("float16", 1024, 16, SPINS), ("float16", 1024, 8, SPINS), ("bfloat16", 1024, 4, SPINS)],
+    3: [("float16", 1024, 16, REPLICAS), ("float16", 1024, 8, REPLICAS), ("bfloat16", 1024, 4, REPLICAS)],
     2: [("float16", 512, 8, SPINS), ("bfloat16", 1024, 8, SPINS), ("float16", 1024, 4, SPINS),
         ("float16", 768, 16, SPINS), ("bfloat16", 512, 32, SPINS)],
 }

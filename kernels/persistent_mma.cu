@@ -189,6 +189,9 @@ constexpr bool kXwAtLoad = XW_AT_LOAD != 0;
 #ifndef INPUT_PAIR_SPIN  // v46: SM cycles a block spins after its publish on the steps without staging (0: none)
 #define INPUT_PAIR_SPIN 0
 #endif
+#ifndef X_REPLICAS      // v46 probe: x handed over in X_REPLICAS copies, block b reading copy b % X_REPLICAS (16-bit)
+#define X_REPLICAS 1
+#endif
 #ifndef CLUSTER_K       // v42: a thread-block cluster of CLUSTER_K blocks runs one virtual block (see kClusterK)
 #define CLUSTER_K 1
 #endif
@@ -1177,8 +1180,9 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     const unsigned short* x_layer = reinterpret_cast<const unsigned short*>(
         x_by_reference ? reinterpret_cast<const float*>(x_at[0]) : xin);
     if constexpr (kInput && X_PREFETCH)
-        prefetch_to_l2(x_layer, (size_t)T * kGroups * kVecRows * in_size * sizeof(unsigned short));
+        prefetch_to_l2(x_layer, (size_t)X_REPLICAS * T * kGroups * kVecRows * in_size * sizeof(unsigned short));
     const unsigned short* x16 = x_layer + (size_t)p.g * kBatch * in_size;   // v30: the group's first row
+    if constexpr (X_REPLICAS > 1 && !kSplit) x16 += (size_t)(blockIdx.x % X_REPLICAS) * T * kBatchAll * in_size;
     const SplitInput sx = split_input(xin, T, in_size);   // v29 (SPLIT with IN_K_TILES only)
     const size_t x_step = (size_t)kBatchAll * in_size;     // x_t's row offset
     float c = p.active ? load_state(c0, p.state_at, states16) : 0.0f;   // cell state stays in this thread's register

@@ -65,3 +65,11 @@ def test_pairs_replay_from_graphs_within_tolerance(monkeypatch, rng, dtype, batc
     _pairs(monkeypatch, True, 400)
     config = LSTMConfig(1024, 1024, 1, False, dtype, batch, 33)
     _assert_graph_replays_match_float64(rng, config, "mma", HALF_TOL)
+
+
+@pytest.mark.parametrize("dtype, batch, replicas", [("float16", 16, 4), ("bfloat16", 4, 2)])
+def test_x_replicas_train_within_tolerance(monkeypatch, dtype, batch, replicas):
+    monkeypatch.setattr(persistent, "X_REPLICAS", replicas)
+    config = LSTMConfig(1024, 1024, 1, False, dtype, batch, 20)
+    assert _forward_plan(config).in_kernel_projection
+    _compare(np.random.default_rng(3), config, HALF_TOL)
