@@ -1332,6 +1332,8 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
             xw_exponents = (row_exp, _xw_column_exponents(prep, layer, dirs))
         elif projection_in_kernel:   # v12 / v15: the kernel reads x (16-bit / fp32) and W_ih tiles itself
             xin = layer_in_16bit if fwd.kind == "mma" else layer_in
+            if X_REPLICAS > 1 and fwd.kind == "mma":   # v46 probe: the copies the kernel reads
+                xin = cp.concatenate([xin] * int(X_REPLICAS))
         else:
             xin = cp.ascontiguousarray(_input_projections(layer_in, preps, _tf32_for(config),
                                                           not in_kernel_bias, layer_in_16bit, gemm_dtype))
@@ -1354,8 +1356,6 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
                     unscale=_split_unscale(prep, layer, built))
         elif projection_in_kernel:   # v21: a capture may hand the kernel the caller's x by reference
             x_at = persistent_graph.input_reference(xin) if fwd.kind == "mma" and X_REPLICAS == 1 else None
-            if X_REPLICAS > 1 and fwd.kind == "mma":   # v46 probe
-                xin = cp.concatenate([xin] * int(X_REPLICAS))
             _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs,
                     _biases(prep, layer, dirs), _tiles(prep, layer, dirs, built, "w_ih"),
                     config.layer_input_size(layer), x_at=x_at, out16=out16, states16=states16)
