@@ -20,8 +20,7 @@ ENGINE_FLAGS = ("FP32_TENSOR_CORES", "TAGGED_EXCHANGE", "PAIRED_SPLIT", "SPLIT_W
                 "BWD_LATE_LOADS", "DEINTERLEAVE_BY_MEMCPY", "XW_UNSCALE_IN_KERNEL", "XW_AT_LOAD", "H0_IN_PRODUCT",
                 "SPLIT_READS_X", "POLL_SPIN_CYCLES", "FP32_LONG_REDUCTION_FROM_K",
                 "FP32_PROJECTION_LONG_FROM_K", "LONG_REDUCTIONS", "LONG_REDUCTION_CHUNK", "BACKWARD_GROUPS",
-                "BACKWARD_BY_ROWS", "CLUSTER_K", "CLUSTER_WARPS", "CLUSTER_POLL_DELAY_NS", "CLUSTER_COOPERATIVE",
-                "INPUT_PAIRS", "INPUT_PAIR_SPIN_CYCLES", "X_REPLICAS")
+                "BACKWARD_BY_ROWS", "CLUSTER_K", "CLUSTER_WARPS", "CLUSTER_POLL_DELAY_NS", "CLUSTER_COOPERATIVE")
 BLAS_FLAGS = ("UNSCALE_BY_FOURS",)   # v35: gpu_blas's
 # The engine's own defaults, read once at import (before any mode sets a flag), so that a changed
 # default in persistent.py needs no second edit here.

@@ -107,8 +107,6 @@ def kernel_launcher(config, prepared, x, h0, c0, plan):
     in_kernel_bias = persistent.adds_biases(plan, built)
     if in_kernel:
         xin = persistent._storage16(persistent._f32(x), config.dtype) if mma else persistent._f32(x)
-        if mma and persistent.X_REPLICAS > 1:   # v46 probe: the copies the kernel reads
-            xin = cp.concatenate([xin] * int(persistent.X_REPLICAS))
     else:
         xin = persistent._input_projections(persistent._f32(x), prepared.slots[0:1], with_bias=not in_kernel_bias)
     y = cp.empty((STEPS, batch, hidden), cp.float32)

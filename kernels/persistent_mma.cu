@@ -183,15 +183,6 @@ constexpr bool kXwAtLoad = true;
 #else
 constexpr bool kXwAtLoad = XW_AT_LOAD != 0;
 #endif
-#ifndef INPUT_PAIRS     // v46: the in-kernel projection stages x of two steps at once, every other step (see kInputPairs)
-#define INPUT_PAIRS 0
-#endif
-#ifndef INPUT_PAIR_SPIN  // v46: SM cycles a block spins after its publish on the steps without staging (0: none)
-#define INPUT_PAIR_SPIN 0
-#endif
-#ifndef X_REPLICAS      // v46 probe: x handed over in X_REPLICAS copies, block b reading copy b % X_REPLICAS (16-bit)
-#define X_REPLICAS 1
-#endif
 #ifndef CLUSTER_K       // v42: a thread-block cluster of CLUSTER_K blocks runs one virtual block (see kClusterK)
 #define CLUSTER_K 1
 #endif
@@ -264,13 +255,6 @@ constexpr bool kInput = IN_K_TILES > 0;
 constexpr int kInKTiles = IN_K_TILES;
 constexpr int kInWarpK = 16 * IN_K_TILES;
 constexpr int kInTileU4 = kWarps * kInKTiles * kMTiles * 32;   // one block's packed W_ih tile (uint4)
-// v46, INPUT_PAIRS (16-bit, unclustered): most of the input product's time after the publish is the L2 round trip
-// of x_{t+1}'s loads (v37's step clocks), and x depends on nothing the blocks write. So every other step a block
-// stages x_{t+1} and x_{t+2} together (one round trip for both), multiplies both, and parks step t+2's
-// accumulators in shared memory; the step after, it takes them from there (no loads, no product). The sums are
-// the same as one step at a time, bitwise.
-constexpr bool kInputPairs = INPUT_PAIRS != 0 && kInput;
-static_assert(!kInputPairs || !kSplit, "INPUT_PAIRS: 16-bit layers (not v29's split input)");
 // v29, SPLIT with IN_K_TILES (only when forced: slower than the GEMM, persistent_rules.split_projection_pays):
 // the block keeps only W_ih's hi fragments (its own power-of-two scale; hi and lo tiles, 2x v12's
 // bytes, measured slower still), and x_t arrives as the 2B rows [x_hi | x_lo] of a per-row scaled split (x is
@@ -299,7 +283,6 @@ constexpr int kUnitsPerRank = kRows / 4 / kClusterK;   // a block's own units
 static_assert(!kClustered || (PASS == 0 && kTagged && !(kSplit && kInput)),
               "CLUSTER_K: tagged forwards, not with v29's in-kernel split projection");
 static_assert(kRows % (4 * kClusterK) == 0, "CLUSTER_K must divide the virtual block's units");
-constexpr int kClusterFloats = kClustered ? 2 * kClusterK * kUnitsPerRank * 4 * kNPad : 0;   // the cluster partials
 
 #if CLUSTER_K > 1 && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900)
 #define ECORNN_MMA_CLUSTER __cluster_dims__(CLUSTER_K, 1, 1)
@@ -344,8 +327,7 @@ constexpr int kVecWordsPerWarp = kVecRows * kVecStride;
 constexpr int kStageChunk = 8;                    // float4 loads per lane in flight while staging
 // Per-warp staged input x_t (IN_K_TILES > 0), the same format: row stride kInWarpK/2 + 4 words.
 constexpr int kXStride = kInWarpK / 2 + 4;
-constexpr int kXWordsPerWarp = kInput ? (kInputPairs ? 2 : 1) * kVecRows * kXStride : 0;
-constexpr int kAccFloats = kATiles * kNTiles * 4;          // one lane's accumulators
+constexpr int kXWordsPerWarp = kInput ? kVecRows * kXStride : 0;
 
 #if PASS == 0
 // v29: the parts of the split input (see kInTileU4).
@@ -514,10 +496,8 @@ __device__ __forceinline__ size_t packed_rows(int d, int step, int k_len) {
 // 16-bit rows src[n * ld + k] (n < Rows, k < k_len, ld and k_len multiples of 8) into its region `mine` (row stride
 // Stride words): 16-byte loads of 8 values, stored as they are. The packed exchange (written by every block before the
 // grid barrier) and, v12, the layer input x_t.
-// v46, BlockRows < Rows: the rows come in blocks of BlockRows, block r at src + r * block_ld (x of two steps).
-template <int WarpK, int Stride, int Rows, int BlockRows = Rows>
-__device__ __forceinline__ void stage_rows(unsigned int* mine, const unsigned short* src, int ld, int k_len,
-                                           ptrdiff_t block_ld = 0) {
+template <int WarpK, int Stride, int Rows>
+__device__ __forceinline__ void stage_rows(unsigned int* mine, const unsigned short* src, int ld, int k_len) {
     const int kw = slice_warp(), lane = threadIdx.x % 32;
     constexpr int octs = WarpK / 8, count = Rows * octs;
     constexpr int iters = (count + 31) / 32, chunk = iters < kStageChunk ? iters : kStageChunk;
@@ -527,13 +507,8 @@ __device__ __forceinline__ void stage_rows(unsigned int* mine, const unsigned sh
 #pragma unroll
         for (int j = 0; j < chunk; ++j) {
             const int i = (base + j) * 32 + lane, n = i / octs, k = kw * WarpK + 8 * (i % octs);
-            if constexpr (BlockRows < Rows) {
-                const unsigned short* row = src + (n / BlockRows) * block_ld + (size_t)(n % BlockRows) * ld;
-                v[j] = i < count && k < k_len ? __ldcg(reinterpret_cast<const uint4*>(row + k)) : make_uint4(0, 0, 0, 0);
-            } else {
-                v[j] = i < count && k < k_len ? __ldcg(reinterpret_cast<const uint4*>(src + (size_t)n * ld + k))
-                                              : make_uint4(0, 0, 0, 0);
-            }
+            v[j] = i < count && k < k_len ? __ldcg(reinterpret_cast<const uint4*>(src + (size_t)n * ld + k))
+                                          : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
         for (int j = 0; j < chunk; ++j) {
@@ -687,34 +662,6 @@ __device__ __forceinline__ void stage_input(unsigned int* xs, const unsigned sho
         if constexpr (kSplit)
             stage_rows<kInWarpK, kXStride, kBatch>(x_w + kBatch * kXStride, lo_rows, in_size, in_size);
     }
-}
-
-// v46: x of two steps (rows of step 2 at x_rows + step2_ld) into the warp's xs region, rows [0, B) and [B, 2B):
-// the loads of both in flight together.
-__device__ __forceinline__ void stage_input_pair(unsigned int* xs, const unsigned short* x_rows, ptrdiff_t step2_ld,
-                                                 int in_size) {
-    if constexpr (kInputPairs)
-        stage_rows<kInWarpK, kXStride, 2 * kBatch, kBatch>(xs + (threadIdx.x / 32) * kXWordsPerWarp, x_rows, in_size,
-                                                            in_size, step2_ld);
-}
-
-// v46: this lane's accumulators into (park) or out of (unpark) the block's parking area, [float][thread].
-__device__ __forceinline__ void park_acc(float* park_s, const Acc& acc) {
-#pragma unroll
-    for (int mt = 0; mt < kATiles; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < kNTiles; ++nt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) park_s[((mt * kNTiles + nt) * 4 + i) * kThreads + threadIdx.x] = acc[mt][nt][i];
-}
-
-__device__ __forceinline__ void unpark_acc(Acc& acc, const float* park_s) {
-#pragma unroll
-    for (int mt = 0; mt < kATiles; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < kNTiles; ++nt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) acc[mt][nt][i] = park_s[((mt * kNTiles + nt) * 4 + i) * kThreads + threadIdx.x];
 }
 
 // v12: acc = this warp's slice of W_ih . x_t, every k-tile from shared memory in_s, x_t staged by
@@ -943,7 +890,6 @@ struct Carve {
     uint4* in_a;
     unsigned int* xs;
     float* cluster;   // v42: the cluster partials [2][CLUSTER_K][own units][kNPad][4]
-    float* park;      // v46: the parked input product [kAccFloats][kThreads]
 };
 
 __device__ __forceinline__ Carve carve(uint4* smem) {
@@ -954,7 +900,6 @@ __device__ __forceinline__ Carve carve(uint4* smem) {
     s.in_a = reinterpret_cast<uint4*>(s.vec + kWarps * kVecWordsPerWarp);
     s.xs = reinterpret_cast<unsigned int*>(s.in_a + kInTileU4);
     s.cluster = reinterpret_cast<float*>(s.xs + kWarps * kXWordsPerWarp);
-    s.park = s.cluster + kClusterFloats;
     return s;
 }
 
@@ -1102,36 +1047,6 @@ __device__ __forceinline__ float4 cluster_unit_sums(const float* cluster_s, int 
     return z;
 }
 
-// v46: acc = the input product of step step+1 (x_{t_next}). On even steps x_{t_next} and the next one's x arrive
-// together: the later step's product comes first (the registers then hold one set at a time, as without pairs) and
-// is parked; on odd steps it is unparked, after an optional spin that keeps the block's polls off the exchange
-// until the others' h can be there (what the skipped product did).
-__device__ __forceinline__ void next_input_products(Acc& acc, const Carve& s, const unsigned short* x16,
-                                                    size_t x_step, int t_next, bool reverse, int step, int T,
-                                                    int in_size) {
-    if constexpr (kInputPairs) {
-        if (step & 1) {
-            unpark_acc(acc, s.park);
-            if constexpr (INPUT_PAIR_SPIN > 0) {
-                const long long start = clock64();
-                while (clock64() - start < INPUT_PAIR_SPIN) {
-                }
-            }
-            return;
-        }
-        const unsigned short* rows = x16 + t_next * x_step;
-        if (step + 2 < T) {
-            stage_input_pair(s.xs, rows, reverse ? -(ptrdiff_t)x_step : (ptrdiff_t)x_step, in_size);
-            Acc later;
-            input_product(later, s.in_a, s.xs + kBatch * kXStride);
-            park_acc(s.park, later);
-        } else {
-            stage_input(s.xs, rows, nullptr, in_size);
-        }
-        input_product(acc, s.in_a, s.xs);
-    }
-}
-
 // tiles [D][blocks][NWARPS][K_TILES][M_TILES][32] uint4; xin: xw [D][T][B][4H] fp32 (gate-interleaved,
 // without biases), or with IN_K_TILES the layer input x [T][B][in_size] as 16-bit values (in_size a
 // multiple of 8) and in_tiles [D][blocks][NWARPS][IN_K_TILES][M_TILES][32] the packed W_ih rows;
@@ -1180,9 +1095,8 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     const unsigned short* x_layer = reinterpret_cast<const unsigned short*>(
         x_by_reference ? reinterpret_cast<const float*>(x_at[0]) : xin);
     if constexpr (kInput && X_PREFETCH)
-        prefetch_to_l2(x_layer, (size_t)X_REPLICAS * T * kGroups * kVecRows * in_size * sizeof(unsigned short));
+        prefetch_to_l2(x_layer, (size_t)T * kGroups * kVecRows * in_size * sizeof(unsigned short));
     const unsigned short* x16 = x_layer + (size_t)p.g * kBatch * in_size;   // v30: the group's first row
-    if constexpr (X_REPLICAS > 1 && !kSplit) x16 += (size_t)(blockIdx.x % X_REPLICAS) * T * kBatchAll * in_size;
     const SplitInput sx = split_input(xin, T, in_size);   // v29 (SPLIT with IN_K_TILES only)
     const size_t x_step = (size_t)kBatchAll * in_size;     // x_t's row offset
     float c = p.active ? load_state(c0, p.state_at, states16) : 0.0f;   // cell state stays in this thread's register
@@ -1288,9 +1202,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         block_mark(step, kMarkPointwise);
         block_mark(step, kMarkPublishedNs, true);
         if constexpr (kSplitBarrier) grid_arrive(counter);   // h_t published (also orders the reads of red)
-        if (kInputPairs && step + 1 < T) {   // v46: steps step+1 and step+2 every other step
-            next_input_products(acc, s, x16, x_step, t_next, p.reverse, step, T, in_size);
-        } else if (kInput && step + 1 < T) {   // the next step's input product while the other blocks finish
+        if (kInput && step + 1 < T) {   // the next step's input product while the other blocks finish
             stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
             input_product(acc, s.in_a, s.xs);
             input_in_recurrent_units(acc, next_factors);

@@ -202,11 +202,6 @@ CLUSTER_POLL_DELAY_NS = None  # v42: clustered plans sleep this many ns before t
                               # rules.CLUSTER_POLL_DELAY_NS as a spin of rules.SPLIT_POLL_SPIN_CYCLES)
 CLUSTER_COOPERATIVE = True    # v42: launch them cooperatively (co-residency guaranteed); False: an ordinary launch
                               # after cuOccupancyMaxActiveClusters says every cluster is resident
-INPUT_PAIRS = False       # v46: 16-bit forwards with the in-kernel projection stage x of two steps at a time, every
-                          # other step (capacity.with_input_pairs); False: one step at a time
-INPUT_PAIR_SPIN_CYCLES = 0   # v46: SM cycles such a plan spins after its publish on the steps without staging
-X_REPLICAS = 1    # v46 probe: 16-bit in-kernel projections read x from this many copies (block b: copy b % X_REPLICAS),
-                  # made before the kernel; 1: the one x
 STEP_CLOCKS = 0   # v37 diagnostic: > 0 compiles the tensor-core forward with clock marks of its first STEP_CLOCKS
                   # steps (kernels/step_clocks.cuh; read by benchmarks/diag_step_clocks_v37.py); 0: none
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
@@ -315,8 +310,6 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None, backward
     if CLUSTER_POLL_DELAY_NS is not None and getattr(plans["forward"], "cluster_k", 1) > 1:   # a sleep, no spin
         plans = {**plans, "forward": replace(plans["forward"], poll_delay_ns=int(CLUSTER_POLL_DELAY_NS),
                                              poll_spin_cycles=0)}
-    if INPUT_PAIRS:
-        plans = {**plans, "forward": capacity.with_input_pairs(props, plans["forward"], INPUT_PAIR_SPIN_CYCLES)}
     return {k: capacity.with_late_loads(p, BWD_LATE_LOADS) for k, p in plans.items()}   # after the overrides
 
 
@@ -679,8 +672,7 @@ def _flag_defines() -> dict:
     """Compile-time constants that engine flags (ablations) set on every persistent kernel."""
     return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0}),
             **({"XW_AT_LOAD": 1} if XW_AT_LOAD else {}), **({} if H0_IN_PRODUCT else {"H0_IN_PRODUCT": 0}),
-            **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {}),
-            **({"X_REPLICAS": int(X_REPLICAS)} if X_REPLICAS > 1 else {})}
+            **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {})}
 
 
 def _module(plan, cooperative: bool = True):
@@ -716,8 +708,7 @@ def _remembered(build):
 
     @functools.wraps(build)
     def cached(plan, device_id: int):
-        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS, CLUSTER_COOPERATIVE,
-               X_REPLICAS)
+        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS, CLUSTER_COOPERATIVE)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -1237,8 +1228,7 @@ def _graph_mode(variant) -> tuple:
             BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY,
             XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
-            LONG_REDUCTION_CHUNK, STEP_CLOCKS, CLUSTER_K, CLUSTER_WARPS, CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE,
-            INPUT_PAIRS, INPUT_PAIR_SPIN_CYCLES, X_REPLICAS)
+            LONG_REDUCTION_CHUNK, STEP_CLOCKS, CLUSTER_K, CLUSTER_WARPS, CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
@@ -1332,8 +1322,6 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
             xw_exponents = (row_exp, _xw_column_exponents(prep, layer, dirs))
         elif projection_in_kernel:   # v12 / v15: the kernel reads x (16-bit / fp32) and W_ih tiles itself
             xin = layer_in_16bit if fwd.kind == "mma" else layer_in
-            if X_REPLICAS > 1 and fwd.kind == "mma":   # v46 probe: the copies the kernel reads
-                xin = cp.concatenate([xin] * int(X_REPLICAS))
         else:
             xin = cp.ascontiguousarray(_input_projections(layer_in, preps, _tf32_for(config),
                                                           not in_kernel_bias, layer_in_16bit, gemm_dtype))
@@ -1355,7 +1343,7 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
                     _biases(prep, layer, dirs), input_tiles, config.layer_input_size(layer),
                     unscale=_split_unscale(prep, layer, built))
         elif projection_in_kernel:   # v21: a capture may hand the kernel the caller's x by reference
-            x_at = persistent_graph.input_reference(xin) if fwd.kind == "mma" and X_REPLICAS == 1 else None
+            x_at = persistent_graph.input_reference(xin) if fwd.kind == "mma" else None
             _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs,
                     _biases(prep, layer, dirs), _tiles(prep, layer, dirs, built, "w_ih"),
                     config.layer_input_size(layer), x_at=x_at, out16=out16, states16=states16)
@@ -1411,8 +1399,7 @@ def kernel_reads_x(config, x, variant: str = "auto") -> bool:
     """v21: whether an inference forward's only reader of ``x`` is layer 0's tensor-core kernel (its
     in-kernel projection on x's own 16-bit values), so a replayed graph may hand the kernel the
     caller's x instead of a copy (persistent_graph.KERNEL_READS_X)."""
-    if config.dtype not in capacity.MMA_DTYPES or x.dtype.name != config.dtype or not DIRECT_16BIT_INPUT \
-            or X_REPLICAS > 1:
+    if config.dtype not in capacity.MMA_DTYPES or x.dtype.name != config.dtype or not DIRECT_16BIT_INPUT:
         return False
     fwd, built = _inference_forward(config, variant)
     if fwd.kind != "mma":   # (the cluster kernel's too)

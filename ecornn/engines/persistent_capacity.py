@@ -753,9 +753,6 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                                 # reads a 16-bit dy, prefetched into L2 (BWD_LATE_LOADS=1; with_late_loads)
     batch_groups: int = 1       # v30 (16-bit layers): the layer's batch is batch_groups x batch columns, each
                                 # group on blocks_per_dir blocks of its own (grouped_plan); batch is one group's
-    input_pairs: bool = False   # v46 (16-bit forwards with the in-kernel projection): x of two steps staged together
-                                # every other step, the later product parked in shared memory (with_input_pairs)
-    input_pair_spin: int = 0    # v46: SM cycles spun after the publish on the steps that only unpark (INPUT_PAIR_SPIN)
     cluster_k: int = 1          # v42 (tagged forwards, sm_90): clusters of cluster_k blocks each run one virtual
                                 # block of cluster_k x warps warps and m_tiles m-tiles, a rank 1/cluster_k of K
                                 # (with_cluster_k); units and blocks_per_dir stay a real block's and the grid's
@@ -821,8 +818,6 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                 **({"POLL_SPIN_CYCLES": self.poll_spin_cycles} if self.poll_delay_ns and self.poll_spin_cycles else {}),
                 **({"GROUPS": self.batch_groups} if self.batch_groups > 1 else {}),
                 **({"CLUSTER_K": self.cluster_k} if self.cluster_k > 1 else {}),
-                **({"INPUT_PAIRS": 1} if self.input_pairs else {}),
-                **({"INPUT_PAIR_SPIN": self.input_pair_spin} if self.input_pairs and self.input_pair_spin else {}),
                 **({"GROUP_BARRIERS": 1} if self.barrier_per_group else {}),
                 **({"BWD_LATE_LOADS": 1} if self.loads_late else {})}
 
@@ -848,18 +843,10 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
         """The same plan with the input projection as a GEMM before the kernel (the ablation)."""
         if not self.input_k_tiles:
             return self
-        plan = self.without_input_pairs()
-        return replace(plan, input_k_tiles=0,
-                       smem_bytes=plan.smem_bytes - mma_input_smem_bytes(self.batch, self.warps, self.m_tiles,
+        return replace(self, input_k_tiles=0,
+                       smem_bytes=self.smem_bytes - mma_input_smem_bytes(self.batch, self.warps, self.m_tiles,
                                                                          self.input_k_tiles, self.parts),
                        regs_per_thread=self.regs_per_thread - mma_input_registers(self))
-
-    def without_input_pairs(self) -> "MmaPlan":
-        """The same plan staging x one step at a time (v46's ablation)."""
-        if not self.input_pairs:
-            return self
-        return replace(self, input_pairs=False, input_pair_spin=0,
-                       smem_bytes=self.smem_bytes - mma_input_pair_smem_bytes(self))
 
     def exchange_shape(self, directions: int) -> tuple:
         """uint32 words of the exchange buffer [D][2][B][row] (zeroed before each launch) through which
@@ -883,9 +870,6 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
             split += LATE_LOADS_TEXT
         if self.cluster_k > 1:
             split += f", clusters of {self.cluster_k} blocks, each 1/{self.cluster_k} of K"
-        if self.input_pairs:
-            projection += ", x staged two steps at a time" + (f" (spin {self.input_pair_spin})" if self.input_pair_spin
-                                                              else "")
         return (f"{self.pass_name} (tensor cores, {self.dtype}{split}): {self.grid} blocks x {self.threads} threads, "
                 f"{self.units} units/block, {self.reg_k_tiles}/{self.k_tiles} k-tiles in registers, "
                 f"{self.smem_bytes // 1024} KB smem, {self.launches} launch(es){projection}, "
@@ -933,23 +917,6 @@ def mma_input_smem_bytes(batch: int, warps: int, m_tiles: int, input_k_tiles: in
     """Shared memory the in-kernel input projection (v12) adds: the W_ih tiles and staged x_t (``parts``
     = 2, v29: the fp32 split's x_t as hi and lo rows; its W_ih tiles are the hi fragments only)."""
     return warps * input_k_tiles * m_tiles * 32 * 16 + parts * 4 * warps * batch * (8 * input_k_tiles + 4)
-
-
-def mma_input_pair_smem_bytes(plan) -> int:
-    """Shared memory v46's pairs add: the second step's staged x and the parked accumulators (every lane's)."""
-    return 4 * plan.warps * plan.batch * (8 * plan.input_k_tiles + 4) + 16 * plan.threads * plan.m_tiles * plan.n_tiles
-
-
-def with_input_pairs(props: dict, plan, spin: int = 0):
-    """``plan`` staging x of two steps at a time (v46, INPUT_PAIRS) where it is a 16-bit forward with the in-kernel
-    projection and the pairs' shared memory fits; else ``plan`` as it is."""
-    if plan.kind != "mma" or plan.pass_name != "forward" or not plan.input_k_tiles or plan.parts != 1 \
-            or plan.input_pairs:
-        return plan
-    smem = plan.smem_bytes + mma_input_pair_smem_bytes(plan)
-    if smem > props["smem_per_block_optin"] - SMEM_RESERVED_PER_BLOCK:
-        return plan
-    return replace(plan, input_pairs=True, input_pair_spin=int(spin), smem_bytes=smem)
 
 
 def mma_input_registers(plan) -> int:
