@@ -12,6 +12,7 @@ from bench_persistent_v5 import _train_ms  # noqa: E402
 
 from ecornn import gpu_blas  # noqa: E402
 from ecornn.engines import persistent  # noqa: E402
+from ecornn.engines import persistent_capacity as capacity  # noqa: E402
 
 ENGINE_FLAGS = ("FP32_TENSOR_CORES", "TAGGED_EXCHANGE", "PAIRED_SPLIT", "SPLIT_WORDS", "IN_KERNEL_PROJECTION", "POLL_DELAY",
                 "REGISTER_MODEL", "FP32_GEMMS", "FP32_BACKWARD_GEMMS", "KERNEL_WRITES_16BIT", "GRID_KERNEL_BIAS",
@@ -22,16 +23,23 @@ ENGINE_FLAGS = ("FP32_TENSOR_CORES", "TAGGED_EXCHANGE", "PAIRED_SPLIT", "SPLIT_W
                 "FP32_PROJECTION_LONG_FROM_K", "LONG_REDUCTIONS", "LONG_REDUCTION_CHUNK", "BACKWARD_GROUPS",
                 "BACKWARD_BY_ROWS", "CLUSTER_K", "CLUSTER_WARPS", "CLUSTER_POLL_DELAY_NS", "CLUSTER_COOPERATIVE")
 BLAS_FLAGS = ("UNSCALE_BY_FOURS",)   # v35: gpu_blas's
+CAPACITY_FLAGS = ("BATCH_GROUP_MIN",)   # v46: the capacity model's (the cached plans are dropped when one changes)
 # The engine's own defaults, read once at import (before any mode sets a flag), so that a changed
 # default in persistent.py needs no second edit here.
 ENGINE_FLAG_DEFAULTS = {name: getattr(persistent, name) for name in ENGINE_FLAGS}
 ENGINE_FLAG_DEFAULTS.update({name: getattr(gpu_blas, name) for name in BLAS_FLAGS})
+ENGINE_FLAG_DEFAULTS.update({name: getattr(capacity, name) for name in CAPACITY_FLAGS})
 
 
 def set_engine_flags(flags: dict) -> None:
     """The engine's flags at their defaults, except ``flags``."""
     for name, value in {**ENGINE_FLAG_DEFAULTS, **flags}.items():
-        setattr(gpu_blas if name in BLAS_FLAGS else persistent, name, value)
+        if name in CAPACITY_FLAGS:
+            if getattr(capacity, name) != value:
+                setattr(capacity, name, value)
+                persistent._plans_for.cache_clear()
+        else:
+            setattr(gpu_blas if name in BLAS_FLAGS else persistent, name, value)
 
 
 def plannable_modes(config, modes: dict, train: bool, built: bool = False) -> tuple:

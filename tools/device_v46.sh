@@ -3,6 +3,7 @@
 # this visit ran from commit 9184cd7 (their stages: pairs with SET 1 and 3, tests).
 # Stages (STAGES), all under $OUT:
 #   host      benchmarks/profile_host_v46.py (a replayed forward's event span, bare graph, host time, cProfile)
+#   narrow    benchmarks/explore_narrow_groups_v46.py (16-bit B = 10-14 in two groups of 5-7 columns)
 #   v45:*     a stage of tools/device_v45.sh (fitreg, b7, odd, sanitize, v44:* (..., v42:* (tests, quick, rest, ...)))
 set -u
 OUT=${OUT:-/tmp/v46_out}
@@ -11,6 +12,9 @@ for stage in ${STAGES:-host}; do
   case $stage in
     host) source benchmarks/device_setup.sh && record_device "$OUT/device.txt"
           timeout "${BENCH_TIMEOUT:-200}" python3 benchmarks/profile_host_v46.py "$OUT" 2>&1 | tail -40 ;;
+    narrow) source benchmarks/device_setup.sh && record_device "$OUT/device.txt"
+            timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/explore_narrow_groups_v46.py "$OUT" --set "${SET:-1}" \
+              --rounds "${ROUNDS:-2}" 2>&1 | tail -20 ;;
     v45:*) OUT=$OUT STAGES=${stage#v45:} bash tools/device_v45.sh ;;
   esac
 done
