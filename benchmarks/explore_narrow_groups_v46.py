@@ -1,5 +1,5 @@
-"""v46 exploration: 16-bit passes at B = 10-14 in two batch groups of 5-7 columns (each padded to one mma N tile;
-capacity.BATCH_GROUP_MIN lowered from 8 to 4) against the engine's choice ("auto": ungrouped there). Per cell and
+"""v46 exploration: 16-bit passes at B = 10-14 (set 1; set 2: B = 4-8) in two batch groups of 5-7 (2-4) columns
+(each padded to one mma N tile; capacity.BATCH_GROUP_MIN lowered) against the engine's choice ("auto": ungrouped there). Per cell and
 mode, alternated in one process: the whole forward (graph replay), the forward kernel alone and fwd+bwd, T=256,
 input = hidden.
 
@@ -21,12 +21,18 @@ def measure_cell(dtype, hidden, batch, modes, rounds, repeats, train=True) -> di
     return measure_modes_cell(dtype, hidden, batch, {"auto": {}, **modes}, rounds, repeats, train)
 
 
+VERY_NARROW = {"2 groups": {"BATCH_GROUPS": 2, "BATCH_GROUP_MIN": 2}}
+
 # (dtype, hidden, batch, {mode: flags} besides "auto"), per --set
 CELL_SETS = {
     1: [("float16", 1024, 12, TWO_NARROW_GROUPS), ("float16", 1024, 10, TWO_NARROW_GROUPS),
         ("float16", 1024, 14, TWO_NARROW_GROUPS), ("bfloat16", 1024, 12, TWO_NARROW_GROUPS),
         ("float16", 512, 12, TWO_NARROW_GROUPS), ("bfloat16", 256, 10, TWO_NARROW_GROUPS),
         ("float16", 768, 14, TWO_NARROW_GROUPS)],
+    # 2: B <= 8 in two groups of 2-4 columns (the final BATCH_GROUP_MIN 5 leaves them ungrouped)
+    2: [("float16", 256, 8, VERY_NARROW), ("float16", 512, 8, VERY_NARROW), ("bfloat16", 384, 8, VERY_NARROW),
+        ("float16", 1024, 8, VERY_NARROW), ("float16", 256, 6, VERY_NARROW), ("bfloat16", 256, 4, VERY_NARROW),
+        ("bfloat16", 512, 4, VERY_NARROW)],
 }
 
 
