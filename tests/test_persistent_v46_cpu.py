@@ -1,6 +1,7 @@
 """`persistent` v46 on the CPU: 16-bit passes at B = 10, 12 and 14 in two batch groups of 5-7 columns
 (capacity.BATCH_GROUP_MIN 5; H200, alternated in one process, results/persistent_v46 call 6: whole forward 1.06-1.57x
-and fwd+bwd 1.20-1.41x faster than the ungrouped plans), the batches it leaves, the kernel's check lines, the planner's
+and fwd+bwd 1.20-1.41x faster than the ungrouped plans), at H = 256-512 the B=8 passes in two groups of 4 and the B=4
+backward in two of 2 (rules.narrow_groups_pay, call 8), the batches they leave, the kernel's check lines, the planner's
 pick, and the engine through the fragment emulation within 1e-2 of float64."""
 from pathlib import Path
 
@@ -38,17 +39,42 @@ def test_batches_10_to_14_run_in_two_narrow_groups(on_device, dtype, hidden, bat
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("batch", [4, 6, 8, 9, 11, 13, 15])
-def test_other_batches_below_16_stay_ungrouped(on_device, dtype, batch):
-    """Groups narrower than 5 columns (B=8 as 2 x 4: unmeasured; its one-group plan meets #5's fp16 B=8 target) and
-    odd batches (no even split) keep one group."""
+def test_other_batches_below_16_stay_ungrouped_at_h1024(on_device, dtype, batch):
+    """Groups narrower than 5 columns at H=1024 (B=8 as 2 x 4 measured slower: 2.44 vs 2.01 µs/step, call 8) and odd
+    batches (no even split) keep one group."""
     for plan in _plans(dtype, 1024, batch).values():
         assert plan.batch_groups == 1
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("hidden", [256, 384, 512])
+def test_small_hidden_b8_passes_and_b4_backward_run_in_two_groups(on_device, dtype, hidden):
+    """rules.narrow_groups_pay (call 8): B=8 forward and backward in two groups of 4, B=4 the backward alone in two of
+    2 (its forward measured slower grouped: bf16 H=256 1.16 vs 1.02 µs/step)."""
+    b8, b4 = _plans(dtype, hidden, 8), _plans(dtype, hidden, 4)
+    assert [(p.batch_groups, p.batch) for p in b8.values()] == [(2, 4), (2, 4)]
+    assert (b4["forward"].batch_groups, b4["backward"].batch_groups, b4["backward"].batch) == (1, 2, 2)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("hidden, batch", [(128, 8), (640, 8), (768, 4), (256, 6), (512, 2), (384, 5)])
+def test_small_batches_outside_the_measured_cells_stay_ungrouped(on_device, dtype, hidden, batch):
+    for plan in _plans(dtype, hidden, batch).values():
+        assert plan.batch_groups == 1
+
+
+def test_the_narrow_rule_by_pass():
+    assert rules.narrow_groups_pay("forward", 512, 8) and not rules.narrow_groups_pay("forward", 512, 4)
+    assert rules.narrow_groups_pay("backward", 256, 4) and rules.narrow_groups_pay("backward", 384, 8)
+    assert not rules.narrow_groups_pay("backward", 1024, 8) and not rules.narrow_groups_pay("backward", 128, 4)
 
 
 def test_the_narrowest_group_is_five_columns(on_device):
     props = persistent._props()
     assert cap.BATCH_GROUP_MIN == 5
     assert cap.grouped_plan(props, LSTMConfig(1024, 1024, 1, False, "float16", 8, 16), groups=2) is None
+    assert cap.grouped_plan(props, LSTMConfig(512, 512, 1, False, "float16", 8, 16), groups=2).batch == 4
+    assert cap.grouped_plan(props, LSTMConfig(512, 512, 1, False, "float16", 8, 16), groups=4) is None   # 2 columns
     plan = cap.grouped_plan(props, LSTMConfig(1024, 1024, 1, False, "float16", 10, 16), groups=2)
     assert (plan.batch_groups, plan.batch) == (2, 5)
     assert rules.batch_group_counts(12) == (2,)
@@ -84,7 +110,8 @@ def test_the_planner_picks_persistent(dtype, hidden, batch, training):
 
 
 @pytest.mark.parametrize("dtype, inp, hidden, layers, bidir, batch, steps", [
-    ("float16", 64, 96, 1, False, 12, 7), ("bfloat16", 40, 72, 2, True, 10, 5), ("float16", 48, 200, 1, False, 14, 4)])
+    ("float16", 64, 96, 1, False, 12, 7), ("bfloat16", 40, 72, 2, True, 10, 5), ("float16", 48, 200, 1, False, 14, 4),
+    ("float16", 40, 256, 1, False, 8, 5), ("bfloat16", 24, 384, 2, True, 8, 4)])
 def test_engine_matches_float64_through_the_emulation(cpu_engine, rng, dtype, inp, hidden, layers, bidir,  # noqa: F811
                                                       batch, steps):
     config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)

@@ -1230,7 +1230,7 @@ def grouped_plan(props: dict, config, pass_name: str = "forward", reg_model: str
     split = config.dtype == MMA_SPLIT_DTYPE   # v40: the fp32 split forward in groups too
     if (split and pass_name != "forward") or (config.dtype not in MMA_DTYPES and not split):
         return None
-    if batch % groups or batch // groups < (SPLIT_GROUP_MIN if split else BATCH_GROUP_MIN):
+    if batch % groups or batch // groups < _narrowest_group(config, pass_name, split):
         return None
     dims = (pass_name, config.dtype, config.hidden_size, batch // groups, reg_model)
     plan = _group_plan(props, *dims, 2 * groups) if config.num_directions == 2 else None
@@ -1245,6 +1245,15 @@ def grouped_plan(props: dict, config, pass_name: str = "forward", reg_model: str
     if pass_name != "forward":
         return plan
     return split_forward(props, plan, config) if split else _with_projection(props, plan, config)
+
+
+def _narrowest_group(config, pass_name: str, split: bool) -> int:
+    """The fewest columns a batch group of ``config``'s ``pass_name`` may have: SPLIT_GROUP_MIN for the fp32 split,
+    BATCH_GROUP_MIN for 16-bit passes, half the batch (two groups) where rules.narrow_groups_pay (v46)."""
+    if split:
+        return SPLIT_GROUP_MIN
+    narrow = rules.narrow_groups_pay(pass_name, config.hidden_size, config.batch)
+    return min(config.batch // 2, BATCH_GROUP_MIN) if narrow else BATCH_GROUP_MIN
 
 
 def _group_plan(props, pass_name, dtype, hidden, batch, reg_model, shares):

@@ -348,6 +348,21 @@ def grid_backward_group_counts(batch: int) -> list:
 GRID_BACKWARD_GROUP_COLUMNS = 2   # v41: the narrowest group "auto" tries for the fp32 grid backward
 
 
+# v46: 16-bit passes whose two batch groups may be narrower than capacity.BATCH_GROUP_MIN (by pass: the batches)
+NARROW_GROUP_BATCHES = {"forward": (8,), "backward": (4, 8)}
+NARROW_GROUP_HIDDEN = (256, 512)   # ... at these hidden sizes (inclusive): the measured range
+
+
+def narrow_groups_pay(pass_name: str, hidden: int, batch: int) -> bool:
+    """v46: whether a 16-bit pass at B <= 8 runs two batch groups of B/2 columns (2 or 4). H200, two groups vs one,
+    alternated in one process (results/persistent_v46 call 8; whole forward µs/step, fwd+bwd ms): fp16 H=256 B=8 1.08
+    vs 1.29, 0.820 vs 0.907; H=512 B=8 1.33 vs 1.53, 0.945 vs 1.111; bf16 H=384 B=8 1.47 vs 1.86, 0.947 vs 1.145;
+    bf16 H=256 B=4 1.16 vs 1.02 (the forward slower), 0.723 vs 0.792; H=512 B=4 1.27 vs 1.30, 0.828 vs 0.970. Not taken:
+    fp16 H=1024 B=8 (2.44 vs 2.01 forward, 1.514 vs 1.505) and B=6 (H=256: 1.30 vs 1.27, 0.872 vs 0.876)."""
+    low, high = NARROW_GROUP_HIDDEN
+    return low <= hidden <= high and batch in NARROW_GROUP_BATCHES.get(pass_name, ())
+
+
 MAX_BATCH_GROUPS = 16   # v39: the most groups measured (fp16 H=256 B=128)
 GROUP_COLUMNS = 8       # v39: the columns of a group the "auto" choice starts from (one mma N tile)
 
