@@ -1,8 +1,8 @@
 """v46: 16-bit cells at B = 10-14, now in two batch groups of 5-7 columns (capacity.BATCH_GROUP_MIN 5), against cuDNN
 and the fused engine in the same process (bench_groups_v39.run's rows).
 
-    python benchmarks/bench_narrow_groups_v46.py OUT_DIR [--repeats N]
-Writes OUT_DIR/bench_narrow_groups_v46.{json,md}.
+    python benchmarks/bench_narrow_groups_v46.py OUT_DIR [--repeats N] [--set 2]
+Writes OUT_DIR/bench_narrow_groups_v46.{json,md} (--set 2: the B = 4 and 8 cells, OUT_DIR/bench_narrow_groups_v46_small.*).
 """
 from __future__ import annotations
 
@@ -14,6 +14,10 @@ from bench_groups_v39 import run  # noqa: E402
 
 CELLS = [("float16", 1024, 12), ("float16", 1024, 10), ("float16", 1024, 14), ("bfloat16", 1024, 12),
          ("float16", 512, 12), ("bfloat16", 256, 10), ("float16", 768, 14)]
+SMALL_BATCH_CELLS = [("float16", 256, 8), ("float16", 512, 8), ("bfloat16", 384, 8), ("bfloat16", 256, 4),
+                     ("bfloat16", 512, 4)]   # rules.narrow_groups_pay (--set 2)
 
 if __name__ == "__main__":
-    run(CELLS, "bench_narrow_groups_v46")
+    small = "--set" in sys.argv and sys.argv[sys.argv.index("--set") + 1] == "2"
+    argv = [a for i, a in enumerate(sys.argv[1:]) if a != "--set" and (i == 0 or sys.argv[i] != "--set")]
+    run(SMALL_BATCH_CELLS if small else CELLS, "bench_narrow_groups_v46" + ("_small" if small else ""), argv)

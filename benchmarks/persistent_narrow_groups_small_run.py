@@ -1,16 +1,19 @@
-"""A small 16-bit forward + backward in two narrow batch groups (v46: 5-7 columns each, the mma N tile padded) for
-compute-sanitizer runs: 2 layers, bidirectional, odd H, fp16 B=14 and bf16 B=10; fails unless the grouped mma kernels
-ran."""
+"""A small 16-bit forward + backward in two narrow batch groups (v46: 2-7 columns each, the mma N tile padded) for
+compute-sanitizer runs: 2 layers, bidirectional, fp16 B=14 and bf16 B=10 (odd H), fp16 H=256 B=8, bf16 H=256 B=4 (the
+backward grouped alone); fails unless the grouped mma kernels ran."""
 import numpy as np
 
 from ecornn import LSTMConfig, lstm_backward, lstm_forward
 from ecornn.engines import persistent
 from ecornn.weights import init_weights
 
-for dtype, hidden, batch in (("float16", 40, 14), ("bfloat16", 24, 10)):
+# (dtype, hidden, batch, forward groups): v46's B = 10-14 groups, and rules.narrow_groups_pay's B=8 and B=4 cells
+for dtype, hidden, batch, forward_groups in (("float16", 40, 14, 2), ("bfloat16", 24, 10, 2), ("float16", 256, 8, 2),
+                                             ("bfloat16", 256, 4, 1)):
     config = LSTMConfig(16, hidden, 2, True, dtype, batch, 5)
     plans = {k: persistent._final(p) for k, p in persistent.plans_for(config, True).items()}
-    assert {(p.batch_groups, p.batch) for p in plans.values()} == {(2, batch // 2)}, plans
+    assert (plans["forward"].batch_groups, plans["backward"].batch_groups, plans["backward"].batch) == \
+        (forward_groups, 2, batch // 2), plans
     rng = np.random.default_rng(batch)
     x = rng.standard_normal(config.input_shape).astype(dtype)
     h0, c0 = (rng.standard_normal(config.state_shape).astype(dtype) for _ in range(2))

@@ -21,7 +21,7 @@ for stage in ${STAGES:-host}; do
     tests) source benchmarks/device_setup.sh && record_device "$OUT/device.txt"
            run_gpu_tests "$OUT/tests.log" "$REPO/tests/test_persistent_v46_gpu.py" ${REST:-} ;;
     nbench) source benchmarks/device_setup.sh
-            timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/bench_narrow_groups_v46.py "$OUT" 2>&1 | tail -12 ;;
+            timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/bench_narrow_groups_v46.py "$OUT" ${NSET:+--set $NSET} 2>&1 | tail -12 ;;
     sanitize) source benchmarks/device_setup.sh
               run_sanitizers benchmarks/persistent_narrow_groups_small_run.py "$OUT/sanitizers.log" "${SAN_TIMEOUT:-150}" 10 ;;
     v45:*) OUT=$OUT STAGES=${stage#v45:} bash tools/device_v45.sh ;;
