@@ -1,11 +1,14 @@
 """A small 16-bit forward + backward in two narrow batch groups (v46: 2-7 columns each, the mma N tile padded) for
 compute-sanitizer runs: 2 layers, bidirectional, fp16 B=14 and bf16 B=10 (odd H), fp16 H=256 B=8, bf16 H=256 B=4 (the
 backward grouped alone); fails unless the grouped mma kernels ran."""
-import numpy as np
+import sys
+from pathlib import Path
 
-from ecornn import LSTMConfig, lstm_backward, lstm_forward
-from ecornn.engines import persistent
-from ecornn.weights import init_weights
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from persistent_groups_small_run import train_once  # noqa: E402
+
+from ecornn import LSTMConfig  # noqa: E402
+from ecornn.engines import persistent  # noqa: E402
 
 # (dtype, hidden, batch, forward groups): v46's B = 10-14 groups, and rules.narrow_groups_pay's B=8 and B=4 cells
 for dtype, hidden, batch, forward_groups in (("float16", 40, 14, 2), ("bfloat16", 24, 10, 2), ("float16", 256, 8, 2),
@@ -14,12 +17,4 @@ for dtype, hidden, batch, forward_groups in (("float16", 40, 14, 2), ("bfloat16"
     plans = {k: persistent._final(p) for k, p in persistent.plans_for(config, True).items()}
     assert (plans["forward"].batch_groups, plans["backward"].batch_groups, plans["backward"].batch) == \
         (forward_groups, 2, batch // 2), plans
-    rng = np.random.default_rng(batch)
-    x = rng.standard_normal(config.input_shape).astype(dtype)
-    h0, c0 = (rng.standard_normal(config.state_shape).astype(dtype) for _ in range(2))
-    out = lstm_forward(x, init_weights(config, seed=1), h0, c0, bidirectional=True, strategy="persistent",
-                       training=True)
-    grads = lstm_backward(out.reserve, np.ones(config.output_shape, dtype))
-    assert persistent.last_kinds == {"forward": "mma", "backward": "mma"}, persistent.last_kinds
-    print("narrow groups small run ok", dtype, batch, float(np.abs(np.asarray(out.y, np.float32)).sum()),
-          float(np.abs(np.asarray(grads.dx, np.float32)).sum()))
+    train_once(config, "narrow groups small run ok")
