@@ -6,6 +6,7 @@ Writes OUT_DIR/bench_narrow_groups_v46.{json,md} (--set 2: the B = 4 and 8 cells
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -17,7 +18,13 @@ CELLS = [("float16", 1024, 12), ("float16", 1024, 10), ("float16", 1024, 14), ("
 SMALL_BATCH_CELLS = [("float16", 256, 8), ("float16", 512, 8), ("bfloat16", 384, 8), ("bfloat16", 256, 4),
                      ("bfloat16", 512, 4)]   # rules.narrow_groups_pay (--set 2)
 
+def main(argv=None):
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--set", type=int, choices=(1, 2), default=1)
+    known, rest = parser.parse_known_args(argv)
+    small = known.set == 2
+    run(SMALL_BATCH_CELLS if small else CELLS, "bench_narrow_groups_v46" + ("_small" if small else ""), rest)
+
+
 if __name__ == "__main__":
-    small = "--set" in sys.argv and sys.argv[sys.argv.index("--set") + 1] == "2"
-    argv = [a for i, a in enumerate(sys.argv[1:]) if a != "--set" and (i == 0 or sys.argv[i] != "--set")]
-    run(SMALL_BATCH_CELLS if small else CELLS, "bench_narrow_groups_v46" + ("_small" if small else ""), argv)
+    main()
