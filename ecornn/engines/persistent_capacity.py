@@ -673,7 +673,7 @@ def predicted_cluster_us_per_step(plan: ClusterPlan, clock_ghz: float = 1.75, ba
 MMA_DTYPES = ("float16", "bfloat16")
 MMA_WARP_CHOICES = (16, 8, 4)
 BATCH_GROUPS = 2        # v30: groups of a grouped pass's batch (grouped_plan; v39: "auto" tries more first)
-BATCH_GROUP_MIN = 5     # ... each of at least this many columns (v46: 5, B = 10-14 in two groups; was 8, one full N tile)
+BATCH_GROUP_MIN = 5     # ... each of at least this many columns (v46: B = 10-14 in two groups; was 8, a full N tile)
 SPLIT_GROUP_MIN = 2     # the fp32 split's narrowest groups (v41; v40's 4: paired hi and lo rows filled the N tile)
 GROUP_WARPS = {"forward": 8,    # ... on blocks of this many warps (fp16 H=1024 B=16 forward, kernel alone:
                "backward": 16}  # 8 warps 2.31-2.45, 16 warps 2.72-2.86)
@@ -1253,7 +1253,7 @@ def _narrowest_group(config, pass_name: str, split: bool) -> int:
     if split:
         return SPLIT_GROUP_MIN
     narrow = rules.narrow_groups_pay(pass_name, config.hidden_size, config.batch)
-    return min(config.batch // 2, BATCH_GROUP_MIN) if narrow else BATCH_GROUP_MIN
+    return config.batch // 2 if narrow else BATCH_GROUP_MIN
 
 
 def _group_plan(props, pass_name, dtype, hidden, batch, reg_model, shares):
