@@ -21,7 +21,8 @@ ENGINE_FLAGS = ("FP32_TENSOR_CORES", "TAGGED_EXCHANGE", "PAIRED_SPLIT", "SPLIT_W
                 "BWD_LATE_LOADS", "DEINTERLEAVE_BY_MEMCPY", "XW_UNSCALE_IN_KERNEL", "XW_AT_LOAD", "H0_IN_PRODUCT",
                 "SPLIT_READS_X", "POLL_SPIN_CYCLES", "FP32_LONG_REDUCTION_FROM_K",
                 "FP32_PROJECTION_LONG_FROM_K", "LONG_REDUCTIONS", "LONG_REDUCTION_CHUNK", "BACKWARD_GROUPS",
-                "BACKWARD_BY_ROWS", "CLUSTER_K", "CLUSTER_WARPS", "CLUSTER_POLL_DELAY_NS", "CLUSTER_COOPERATIVE")
+                "BACKWARD_BY_ROWS", "CLUSTER_K", "CLUSTER_WARPS", "CLUSTER_POLL_DELAY_NS", "CLUSTER_COOPERATIVE",
+                "BATCH_PADDING")
 BLAS_FLAGS = ("UNSCALE_BY_FOURS",)   # v35: gpu_blas's
 CAPACITY_FLAGS = ("BATCH_GROUP_MIN",)   # v46: the capacity model's (the cached plans are dropped when one changes)
 # The engine's own defaults, read once at import (before any mode sets a flag), so that a changed

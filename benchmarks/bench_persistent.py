@@ -100,6 +100,11 @@ def kernel_launcher(config, prepared, x, h0, c0, plan):
     A plan with the in-kernel projection (v12, v15) reads x itself: its kernel does that GEMM's work too."""
     import cupy as cp
     from ecornn.engines import persistent
+    from ecornn.layouts import pad_columns
+    columns = plan.batch * plan.batch_groups if plan.kind in ("mma", "grid") else config.batch
+    if columns > config.batch:   # v47: the plan of a padded batch (persistent.run_config) runs on zero columns
+        config = config.replace(batch=columns)
+        x, h0, c0 = (pad_columns(a, columns) for a in (x, h0, c0))
     hidden, batch = config.hidden_size, config.batch
     mma = plan.kind == "mma"
     built = persistent._final(plan) if plan.kind in ("mma", "grid") else plan

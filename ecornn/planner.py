@@ -48,6 +48,10 @@ def persistent_fit(config: LSTMConfig, device: DeviceSpec, training: bool = Fals
     ``tensor_cores=False``: the plans without the 16-bit tensor-core kernel (the engine's fallback)."""
     from .engines import persistent, persistent_capacity
     props = device.as_dict()
+    wide = persistent.padded_config(props, config, training)
+    if wide is not config:   # v47: the engine runs it at a padded batch
+        kernel = persistent_fit(wide, device, training, tensor_cores)
+        return {**kernel, "padded_batch": wide.batch}
     if tensor_cores:   # fp32: the split forward where the engine takes it (v13/v14; its FP32_TENSOR_CORES)
         passes = persistent_capacity.plan_config(props, config, training,
                                                  fp32_tensor_cores=persistent.FP32_TENSOR_CORES,
@@ -133,7 +137,8 @@ def _feasible_kernel(strategy: str, config: LSTMConfig, device: DeviceSpec, live
 
 
 def _predict(strategy, config, device, kernel, training, consts) -> float:
-    if strategy == "persistent":
+    if strategy == "persistent":   # v47: at the batch the engine runs it as
+        config = config.replace(batch=kernel.get("padded_batch", config.batch))
         return costmodel.predict_persistent_us(config, device, kernel, training, consts)
     return costmodel.predict_fused_us(config, device, training, consts)
 

@@ -69,7 +69,7 @@ import numpy as np
 from .. import gpu_blas
 from ..arrays import data_address, is_gpu_array
 from ..errors import NotSupported
-from ..layouts import gate_deinterleave_as, gate_deinterleave_copy, gate_interleave
+from ..layouts import first_columns, gate_deinterleave_as, gate_deinterleave_copy, gate_interleave, pad_columns
 from ..layouts.persistent import (gather, gather_index, mma_fragment_order, pack_block_rows, pack_column_tiles,
                                  pack_mma_fragments, pack_split_fragments)
 from ..weights import LayerWeights, slot
@@ -193,6 +193,9 @@ BATCH_GROUPS = "auto"     # v30: 16-bit passes with the batch as groups on block
 BACKWARD_GROUPS = "auto"   # v41: the fp32 grid backward with the batch as groups on blocks of their own
                            # (capacity.grid_backward_plan): "auto" the first count of rules.grid_backward_group_counts
                            # that fits; False: never (the ablation); an int G > 1: G groups where they fit
+BATCH_PADDING = "auto"   # v47: under "auto", a call whose plans keep its batch in fewer groups than a batch up to
+                         # rules.MAX_BATCH_PADDING columns larger runs as that batch, the added columns zero
+                         # (layouts.batch; an odd B as the next even one); an int P: up to P columns; False: never
 CLUSTER_K = "auto"  # v42: tensor-core forwards on thread-block clusters, each block 1/C of K (capacity.with_cluster_k):
                     # "auto" the fp32 split where rules.cluster_split_pays (clusters of 2, 8 warps; v44: its batch groups
                     # of 8 columns too); an int C > 1: every forward but v29's split projection on clusters of C (v44:
@@ -225,21 +228,21 @@ def _device_id() -> int:
 
 def check(config, training: bool = False) -> None:
     """dtype and capacity of the forward pass (and of backward with training=True; a training-mode
-    forward checks both itself before its first launch)."""
+    forward checks both itself before its first launch), at the batch the call runs as (v47)."""
     _check_dtype(config)
-    _plans(config, training=training)
+    _plans(run_config(config, training), training=training)
 
 
 def check_built(config, training: bool = False) -> None:
     """check, and that the call's kernels (or a fallback's: _built_plans) compile and co-reside on this device;
     NotSupported otherwise. Compiles, cached (the planner's check of a persistent choice, v43)."""
-    _built_plans(config, training, "auto")
+    _built_plans(run_config(config, training), training, "auto")
 
 
 def runs_tensor_cores(config, training: bool = False) -> bool:
     """Whether "auto" runs this call on the tensor-core kernel after compiling it (False where the
     mma plans do not build on this device and the grid kernel takes over). Compiles, cached."""
-    plans = _built_plans(config, training, "auto")
+    plans = _built_plans(run_config(config, training), training, "auto")
     return plans["forward"].kind == "mma"
 
 
@@ -339,9 +342,45 @@ def clustered_forward(props: dict, forward):
 
 def plans_for(config, training: bool = False, variant: str = "auto") -> dict:
     """The capacity plans ({'forward': plan[, 'backward': plan]}) a call with ``variant`` would
-    run on this device (before the compile-time checks), or NotSupported."""
+    run on this device (before the compile-time checks), or NotSupported. A padded batch's (v47) plans are
+    those of the batch it runs as (run_config)."""
     _check_dtype(config)
-    return _plans(config, training, variant)
+    return _plans(run_config(config, training, variant), training, variant)
+
+
+def run_config(config, training: bool = False, variant: str = "auto"):
+    """``config`` with the batch the call runs as on this device: the caller's, or a padded one (v47)."""
+    if variant != "auto":
+        return config
+    return padded_config(_props(), config, training)
+
+
+def padded_config(props: dict, config, training: bool = False):
+    """v47: ``config`` at the batch "auto" runs it as on the device of ``props``: the smallest batch up to
+    BATCH_PADDING (rules.MAX_BATCH_PADDING) columns larger whose plans split it into more batch groups (forward and
+    backward counted together) than the caller's batch, or that plans where the caller's does not; else
+    ``config``. The kernels' groups are equal, so an odd batch ran in one group (layouts.batch pads it)."""
+    most = rules.MAX_BATCH_PADDING if BATCH_PADDING == "auto" else int(BATCH_PADDING)
+    if not most:
+        return config
+    return _padded_config(tuple(sorted(props.items())), config, training, most, BACKWARD_BY_ROWS,
+                          FP32_TENSOR_CORES, REGISTER_MODEL, BATCH_GROUPS, BACKWARD_GROUPS)
+
+
+@functools.lru_cache(maxsize=256)
+def _padded_config(props_items: tuple, config, training: bool, most: int, *plan_flags):
+    def groups(batch):   # batch groups of the plans at ``batch``, None where they do not fit
+        try:
+            plans = _plans_for(props_items, config.replace(batch=batch), training, "auto", *plan_flags)
+        except NotSupported:
+            return None
+        return sum(getattr(plan, "batch_groups", 1) for plan in plans.values())
+    have = groups(config.batch)
+    for batch in range(config.batch + 1, config.batch + most + 1):
+        more = groups(batch)
+        if more is not None and (have is None or more > have):
+            return config.replace(batch=batch)
+    return config
 
 
 # ---- weights ----------------------------------------------------------------------------------
@@ -988,6 +1027,7 @@ class PersistentReserve:
     layers: list = field(default_factory=list)
     dropout_masks: dict = field(default_factory=dict)
     capture_graphs: object = None   # set by a graph-eligible forward: called by the first backward
+    caller_batch: int = None        # v47: the caller's batch where config's is padded (layouts.batch), else None
 
 
 def _f32(a):
@@ -1228,7 +1268,8 @@ def _graph_mode(variant) -> tuple:
             BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY,
             XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
-            LONG_REDUCTION_CHUNK, STEP_CLOCKS, CLUSTER_K, CLUSTER_WARPS, CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE)
+            LONG_REDUCTION_CHUNK, STEP_CLOCKS, CLUSTER_K, CLUSTER_WARPS, CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE,
+            BATCH_PADDING, rules.MAX_BATCH_PADDING)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
@@ -1282,7 +1323,30 @@ def _training_forward(config, x, weights, h0, c0, dropout, rng, prepared, varian
 
 def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
                    variant="auto", cast=True):
-    """The forward, launch by launch; ``cast=False`` leaves the outputs fp32 (graph capture)."""
+    """The forward, launch by launch; ``cast=False`` leaves the outputs fp32 (graph capture). v47: at a padded
+    batch (run_config) on zero-padded x, h0 and c0, the outputs cut back to the caller's columns."""
+    wide = run_config(config, training, variant)
+    if wide is config:
+        return _forward_at_batch(config, x, weights, h0, c0, training=training, dropout=dropout, rng=rng,
+                                 prepared=prepared, variant=variant, cast=cast)
+    x, h0, c0 = (pad_columns(a, wide.batch) for a in (x, h0, c0))
+    y, hT, cT, reserve = _forward_at_batch(wide, x, weights, h0, c0, training=training, dropout=dropout, rng=rng,
+                                           prepared=prepared, variant=variant, cast=cast, caller_batch=config.batch)
+    if reserve is not None:
+        reserve.caller_batch = config.batch
+    return (*_caller_columns(config, (y, hT, cT)), reserve)
+
+
+def _caller_columns(config, outputs) -> tuple:
+    """v47: the first config.batch columns of a padded forward's (output, hT, cT), in one buffer (v17) like
+    an unpadded forward's."""
+    _, views = _output_views(config, outputs[0].dtype)
+    return tuple(first_columns(a, config.batch, out=view) for a, view in zip(outputs, views))
+
+
+def _forward_at_batch(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
+                      variant="auto", cast=True, caller_batch=None):
+    """``caller_batch`` (v47, a padded batch): the dropout masks drawn for the caller's columns, as unpadded."""
     cp = _cp()
     _check_dtype(config)
     cluster = _cluster_choice(config, training, variant)       # NotSupported before any launch
@@ -1306,6 +1370,7 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
     states16 = out16 and not training and h0.dtype == x.dtype and c0.dtype == x.dtype
     h0, c0 = (_cp().ascontiguousarray(a) if states16 else _f32(a) for a in (h0, c0))
     reserve = PersistentReserve(config, plans, prep, h0, c0)
+    drawn = (steps, caller_batch or batch, dirs * hidden)   # dropout masks: the caller's columns, as unpadded
     packed, (y_last, h_final, c_final) = _output_views(config, out_dtype)
     for layer in range(config.num_layers):
         s0 = slot(layer, 0, dirs)
@@ -1356,8 +1421,8 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
             reserve.layers.append(LayerSave(layer_in, y, gates, cells, layer_in_16bit))
         layer_in = y
         if training and dropout > 0 and layer < config.num_layers - 1:
-            mask = (rng.random(y.shape) >= dropout).astype(np.float32) / np.float32(1.0 - dropout)
-            reserve.dropout_masks[layer] = cp.asarray(mask)
+            mask = (rng.random(drawn) >= dropout).astype(np.float32) / np.float32(1.0 - dropout)
+            reserve.dropout_masks[layer] = cp.asarray(pad_columns(mask, batch))
             layer_in = y * reserve.dropout_masks[layer]
     if cast and x.dtype != np.float32 and not out16:   # one cast of the three outputs together
         if packed is None:
@@ -1401,6 +1466,8 @@ def kernel_reads_x(config, x, variant: str = "auto") -> bool:
     caller's x instead of a copy (persistent_graph.KERNEL_READS_X)."""
     if config.dtype not in capacity.MMA_DTYPES or x.dtype.name != config.dtype or not DIRECT_16BIT_INPUT:
         return False
+    if run_config(config, False, variant) is not config:   # v47: the kernel reads the padded copy of x
+        return False
     fwd, built = _inference_forward(config, variant)
     if fwd.kind != "mma":   # (the cluster kernel's too)
         return False
@@ -1421,6 +1488,8 @@ def split_reads_x(config, x, variant: str = "auto", prepared=None) -> bool:
     fp16-split projection's gpu_blas.fp16_split3), so a replayed graph may hand it the caller's x
     instead of a copy (SPLIT_READS_X)."""
     if not SPLIT_READS_X or config.dtype != "float32" or x.dtype != np.float32 or prepared is None:
+        return False
+    if run_config(config, False, variant) is not config:   # v47: the split reads the padded copy of x
         return False
     if _input_reads(config, *_inference_forward(config, variant))[0]:   # the kernel projects x itself
         return False
@@ -1613,6 +1682,16 @@ def backward(reserve, dy, dhT, dcT, retain=False):
 
 
 def _backward_eager(reserve: PersistentReserve, dy, dhT, dcT):
+    """v47: a padded forward's reserve takes dy, dhT and dcT with zero columns added (so the added columns'
+    gradients are zero and the weights' are the caller's columns' alone) and gives dx, dh0, dc0 cut back."""
+    if reserve.caller_batch is None:
+        return _backward_at_batch(reserve, dy, dhT, dcT)
+    wide = reserve.config.batch
+    dx, dh0, dc0, grads = _backward_at_batch(reserve, *(pad_columns(a, wide) for a in (dy, dhT, dcT)))
+    return (*(first_columns(a, reserve.caller_batch) for a in (dx, dh0, dc0)), grads)
+
+
+def _backward_at_batch(reserve: PersistentReserve, dy, dhT, dcT):
     config = reserve.config
     plan = reserve.plans.get("backward")
     if plan is None:

@@ -493,3 +493,9 @@ SPLIT_XW_UNSCALE_MIN_VALUES = 24576
 def split_xw_unscale_pays(plan) -> bool:
     """Whether the fp32 split forward ``plan`` unscales the fp16-split GEMM's xw where it loads it (v32, v33)."""
     return plan.kind == "mma" and plan.parts == 2 and 4 * plan.hidden * plan.batch >= SPLIT_XW_UNSCALE_MIN_VALUES
+
+
+# v47: batch padding (persistent.padded_batch). The kernels' batch groups are equal, so an odd batch ran in one group
+# where the next even one runs in two (16-bit B=9-15 at every H, the fp32 split at H<=512). Padded by at most this
+# many zero columns (to be measured on the device: results/persistent_v47).
+MAX_BATCH_PADDING = 1
