@@ -7,8 +7,9 @@ from ecornn.engines import persistent
 from ecornn.weights import init_weights
 
 
-def train_once(config, label: str) -> None:
-    """One persistent training call of ``config`` (random x, h0, c0; dy of ones), both passes on the tensor cores."""
+def train_once(config, label: str, backward_kind: str = "mma") -> None:
+    """One persistent training call of ``config`` (random x, h0, c0; dy of ones), the forward on the tensor cores,
+    the backward on ``backward_kind``'s kernel."""
     dtype, batch = config.dtype, config.batch
     rng = np.random.default_rng(batch)
     x = rng.standard_normal(config.input_shape).astype(dtype)
@@ -16,7 +17,7 @@ def train_once(config, label: str) -> None:
     out = lstm_forward(x, init_weights(config, seed=1), h0, c0, bidirectional=config.bidirectional,
                        strategy="persistent", training=True)
     grads = lstm_backward(out.reserve, np.ones(config.output_shape, dtype))
-    assert persistent.last_kinds == {"forward": "mma", "backward": "mma"}, persistent.last_kinds
+    assert persistent.last_kinds == {"forward": "mma", "backward": backward_kind}, persistent.last_kinds
     print(label, dtype, batch, float(np.abs(np.asarray(out.y, np.float32)).sum()),
           float(np.abs(np.asarray(grads.dx, np.float32)).sum()))
 

@@ -49,7 +49,7 @@ def persistent_fit(config: LSTMConfig, device: DeviceSpec, training: bool = Fals
     from .engines import persistent, persistent_capacity
     props = device.as_dict()
     wide = persistent.padded_config(props, config, training)
-    if wide is not config:   # v47: the engine runs it at a padded batch
+    if wide.batch != config.batch:   # v47: the engine runs it at a padded batch
         kernel = persistent_fit(wide, device, training, tensor_cores)
         return {**kernel, "padded_batch": wide.batch}
     if tensor_cores:   # fp32: the split forward where the engine takes it (v13/v14; its FP32_TENSOR_CORES)

@@ -29,3 +29,11 @@ def _poison_gpu_outputs(request, monkeypatch):
         return
     from ecornn.engines import persistent
     monkeypatch.setattr(persistent, "POISON_OUTPUTS", True)
+
+
+@pytest.fixture
+def unpadded_batches(monkeypatch):
+    """The persistent engine at the batch a test names: no v47 batch padding (tests of an earlier version's plans
+    and internals at odd batches)."""
+    from ecornn.engines import persistent
+    monkeypatch.setattr(persistent, "BATCH_PADDING", False)

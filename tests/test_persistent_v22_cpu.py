@@ -14,6 +14,8 @@ from tests.helpers import random_problem, rel_err
 from tests.test_gpu_blas_3xtf32 import _tf32_truncated
 from tests.test_persistent_emulated import cpu_engine  # noqa: F401 (fixture)
 
+pytestmark = pytest.mark.usefixtures("unpadded_batches")   # v47: plans and internals at the batch named
+
 
 def _column_major(a, ld, trans, rows, cols):
     """The column-major operand op(A) [rows x cols] of C-ordered ``a`` with leading dimension ld (v36: or a view of

@@ -11,6 +11,8 @@ from ecornn.engines import persistent, persistent_capacity as cap, persistent_ru
 from tests.test_persistent_mma_emulated import cpu_engine  # noqa: F401 (fixture)
 from tests.test_persistent_mma_emulated import test_mma_engine_with_emulated_kernels_matches_reference as emulated
 
+pytestmark = pytest.mark.usefixtures("unpadded_batches")   # v47: plans and internals at the batch named
+
 H100 = cap.h100_properties()
 
 

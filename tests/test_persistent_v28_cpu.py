@@ -18,6 +18,8 @@ from tests.helpers import random_problem
 from tests.test_persistent_emulated import cpu_engine  # noqa: F401 (fixture)
 from tests.test_persistent_v22_cpu import _train, blas_engine  # noqa: F401 (fixture)
 
+pytestmark = pytest.mark.usefixtures("unpadded_batches")   # v47: plans and internals at the batch named
+
 H100 = cap.h100_properties()
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
 

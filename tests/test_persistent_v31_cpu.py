@@ -14,6 +14,8 @@ from tests import test_persistent_emulated as grid_emulation
 from tests.helpers import random_problem, rel_err
 from tests.test_persistent_mma_emulated import HALF_TOL, _dtype, cpu_engine  # noqa: F401 (fixture)
 
+pytestmark = pytest.mark.usefixtures("unpadded_batches")   # v47: plans and internals at the batch named
+
 KERNEL = Path(__file__).resolve().parents[1] / "kernels" / "persistent_mma.cu"
 
 

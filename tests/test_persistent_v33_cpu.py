@@ -16,6 +16,8 @@ from tests.test_persistent_split_emulated import _reference, _worst
 from tests.test_persistent_v22_cpu import _logging_gemm
 from tests.test_persistent_v32_cpu import record_xw_launches
 
+pytestmark = pytest.mark.usefixtures("unpadded_batches")   # v47: plans and internals at the batch named
+
 FP32_TOL = 1e-5
 
 

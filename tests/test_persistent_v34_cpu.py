@@ -13,6 +13,8 @@ from tests import test_persistent_emulated as emulation
 from tests.test_persistent_mma_emulated import cpu_engine  # noqa: F401 (fixture)
 from tests.test_persistent_v32_cpu import _flat, _problem, _run, _worst_error, split_engine  # noqa: F401
 
+pytestmark = pytest.mark.usefixtures("unpadded_batches")   # v47: plans and internals at the batch named
+
 FP32_TOL = 1e-5
 
 

@@ -24,6 +24,8 @@ from tests.test_persistent_mma_emulated import cpu_engine  # noqa: F401 (fixture
 from tests.test_persistent_v22_cpu import _train, blas_engine  # noqa: F401 (fixture)
 from tests.test_persistent_v32_cpu import _problem, _worst_error, split_engine  # noqa: F401 (fixture)
 
+pytestmark = pytest.mark.usefixtures("unpadded_batches")   # v47: plans and internals at the batch named
+
 FP32_TOL = 1e-5
 
 

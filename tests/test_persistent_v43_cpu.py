@@ -9,6 +9,8 @@ from ecornn.engines import persistent
 from ecornn.engines import persistent_capacity as cap
 from ecornn.engines import persistent_rules as rules
 
+pytestmark = pytest.mark.usefixtures("unpadded_batches")   # v47: plans and internals at the batch named
+
 DEVICES = {"h100": cap.h100_properties, "h200": KNOWN["h200"].as_dict}
 
 

@@ -16,6 +16,8 @@ from ecornn.engines import persistent_capacity as cap
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 from fit_cluster_registers import clustered_plans  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("unpadded_batches")   # v47: plans and internals at the batch named
+
 DEVICES = {"h100": cap.h100_properties, "h200": KNOWN["h200"].as_dict}
 
 

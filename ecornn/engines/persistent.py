@@ -363,12 +363,13 @@ def padded_config(props: dict, config, training: bool = False):
     most = rules.MAX_BATCH_PADDING if BATCH_PADDING == "auto" else int(BATCH_PADDING)
     if not most:
         return config
-    return _padded_config(tuple(sorted(props.items())), config, training, most, BACKWARD_BY_ROWS,
+    batch = _padded_batch(tuple(sorted(props.items())), config, training, most, BACKWARD_BY_ROWS,
                           FP32_TENSOR_CORES, REGISTER_MODEL, BATCH_GROUPS, BACKWARD_GROUPS)
+    return config if batch == config.batch else config.replace(batch=batch)
 
 
 @functools.lru_cache(maxsize=256)
-def _padded_config(props_items: tuple, config, training: bool, most: int, *plan_flags):
+def _padded_batch(props_items: tuple, config, training: bool, most: int, *plan_flags) -> int:
     def groups(batch):   # batch groups of the plans at ``batch``, None where they do not fit
         try:
             plans = _plans_for(props_items, config.replace(batch=batch), training, "auto", *plan_flags)
@@ -379,8 +380,8 @@ def _padded_config(props_items: tuple, config, training: bool, most: int, *plan_
     for batch in range(config.batch + 1, config.batch + most + 1):
         more = groups(batch)
         if more is not None and (have is None or more > have):
-            return config.replace(batch=batch)
-    return config
+            return batch
+    return config.batch
 
 
 # ---- weights ----------------------------------------------------------------------------------
@@ -1326,7 +1327,7 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
     """The forward, launch by launch; ``cast=False`` leaves the outputs fp32 (graph capture). v47: at a padded
     batch (run_config) on zero-padded x, h0 and c0, the outputs cut back to the caller's columns."""
     wide = run_config(config, training, variant)
-    if wide is config:
+    if wide.batch == config.batch:
         return _forward_at_batch(config, x, weights, h0, c0, training=training, dropout=dropout, rng=rng,
                                  prepared=prepared, variant=variant, cast=cast)
     x, h0, c0 = (pad_columns(a, wide.batch) for a in (x, h0, c0))
@@ -1466,7 +1467,7 @@ def kernel_reads_x(config, x, variant: str = "auto") -> bool:
     caller's x instead of a copy (persistent_graph.KERNEL_READS_X)."""
     if config.dtype not in capacity.MMA_DTYPES or x.dtype.name != config.dtype or not DIRECT_16BIT_INPUT:
         return False
-    if run_config(config, False, variant) is not config:   # v47: the kernel reads the padded copy of x
+    if run_config(config, False, variant).batch != config.batch:   # v47: the kernel reads the padded copy of x
         return False
     fwd, built = _inference_forward(config, variant)
     if fwd.kind != "mma":   # (the cluster kernel's too)
@@ -1489,7 +1490,7 @@ def split_reads_x(config, x, variant: str = "auto", prepared=None) -> bool:
     instead of a copy (SPLIT_READS_X)."""
     if not SPLIT_READS_X or config.dtype != "float32" or x.dtype != np.float32 or prepared is None:
         return False
-    if run_config(config, False, variant) is not config:   # v47: the split reads the padded copy of x
+    if run_config(config, False, variant).batch != config.batch:   # v47: the split reads the padded copy of x
         return False
     if _input_reads(config, *_inference_forward(config, variant))[0]:   # the kernel projects x itself
         return False
