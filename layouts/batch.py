@@ -4,8 +4,8 @@ An LSTM's batch columns never mix (every matrix product runs along the hidden an
 layer run on the caller's columns plus zero columns gives the caller's columns exactly as without
 them; where the dy, dhT and dcT of the zero columns are zero too, so are their gradients, and the
 weight gradients do not change. The persistent engine pads batches that its kernels split into
-groups only when the batch is larger (an odd B, v47). Both transforms copy; ``first_columns`` is
-the inverse of ``pad_columns``.
+groups only when the batch is larger (an odd B, v47). Both transforms copy (C-ordered CuPy arrays by one
+strided 2-D memcpy); ``first_columns`` is the inverse of ``pad_columns``.
 """
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ def pad_columns(a, batch: int):
         raise ValueError(f"pad_columns: expected a batch of at least {have} columns, got {batch}")
     xp = _module(a)
     out = xp.empty((a.shape[0], batch) + tuple(a.shape[2:]), a.dtype)
-    out[:, :have] = a
+    if not _copied_by_rows(out, a, have):
+        out[:, :have] = a
     out[:, have:] = 0
     return out
 
@@ -35,6 +36,21 @@ def first_columns(a, batch: int, out=None):
     if batch > a.shape[BATCH_AXIS]:
         raise ValueError(f"first_columns: expected at most {a.shape[BATCH_AXIS]} columns, got {batch}")
     if out is None:
-        return _module(a).ascontiguousarray(a[:, :batch])
-    out[...] = a[:, :batch]
+        out = _module(a).empty((a.shape[0], batch) + tuple(a.shape[2:]), a.dtype)
+    if not _copied_by_rows(out, a, batch):
+        out[...] = a[:, :batch]
     return out
+
+
+def _copied_by_rows(dst, src, columns: int) -> bool:
+    """The first ``columns`` columns of every row of ``src`` into ``dst`` (both [N, ., ...], C-ordered CuPy arrays
+    of one dtype) as one strided 2-D memcpy on the current stream, True; False where that does not apply (NumPy,
+    other layouts). CuPy's elementwise copy of a strided view ran at ~0.7 TB/s (layouts.gates, persistent v31)."""
+    xp = _module(src)
+    if xp is np or src.dtype != dst.dtype or not (src.flags.c_contiguous and dst.flags.c_contiguous):
+        return False
+    column = src.strides[BATCH_AXIS]   # bytes of one batch column (the same in dst: C order, same trailing shape)
+    xp.cuda.runtime.memcpy2DAsync(dst.data.ptr, dst.strides[0], src.data.ptr, src.strides[0], columns * column,
+                                  src.shape[0], xp.cuda.runtime.memcpyDeviceToDevice,
+                                  xp.cuda.get_current_stream().ptr)
+    return True

@@ -100,3 +100,17 @@ def test_padded_training_replays_match_reference_and_eager(rng, monkeypatch, dty
         errors = [rel_err(np.asarray(to_module(g, np), np.float64), w)
                   for g, w in zip(got, _reference(weights, problem, config))]
         assert max(errors) <= tol, errors
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_the_batch_transforms_on_cupy_match_numpy(rng, dtype):
+    """C-ordered arrays go by one strided 2-D memcpy, others (a transposed view) elementwise: the same values."""
+    import cupy as cp
+    from ecornn.layouts import first_columns, pad_columns
+    a = rng.standard_normal((7, 5, 33)).astype(dtype)
+    for source in (cp.asarray(a), cp.asarray(a.transpose(1, 0, 2).copy()).transpose(1, 0, 2)):
+        padded = pad_columns(source, 8)
+        assert np.array_equal(cp.asnumpy(padded), pad_columns(a, 8))
+        out = cp.full((7, 5, 33), np.nan, dtype)
+        assert np.array_equal(cp.asnumpy(first_columns(padded, 5, out=out)), a)
+        assert np.array_equal(cp.asnumpy(first_columns(padded, 3)), a[:, :3])
