@@ -64,7 +64,8 @@ def persistent_times(dtype, hidden, batch, repeats=20):
     prepared = persistent.prepare(config, weights)
     fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
     fwd_ms = _median_ms(fwd, repeats)
-    plans = persistent._built_plans(config, False, "auto")   # as built: after any fallback (v42's clusters, v43)
+    # as built: after any fallback (v42's clusters, v43), at the batch the call runs as (v47's padding)
+    plans = persistent._built_plans(persistent.run_config(config), False, "auto")
     report = {"forward": persistent.kernel_report(plans["forward"])}
     report["recurrence_only_us"] = _recurrence_ms(config, prepared, x, h0, c0, plans["forward"]) * 1e3 / STEPS
     dy = cp.asarray(np.random.default_rng(1).standard_normal(config.output_shape, dtype=np.float32)).astype(x.dtype)
@@ -76,7 +77,8 @@ def persistent_times(dtype, hidden, batch, repeats=20):
     try:
         train_ms = _median_ms(train, max(5, repeats // 2))
         # the backward as built (v43: H=896 B=6's planned one spills and _built_plans falls back to fewer groups)
-        report["backward"] = persistent.kernel_report(persistent._built_plans(config, True, "auto")["backward"])
+        report["backward"] = persistent.kernel_report(
+            persistent._built_plans(persistent.run_config(config, True), True, "auto")["backward"])
     except NotSupported as exc:
         train_ms, report["backward_error"] = None, str(exc)
     return fwd_ms * 1e3 / STEPS, train_ms, report
