@@ -46,12 +46,18 @@ def persistent_fit(config: LSTMConfig, device: DeviceSpec, training: bool = Fals
                    tensor_cores: bool = True) -> dict:
     """Kernel configuration of the persistent strategy on ``device``, or NotSupported.
     ``tensor_cores=False``: the plans without the 16-bit tensor-core kernel (the engine's fallback)."""
+    from .engines import persistent
+    wide = persistent.padded_config(device.as_dict(), config, training)
+    if wide.batch == config.batch:
+        return _persistent_fit_at(config, device, training, tensor_cores)
+    # v47: the engine runs it at a padded batch (once: the padded batch is not padded again)
+    return {**_persistent_fit_at(wide, device, training, tensor_cores), "padded_batch": wide.batch}
+
+
+def _persistent_fit_at(config: LSTMConfig, device: DeviceSpec, training: bool, tensor_cores: bool) -> dict:
+    """persistent_fit at ``config``'s own batch."""
     from .engines import persistent, persistent_capacity
     props = device.as_dict()
-    wide = persistent.padded_config(props, config, training)
-    if wide.batch != config.batch:   # v47: the engine runs it at a padded batch
-        kernel = persistent_fit(wide, device, training, tensor_cores)
-        return {**kernel, "padded_batch": wide.batch}
     if tensor_cores:   # fp32: the split forward where the engine takes it (v13/v14; its FP32_TENSOR_CORES)
         passes = persistent_capacity.plan_config(props, config, training,
                                                  fp32_tensor_cores=persistent.FP32_TENSOR_CORES,

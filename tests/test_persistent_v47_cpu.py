@@ -179,3 +179,13 @@ def test_a_padded_replay_copies_x(cpu_engine):  # noqa: F811
     x = np.zeros(config.input_shape, np.float16)
     assert not persistent.kernel_reads_x(config, x)
     assert persistent.kernel_reads_x(config.replace(batch=14), x)
+
+
+def test_the_planner_pads_once_as_the_engine_does(monkeypatch):
+    """A padded batch is not padded again, even where the rule would pad it (here: a stub that pads every batch)."""
+    from ecornn.engines import persistent as engine
+    real = engine.padded_config
+    monkeypatch.setattr(engine, "padded_config", lambda props, config, training=False: real(
+        props, config, training) if config.batch % 2 else config.replace(batch=config.batch + 2))
+    kernel = planner.persistent_fit(_config("float16", 1024, 13), KNOWN["h200"])
+    assert kernel["padded_batch"] == 14

@@ -495,7 +495,10 @@ def split_xw_unscale_pays(plan) -> bool:
     return plan.kind == "mma" and plan.parts == 2 and 4 * plan.hidden * plan.batch >= SPLIT_XW_UNSCALE_MIN_VALUES
 
 
-# v47: batch padding (persistent.padded_batch). The kernels' batch groups are equal, so an odd batch ran in one group
-# where the next even one runs in two (16-bit B=9-15 at every H, the fp32 split at H<=512). Padded by at most this
-# many zero columns (to be measured on the device: results/persistent_v47).
+# v47: batch padding (persistent.padded_config). The kernels' batch groups are equal, so an odd batch ran in one group
+# where the next even one runs in two or more (16-bit B = 9-31, the fp32 split at H <= 768). Padded by at most this many
+# zero columns. H200, padded vs unpadded alternated (results/persistent_v47, calls 2 and 5): whole forward faster or
+# tied in all 20 cells (bf16 H=256 B=9 1.76 -> 1.25 us/step, fp32 H=512 B=11 3.21 -> 2.07), fwd+bwd in all but three
+# ties (fp32 H=1024 B=5 and 7, fp16 H=1536 B=11). Up to 3 columns the group count would also pad B=1 -> 4 (fp32 H <= 768)
+# and fp16 H=1024 B=8 -> 10, where more groups are not faster: unmeasured, not taken.
 MAX_BATCH_PADDING = 1
