@@ -12,13 +12,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from explore_groups_v39 import measure_modes_cell, run  # noqa: E402
+from explore_groups_v39 import run  # noqa: E402
+from explore_narrow_groups_v46 import measure_cell  # noqa: E402  ("auto" against the cell's modes)
 
 UNPADDED = {"unpadded": {"BATCH_PADDING": False}}
-
-
-def measure_cell(dtype, hidden, batch, modes, rounds, repeats, train=True) -> dict:
-    return measure_modes_cell(dtype, hidden, batch, {"auto": {}, **modes}, rounds, repeats, train)
 
 
 # (dtype, hidden, batch, {mode: flags} besides "auto"[, train]), per --set

@@ -1423,7 +1423,7 @@ def _forward_at_batch(config, x, weights, h0, c0, *, training=False, dropout=0.0
         layer_in = y
         if training and dropout > 0 and layer < config.num_layers - 1:
             mask = (rng.random(drawn) >= dropout).astype(np.float32) / np.float32(1.0 - dropout)
-            reserve.dropout_masks[layer] = cp.asarray(pad_columns(mask, batch))
+            reserve.dropout_masks[layer] = cp.asarray(pad_columns(mask, batch) if caller_batch else mask)
             layer_in = y * reserve.dropout_masks[layer]
     if cast and x.dtype != np.float32 and not out16:   # one cast of the three outputs together
         if packed is None:
