@@ -23,7 +23,7 @@ ENGINE_FLAGS = ("FP32_TENSOR_CORES", "TAGGED_EXCHANGE", "PAIRED_SPLIT", "SPLIT_W
                 "FP32_PROJECTION_LONG_FROM_K", "LONG_REDUCTIONS", "LONG_REDUCTION_CHUNK", "BACKWARD_GROUPS",
                 "BACKWARD_BY_ROWS", "CLUSTER_K", "CLUSTER_WARPS", "CLUSTER_POLL_DELAY_NS", "CLUSTER_COOPERATIVE",
                 "BATCH_PADDING")
-BLAS_FLAGS = ("UNSCALE_BY_FOURS",)   # v35: gpu_blas's
+BLAS_FLAGS = ("UNSCALE_BY_FOURS", "SPLIT_BY_WARPS")   # gpu_blas's (v35, v48)
 CAPACITY_FLAGS = ("BATCH_GROUP_MIN",)   # v46: the capacity model's (the cached plans are dropped when one changes)
 # The engine's own defaults, read once at import (before any mode sets a flag), so that a changed
 # default in persistent.py needs no second edit here.

@@ -386,10 +386,23 @@ def fp16_split3(a, lo_first: bool, a_at=None, chunk=None):
         hi, lo, e = _row_scaled_halves(a, 1.0)
         return split_chunks((lo, hi, hi) if lo_first else (hi, lo, hi), 1, chunk), (-e).astype(np.int32)
     out, row_exp = xp.empty((rows, 3 * k), xp.float16), xp.empty((rows,), xp.int32)
-    _fp16_split_kernels(xp.cuda.Device().id)[0](
-        (min(rows, 4096),), (256,), (a, np.int32(rows), np.int32(k), np.int32(_kernel_chunk(k, chunk)),
-                                     np.int32(lo_first), out, row_exp, a_at if a_at is not None else np.uint64(0)))
+    kernels, kernel_chunk = _fp16_split_kernels(xp.cuda.Device().id), _kernel_chunk(k, chunk)
+    args = (a, np.int32(rows), np.int32(k), np.int32(kernel_chunk), np.int32(lo_first), out, row_exp,
+            a_at if a_at is not None else np.uint64(0))
+    if splits_by_warps(k, kernel_chunk):
+        kernels[4]((max(1, min(-(-rows // 8), 4096)),), (256,), args)
+    else:
+        kernels[0]((min(rows, 4096),), (256,), args)
     return out, row_exp
+
+
+SPLIT_BY_WARPS = True   # v48: fp16_split3_warps where k and the chunk are multiples of 4; False: v28's kernel
+
+
+def splits_by_warps(k: int, kernel_chunk: int) -> bool:
+    """v48: whether fp16_split3 runs a warp per row, four values per lane (SPLIT_BY_WARPS; every chunk then
+    starts and ends on a multiple of 4, so four values land together in each part), else v28's block per row."""
+    return bool(SPLIT_BY_WARPS) and k % 4 == 0 and kernel_chunk % 4 == 0
 
 
 @functools.lru_cache(maxsize=None)
@@ -397,7 +410,8 @@ def _fp16_split_kernels(device: int):   # cached: compile_module hashes the sour
     from .gpu import compile_module
     module = compile_module("fp16_split.cu")
     return (module.get_function("fp16_split3"), module.get_function("unscale_rows_cols"),
-            module.get_function("split_x_rows"), module.get_function("unscale_rows_cols4"))
+            module.get_function("split_x_rows"), module.get_function("unscale_rows_cols4"),
+            module.get_function("fp16_split3_warps"))
 
 
 def split_x_rows(x, batch: int, tail_floats: int = 0):

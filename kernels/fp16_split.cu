@@ -64,6 +64,55 @@ extern "C" __global__ void fp16_split3(const float* __restrict__ a, int rows, in
     }
 }
 
+// v48: the same split, one warp per row and four values per lane (16-byte loads, 8-byte stores): no
+// block-wide barriers per row (row_abs_max's three), a quarter of the memory instructions. Bitwise
+// fp16_split3 (the same maximum, scale and roundings). Needs k % 4 == 0 and chunk % 4 == 0 (every
+// chunk, the last one too, then starts and ends on a multiple of 4: four values land together in each
+// part); the host checks. A source off 16-byte alignment (a caller's x read by reference) is read
+// value by value.
+__device__ __forceinline__ void split4_store(unsigned short* dst, int c, int k, int chunk, int lo_first,
+                                             float4 v, int e) {
+    const float x[4] = {ldexpf(v.x, e), ldexpf(v.y, e), ldexpf(v.z, e), ldexpf(v.w, e)};
+    unsigned short hi[4], lo[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const __half h = __float2half_rn(x[j]);
+        hi[j] = __half_as_ushort(h);
+        lo[j] = __half_as_ushort(__float2half_rn(x[j] - __half2float(h)));
+    }
+    const uint2 hv = make_uint2(hi[0] | (unsigned(hi[1]) << 16), hi[2] | (unsigned(hi[3]) << 16));
+    const uint2 lv = make_uint2(lo[0] | (unsigned(lo[1]) << 16), lo[2] | (unsigned(lo[3]) << 16));
+    *reinterpret_cast<uint2*>(dst + split_position(c, k, chunk, 0)) = lo_first ? lv : hv;
+    *reinterpret_cast<uint2*>(dst + split_position(c, k, chunk, 1)) = lo_first ? hv : lv;
+    *reinterpret_cast<uint2*>(dst + split_position(c, k, chunk, 2)) = hv;
+}
+
+__device__ __forceinline__ float4 load4(const float* src, int c, bool aligned) {
+    if (aligned) return *reinterpret_cast<const float4*>(src + c);
+    return make_float4(src[c], src[c + 1], src[c + 2], src[c + 3]);
+}
+
+extern "C" __global__ void fp16_split3_warps(const float* __restrict__ a, int rows, int k, int chunk, int lo_first,
+                                             unsigned short* __restrict__ out, int* __restrict__ row_exp,
+                                             const long long* __restrict__ a_at) {
+    if (a_at != nullptr && a_at[3] != 0) a = reinterpret_cast<const float*>(a_at[0]);
+    const bool aligned = reinterpret_cast<unsigned long long>(a) % 16 == 0;
+    const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    for (int r = blockIdx.x * warps + threadIdx.x / 32; r < rows; r += gridDim.x * warps) {
+        const float* src = a + static_cast<long long>(r) * k;
+        float m = 0.0f;
+        for (int c = 4 * lane; c < k; c += 128) {
+            const float4 v = load4(src, c, aligned);
+            m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+        }
+        for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+        const int e = scale_exponent(m);
+        if (lane == 0) row_exp[r] = -e;
+        unsigned short* dst = out + static_cast<long long>(r) * 3 * k;
+        for (int c = 4 * lane; c < k; c += 128) split4_store(dst, c, k, chunk, lo_first, load4(src, c, aligned), e);
+    }
+}
+
 // out[r][c] *= 2^(row_exp[r] + col_exp[c]) (the GEMM's result back to the operands' units).
 extern "C" __global__ void unscale_rows_cols(float* __restrict__ out, long long rows, int n,
                                             const int* __restrict__ row_exp, const int* __restrict__ col_exp) {

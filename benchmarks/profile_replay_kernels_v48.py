@@ -1,0 +1,42 @@
+"""v48: every GPU kernel and copy of a graph-replayed forward by CUPTI (profile_replay_kernels_v33.profile), the
+fp32 cells under v48's split of x (one warp per row) and v28's (gpu_blas.SPLIT_BY_WARPS off), and a padded
+16-bit forward (v47) for its copies.
+
+    python benchmarks/profile_replay_kernels_v48.py OUT_DIR [--repeats N]
+Writes OUT_DIR/profile_replay_kernels_v48.{json,md}.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ab_modes  # noqa: E402
+from bench_persistent import bench_args, bench_meta, measure_rows  # noqa: E402
+from profile_replay_kernels_v33 import _row, markdown  # noqa: E402
+
+MODES = {"v48": {}, "block split": {"SPLIT_BY_WARPS": False}}
+SPECS = [(mode, "float32", h, b) for h, b in ((1024, 8), (1024, 4), (512, 4)) for mode in MODES] \
+    + [("v48", "float16", 1024, 13), ("v48", "float16", 1024, 16)]
+
+
+def _mode_row(mode, dtype, hidden, batch, repeats):
+    ab_modes.set_engine_flags(MODES[mode])
+    try:
+        return {"mode": mode, **_row(dtype, hidden, batch, repeats)}
+    finally:
+        ab_modes.set_engine_flags({})
+
+
+def _markdown(rows) -> str:
+    return "\n".join(f"_{r['mode']}_\n\n" + markdown([r]) for r in rows)
+
+
+def main(argv=None):
+    args, out = bench_args(argv, repeats=10)
+    measure_rows(out, "profile_replay_kernels_v48", bench_meta(), SPECS,
+                 lambda *spec: _mode_row(*spec, args.repeats), _markdown)
+
+
+if __name__ == "__main__":
+    main()
