@@ -1,9 +1,9 @@
-"""v48: every GPU kernel and copy of a graph-replayed forward by CUPTI (profile_replay_kernels_v33.profile), the
-fp32 cells under v48's split of x (one warp per row) and v28's (gpu_blas.SPLIT_BY_WARPS off), and a padded
-16-bit forward (v47) for its copies.
+"""v48: every GPU kernel and copy of a graph-replayed forward by CUPTI (profile_replay_kernels_v33.profile). Set
+"split": the fp32 cells under v48's split of x (one warp per row) and v28's (gpu_blas.SPLIT_BY_WARPS off), and a
+padded 16-bit forward (v47) for its copies. Set "padding": padded forwards under v48's copies and v47's.
 
-    python benchmarks/profile_replay_kernels_v48.py OUT_DIR [--repeats N]
-Writes OUT_DIR/profile_replay_kernels_v48.{json,md}.
+    python benchmarks/profile_replay_kernels_v48.py OUT_DIR [--repeats N] [--set split|padding]
+Writes OUT_DIR/profile_replay_kernels_v48[_padding].{json,md}.
 """
 from __future__ import annotations
 
@@ -15,9 +15,12 @@ import ab_modes  # noqa: E402
 from bench_persistent import bench_args, bench_meta, measure_rows  # noqa: E402
 from profile_replay_kernels_v33 import _row, markdown  # noqa: E402
 
-MODES = {"v48": {}, "block split": {"SPLIT_BY_WARPS": False}}
-SPECS = [(mode, "float32", h, b) for h, b in ((1024, 8), (1024, 4), (512, 4)) for mode in MODES] \
-    + [("v48", "float16", 1024, 13), ("v48", "float16", 1024, 16)]
+MODES = {"v48": {}, "block split": {"SPLIT_BY_WARPS": False},
+         "v47 copies": {"PAD_READS_X": False, "PAD_BY_KERNEL": False, "CUT_AT_COPY_OUT": False}}
+SETS = {"split": [(mode, "float32", h, b) for h, b in ((1024, 8), (1024, 4), (512, 4)) for mode in ("v48", "block split")]
+         + [("v48", "float16", 1024, 13), ("v48", "float16", 1024, 16)],
+         "padding": [(mode, dtype, h, b) for dtype, h, b in (("float16", 1024, 13), ("float32", 256, 7))
+                     for mode in ("v48", "v47 copies")] + [("v48", "float16", 1024, 14)]}
 
 
 def _mode_row(mode, dtype, hidden, batch, repeats):
@@ -33,9 +36,10 @@ def _markdown(rows) -> str:
 
 
 def main(argv=None):
-    args, out = bench_args(argv, repeats=10)
-    measure_rows(out, "profile_replay_kernels_v48", bench_meta(), SPECS,
-                 lambda *spec: _mode_row(*spec, args.repeats), _markdown)
+    args, out = bench_args(argv, repeats=10, configure=lambda p: p.add_argument("--set", default="split",
+                                                                               choices=sorted(SETS)))
+    name = "profile_replay_kernels_v48" + ("" if args.set == "split" else f"_{args.set}")
+    measure_rows(out, name, bench_meta(), SETS[args.set], lambda *spec: _mode_row(*spec, args.repeats), _markdown)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,20 @@
 """`persistent` v48 on the CPU: the fp16 split by warps (gpu_blas.SPLIT_BY_WARPS, splits_by_warps) and where it
 applies, the flag in the replayed graphs' key and the benches' flags, the NumPy split it must equal; the v48
-diagnostics' pure parts (the buffer-address table's consistency line, the clock samples' parse and pairing)."""
+diagnostics' pure parts (the buffer-address table's consistency line, the clock samples' parse and pairing).
+Part 2: batch padding by one launch (batch_pad.pad_inputs: what it takes, its fallback and errors), which replays
+pad x where the caller has it (pad_reads_x), a padded forward's outputs left padded for the graph (cut=False) and
+cut as they are copied out (persistent_graph.CutOutputs), through the fragment emulation."""
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from ecornn import gpu_blas
-from ecornn.engines import persistent
+from ecornn import LayerWeights, LSTMConfig, gpu_blas
+from ecornn.engines import batch_pad, persistent, persistent_graph
+from ecornn.layouts import first_columns, pad_columns
+from tests.helpers import random_problem
+from tests.test_persistent_mma_emulated import _dtype, cpu_engine  # noqa: F401 (fixture)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import ab_modes  # noqa: E402
@@ -66,3 +72,94 @@ def test_the_clock_samples_parse_and_pair(tmp_path):
                                samples)
     assert rows[0]["sm_mhz"] == pytest.approx((1980 + 1755) / 2) and len(rows[0]["reasons"]) == 2
     assert rows[1]["sm_mhz"] is None   # no sample during it
+
+
+# ---- part 2: batch padding by one launch; the cut at copy-out ---------------------------------------------
+def test_numpy_inputs_pad_by_pad_columns(rng):
+    arrays = [rng.standard_normal((4, 3, 5)).astype(np.float32), rng.standard_normal((1, 3, 5)).astype(np.float16)]
+    for got, a in zip(batch_pad.pad_inputs(arrays, 5), arrays):
+        assert np.array_equal(got, pad_columns(a, 5)) and got.dtype == a.dtype
+    assert not batch_pad.kernel_pads(arrays[0])   # the kernel takes CuPy arrays only
+
+
+@pytest.mark.parametrize("arrays, batch, x_at, match", [
+    ([np.zeros((2, 3, 4))], 2, None, "at least 3 columns"),
+    ([np.zeros((2, 3, 4))] * 4, 5, None, "1 to 3 arrays"),
+    ([np.zeros((2, 3, 4), np.float32)], 5, np.zeros(4, np.int64), "fetched address"),
+])
+def test_pad_inputs_errors(arrays, batch, x_at, match):
+    with pytest.raises(ValueError, match=match):
+        batch_pad.pad_inputs(arrays, batch, x_at=x_at)
+
+
+def test_which_replays_pad_x_where_it_lies(monkeypatch):
+    from ecornn.devices import KNOWN
+    monkeypatch.setattr(persistent, "_props", KNOWN["h200"].as_dict)
+    monkeypatch.setattr(batch_pad, "kernel_pads", lambda a: True)   # a C-ordered CuPy x
+    x = np.zeros((4, 13, 1024), np.float16)
+    padded, even = LSTMConfig(1024, 1024, 1, False, "float16", 13, 4), LSTMConfig(1024, 1024, 1, False, "float16", 14, 4)
+    assert persistent.pad_reads_x(padded, x) and not persistent.pad_reads_x(even, x)
+    monkeypatch.setattr(persistent, "PAD_READS_X", False)
+    assert not persistent.pad_reads_x(padded, x)
+
+
+def test_the_new_flags_are_in_the_graph_key(monkeypatch):
+    mode = persistent._graph_mode("auto")
+    monkeypatch.setattr(persistent, "PAD_READS_X", False)
+    assert persistent._graph_mode("auto") != mode
+    monkeypatch.setattr(persistent, "PAD_READS_X", True)
+    monkeypatch.setattr(batch_pad, "PAD_BY_KERNEL", False)
+    assert persistent._graph_mode("auto") != mode
+    monkeypatch.setattr(batch_pad, "PAD_BY_KERNEL", True)
+    monkeypatch.setattr(persistent, "CUT_AT_COPY_OUT", False)
+    assert persistent._graph_mode("auto") != mode
+    assert {"PAD_READS_X", "CUT_AT_COPY_OUT"} <= set(ab_modes.ENGINE_FLAGS) and ab_modes.PAD_FLAGS == ("PAD_BY_KERNEL",)
+    ab_modes.set_engine_flags({"PAD_BY_KERNEL": False})
+    try:
+        assert batch_pad.PAD_BY_KERNEL is False
+    finally:
+        ab_modes.set_engine_flags({})
+    assert batch_pad.PAD_BY_KERNEL is True
+
+
+def _fake_cp():
+    return type("cp", (), {"empty": staticmethod(np.empty)})
+
+
+@pytest.mark.parametrize("dtype", [None, np.float16])
+def test_cut_outputs_copy_out_the_callers_columns_packed(monkeypatch, rng, dtype):
+    monkeypatch.setattr(persistent_graph, "_cp", _fake_cp)
+    layout, offset = [], 0
+    for shape in ((6, 8, 10), (2, 8, 5), (2, 8, 5)):   # y [T, B', D H], hT and cT [L D, B', H]
+        layout.append((offset, shape))
+        offset += -(-int(np.prod(shape)) // 64) * 64
+    buffer = rng.standard_normal(offset).astype(np.float32)
+    packed = persistent_graph.PackedOutputs(buffer, tuple(layout))
+    assert persistent_graph._cut_where_padded(packed, 8) is packed
+    cut = persistent_graph._cut_where_padded(packed, 7)
+    got = persistent_graph._copies_out(cut, dtype, stream=None)
+    for g, w in zip(got, packed):
+        assert g.shape == (w.shape[0], 7) + w.shape[2:] and g.dtype == (dtype or np.float32)
+        assert np.array_equal(g, first_columns(w, 7).astype(g.dtype)) and not np.shares_memory(g, buffer)
+    base = got[0].base
+    assert all(g.base is base for g in got)   # one buffer, each output starting 64 elements aligned in it
+    assert all((g.__array_interface__["data"][0] - base.__array_interface__["data"][0]) % (64 * g.itemsize) == 0
+               for g in got)
+
+
+def test_a_padded_forward_left_padded_for_the_graph(cpu_engine, rng):  # noqa: F811
+    """cut=False (the capture) returns the padded outputs: their first columns are the cut call's, bitwise; the
+    added column is the layer run on zeros."""
+    config = LSTMConfig(64, 96, 1, False, "float16", 11, 6)
+    assert persistent.run_config(config, False).batch == 12
+    weights, x, h0, c0 = random_problem(rng, config)
+    cast = lambda a: np.asarray(a, np.float32).astype(_dtype(config.dtype))  # noqa: E731
+    weights = [LayerWeights(*(cast(a) for a in w)) for w in weights]
+    x, h0, c0 = (cast(a) for a in (x, h0, c0))
+    cut = persistent._forward_eager(config, x, weights, h0, c0)
+    wide = persistent._forward_eager(config, x, weights, h0, c0, cut=False)
+    for c, w in zip(cut[:3], wide[:3]):
+        assert w.shape[1] == 12 and np.array_equal(first_columns(w, 11), c)
+    zeros = tuple(np.zeros((a.shape[0], 1) + a.shape[2:], a.dtype) for a in (x, h0, c0))
+    alone = persistent._forward_eager(config.replace(batch=1), *zeros[:1], weights, *zeros[1:])
+    assert np.allclose(np.asarray(wide[0][:, 11:], np.float32), np.asarray(alone[0], np.float32), atol=1e-3)

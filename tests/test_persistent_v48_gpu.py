@@ -129,3 +129,119 @@ def test_fp32_forwards_are_bitwise_the_block_split(rng, monkeypatch, hidden, lay
                             h0.astype(np.float64), c0.astype(np.float64))
     for got, want in zip(outs[True][-1], ref[:3]):
         assert rel_err(got, want) <= FP32_TOL
+
+
+# ---- part 2: batch padding by one launch (batch_pad), x padded where the caller has it, the cut at copy-out ----
+def _padded_like(a, batch):
+    return np.concatenate([a, np.zeros((a.shape[0], batch - a.shape[1]) + a.shape[2:], a.dtype)], axis=1)
+
+
+@pytest.mark.parametrize("dtype, shapes, batch", [
+    ("float16", [(256, 13, 1024), (1, 13, 1024), (1, 13, 1024)], 14),   # x, h0, c0 of fp16 H=1024 B=13
+    ("float32", [(50, 7, 300), (2, 7, 300), (2, 7, 300)], 8),          # rows of 8400 bytes (16-byte units)
+    ("float16", [(30, 3, 17)], 4),                                      # 102-byte rows: 2-byte units
+    ("float32", [(0, 5, 8), (3, 5, 8)], 6),                             # an empty array beside one that is not
+])
+def test_pad_inputs_is_pad_columns(rng, dtype, shapes, batch):
+    import cupy as cp
+    from ecornn.engines import batch_pad
+    arrays = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    got = batch_pad.pad_inputs([cp.asarray(a) for a in arrays], batch)
+    for g, a in zip(got, arrays):
+        assert g.flags.c_contiguous and g.shape == (a.shape[0], batch) + a.shape[2:]
+        assert np.array_equal(cp.asnumpy(g), _padded_like(a, batch))
+
+
+def test_pad_inputs_reads_x_at_its_fetched_address(rng):
+    """{x, h0, c0, tag}: x read at the fetched address (aligned or not) on a matched tag, else from its buffer;
+    arrays the kernel does not take (a strided view) go through layouts.pad_columns."""
+    import cupy as cp
+    from ecornn.engines import batch_pad
+    x = rng.standard_normal((20, 5, 64)).astype(np.float16)
+    buffer = cp.full(x.shape, 7.0, cp.float16)
+    for offset in (0, 1):
+        room = cp.zeros(x.size + 8, cp.float16)
+        at = room[offset:offset + x.size].reshape(x.shape)
+        at[...] = cp.asarray(x)
+        for tag, want in ((1, x), (0, np.full(x.shape, 7.0, np.float16))):
+            fetched = cp.asarray(np.array([at.data.ptr, 0, 0, tag], np.int64))
+            (got,) = batch_pad.pad_inputs([buffer], 6, x_at=fetched)
+            assert np.array_equal(cp.asnumpy(got), _padded_like(want, 6))
+    strided = cp.asarray(rng.standard_normal((4, 6, 8)).astype(np.float32))[:, ::2]
+    got = batch_pad.pad_inputs([buffer, strided], 6)
+    assert np.array_equal(cp.asnumpy(got[1]), _padded_like(cp.asnumpy(strided), 6))
+    with pytest.raises(ValueError, match="fetched address"):
+        batch_pad.pad_inputs([strided], 6, x_at=fetched)
+
+
+@pytest.mark.parametrize("dtype, hidden, layers, bidir, batch, steps", [
+    ("float16", 1024, 1, False, 13, 256),   # two groups of 7: the kernel reads the padded x
+    ("bfloat16", 1000, 2, True, 9, 60),     # odd hidden size, both directions of layer 0 read the padded x
+    ("float32", 256, 1, False, 7, 120),     # the fp32 split in four groups of 2: the split reads the padded x
+])
+def test_padded_replays_pad_the_callers_x(rng, monkeypatch, dtype, hidden, layers, bidir, batch, steps):
+    """Queued replays of a padded forward, x padded from the caller's array: each bitwise the eager path on its
+    own inputs, the last within tolerance of float64; PAD_READS_X off (x copied, then padded): the same bits."""
+    from tests.test_persistent_v21_gpu import assert_replays_read_x_by_reference
+    config = LSTMConfig(hidden, hidden, layers, bidir, dtype, batch, steps)
+    assert persistent.run_config(config, False).batch == batch + 1
+    assert_replays_read_x_by_reference(rng, monkeypatch, config,
+                                       lambda x, prepared: persistent.pad_reads_x(config, x),
+                                       (persistent, "PAD_READS_X"))
+
+
+def test_padded_replays_cut_their_outputs_as_they_copy_them_out(rng, monkeypatch):
+    """The graph keeps the padded outputs (CutOutputs); the returned arrays have the caller's columns, are the
+    caller's own (not views of the graph's buffer) and lie packed in one buffer."""
+    import cupy as cp
+    from ecornn.engines import persistent_graph
+    from tests.test_persistent_v17_gpu import _prepared
+    from tests.test_persistent_v5_gpu import _gpu_inputs
+    config = LSTMConfig(512, 512, 1, False, "float16", 13, 40)
+    _, gpu_weights, prepared = _prepared(rng, config)
+    calls = [_gpu_inputs(rng, config) for _ in range(3)]
+    outs = [persistent.forward(config, x, gpu_weights, h0, c0, prepared=prepared)[:3] for x, h0, c0 in calls]
+    (entry,) = prepared.graphs.values()
+    assert isinstance(entry.outputs, persistent_graph.CutOutputs) and entry.outputs.batch == 13
+    assert next(iter(entry.outputs)).shape[1] == 14
+    y, hT, cT = outs[-1]
+    assert y.shape == config.output_shape and hT.shape == cT.shape == config.state_shape
+    assert hT.data.ptr > y.data.ptr and cT.data.ptr > hT.data.ptr and y.data.mem is hT.data.mem is cT.data.mem
+    for a, b in zip(outs[-1], entry.outputs):
+        assert not cp.shares_memory(a, b)
+    monkeypatch.setattr(persistent, "CUT_AT_COPY_OUT", False)   # v47: the graph cuts them; the same bits
+    again = [persistent.forward(config, x, gpu_weights, h0, c0, prepared=prepared)[:3] for x, h0, c0 in calls]
+    others = [e for e in prepared.graphs.values() if e is not entry]
+    assert len(others) == 1 and isinstance(others[0].outputs, persistent_graph.PackedOutputs)
+    for got, want in zip(again[1:], outs[1:]):
+        for g, w in zip(got, want):
+            assert cp.array_equal(g.view(cp.uint16), w.view(cp.uint16))
+
+
+def test_a_padded_launch_around_the_ring_gives_nan(rng, monkeypatch):
+    """A bare graph.launch fetches no address: x's buffer is NaN-filled and padded from there, so every caller
+    column of the outputs is NaN (the added column, zeros throughout, is cut off)."""
+    import cupy as cp
+    from ecornn.engines import persistent_graph
+    from tests.test_persistent_v17_gpu import _prepared
+    from tests.test_persistent_v5_gpu import _gpu_inputs
+    monkeypatch.setattr(persistent_graph, "capture_errors", {})
+    config = LSTMConfig(256, 256, 1, False, "bfloat16", 9, 30)
+    _, gpu_weights, prepared = _prepared(rng, config)
+    for x, h0, c0 in [_gpu_inputs(rng, config) for _ in range(2)]:
+        persistent.forward(config, x, gpu_weights, h0, c0, prepared=prepared)
+    (entry,) = prepared.graphs.values()
+    assert entry.ring.by_reference[0] and entry.ring.referenced[0]
+    stream = cp.cuda.get_current_stream()
+    entry.graph.launch(stream=stream)
+    stream.synchronize()
+    assert all(bool(cp.isnan(a[:, :9].astype(cp.float32)).all()) for a in entry.outputs)
+
+
+def test_padded_training_pads_by_the_kernel_and_matches_float64(rng):
+    """A padded training call: x, h0, c0 and then dy, dhT, dcT padded by batch_pad; every output and gradient
+    within 1e-2 of float64 (fp16 H=768 B=13, two groups of 7)."""
+    from tests.test_persistent_gpu import HALF_TOL, _compare
+    config = LSTMConfig(768, 768, 1, False, "float16", 13, 50)
+    assert persistent.run_config(config, True).batch == 14
+    _compare(rng, config, HALF_TOL)

@@ -75,7 +75,7 @@ from ..layouts.persistent import (gather, gather_index, mma_fragment_order, pack
 from ..weights import LayerWeights, slot
 from . import persistent_capacity as capacity
 from . import persistent_rules as rules
-from . import persistent_graph, persistent_refresh, persistent_train_graph
+from . import batch_pad, persistent_graph, persistent_refresh, persistent_train_graph
 
 name = "persistent"
 device = "gpu"
@@ -196,6 +196,10 @@ BACKWARD_GROUPS = "auto"   # v41: the fp32 grid backward with the batch as group
 BATCH_PADDING = "auto"   # v47: under "auto", a call whose plans keep its batch in fewer groups than a batch up to
                          # rules.MAX_BATCH_PADDING columns larger runs as that batch, the added columns zero
                          # (layouts.batch; an odd B as the next even one); an int P: up to P columns; False: never
+CUT_AT_COPY_OUT = True   # v48: a replayed padded inference forward's graph keeps the padded outputs and the replay cuts
+                         # them as it copies them out (persistent_graph.CutOutputs); False: the graph cuts them (v47)
+PAD_READS_X = True   # v48: a replayed padded inference forward pads the caller's x where it lies (batch_pad, the replay
+                     # ring's fetched address) instead of a copy of it; False: copied, then padded (v47)
 CLUSTER_K = "auto"  # v42: tensor-core forwards on thread-block clusters, each block 1/C of K (capacity.with_cluster_k):
                     # "auto" the fp32 split where rules.cluster_split_pays (clusters of 2, 8 warps; v44: its batch groups
                     # of 8 columns too); an int C > 1: every forward but v29's split projection on clusters of C (v44:
@@ -1271,7 +1275,7 @@ def _graph_mode(variant) -> tuple:
             gpu_blas.SPLIT_BY_WARPS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
             LONG_REDUCTION_CHUNK, STEP_CLOCKS, CLUSTER_K, CLUSTER_WARPS, CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE,
-            BATCH_PADDING, rules.MAX_BATCH_PADDING)
+            BATCH_PADDING, rules.MAX_BATCH_PADDING, PAD_READS_X, batch_pad.PAD_BY_KERNEL, CUT_AT_COPY_OUT)
 
 
 def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
@@ -1291,12 +1295,12 @@ def forward(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None
 
     def rerun(x_, h0_, c0_):   # the captured part: the caller's dtypes in; out too where the casts are captured
         out = _forward_eager(config, x_, weights, h0_, c0_, prepared=prepared, variant=variant,
-                             cast=persistent_graph.CAPTURE_OUTPUT_CASTS)
+                             cast=persistent_graph.CAPTURE_OUTPUT_CASTS, cut=not CUT_AT_COPY_OUT)
         return (*out[:3], last_kinds["forward"])
     with _last_kinds_kept():
         persistent_graph.capture(prepared, config, mode, x, h0, c0, rerun,
                                  x_by_reference=kernel_reads_x(config, x, variant)
-                                 or split_reads_x(config, x, variant, prepared))
+                                 or split_reads_x(config, x, variant, prepared) or pad_reads_x(config, x, variant))
     return result
 
 
@@ -1324,18 +1328,23 @@ def _training_forward(config, x, weights, h0, c0, dropout, rng, prepared, varian
 
 
 def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
-                   variant="auto", cast=True):
+                   variant="auto", cast=True, cut=True):
     """The forward, launch by launch; ``cast=False`` leaves the outputs fp32 (graph capture). v47: at a padded
-    batch (run_config) on zero-padded x, h0 and c0, the outputs cut back to the caller's columns."""
+    batch (run_config) on zero-padded x, h0 and c0, the outputs cut back to the caller's columns (``cut=False``,
+    v48: left at the padded batch, for a captured graph to cut as it copies them out). v48: the inputs padded by
+    one launch (batch_pad), x read where the caller has it when a capture hands it over so (pad_reads_x)."""
     wide = run_config(config, training, variant)
     if wide.batch == config.batch:
         return _forward_at_batch(config, x, weights, h0, c0, training=training, dropout=dropout, rng=rng,
                                  prepared=prepared, variant=variant, cast=cast)
-    x, h0, c0 = (pad_columns(a, wide.batch) for a in (x, h0, c0))
+    x_at = persistent_graph.input_reference(x) if PAD_READS_X and batch_pad.kernel_pads(x) else None
+    x, h0, c0 = batch_pad.pad_inputs((x, h0, c0), wide.batch, x_at=x_at)
     y, hT, cT, reserve = _forward_at_batch(wide, x, weights, h0, c0, training=training, dropout=dropout, rng=rng,
                                            prepared=prepared, variant=variant, cast=cast, caller_batch=config.batch)
     if reserve is not None:
         reserve.caller_batch = config.batch
+    if not cut:
+        return y, hT, cT, reserve
     return (*_caller_columns(config, (y, hT, cT)), reserve)
 
 
@@ -1496,6 +1505,12 @@ def split_reads_x(config, x, variant: str = "auto", prepared=None) -> bool:
     if _input_reads(config, *_inference_forward(config, variant))[0]:   # the kernel projects x itself
         return False
     return _fp32_projection_mode(config.seq_len * config.batch, prepared.slots[0], _tf32_for(config)) == "fp16split"
+
+
+def pad_reads_x(config, x, variant: str = "auto") -> bool:
+    """v48: whether a replayed padded inference forward (run_config) pads x where the caller has it
+    (batch_pad.pad_inputs at the replay ring's fetched address, PAD_READS_X), so the graph copies x once."""
+    return bool(PAD_READS_X) and batch_pad.kernel_pads(x) and run_config(config, False, variant).batch != config.batch
 
 
 def _split_input(layer_in, prep: PersistentWeights, layer: int, directions: int, plan):
@@ -1689,7 +1704,7 @@ def _backward_eager(reserve: PersistentReserve, dy, dhT, dcT):
     if reserve.caller_batch is None:
         return _backward_at_batch(reserve, dy, dhT, dcT)
     wide = reserve.config.batch
-    dx, dh0, dc0, grads = _backward_at_batch(reserve, *(pad_columns(a, wide) for a in (dy, dhT, dcT)))
+    dx, dh0, dc0, grads = _backward_at_batch(reserve, *batch_pad.pad_inputs((dy, dhT, dcT), wide))
     return (*(first_columns(a, reserve.caller_batch) for a in (dx, dh0, dc0)), grads)
 
 

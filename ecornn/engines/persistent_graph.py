@@ -109,6 +109,23 @@ def buffer_views(buffer, layout) -> tuple:
     return tuple(views)
 
 
+@dataclass
+class CutOutputs:
+    """v48: a padded forward's outputs (persistent.run_config: the caller's batch plus zero columns), cut to the
+    caller's ``batch`` columns as a replay copies them out (a strided 2-D memcpy each) instead of by the graph."""
+    outputs: object     # PackedOutputs or a tuple of arrays, at the padded batch
+    batch: int
+
+    def __iter__(self):   # the outputs at the padded batch, as views
+        return iter(self.outputs)
+
+
+def _cut_where_padded(outputs, batch: int):
+    """``outputs`` as CutOutputs where their batch (axis 1) is wider than the caller's ``batch``."""
+    first = next(iter(outputs))
+    return CutOutputs(outputs, batch) if first.shape[1] != batch else outputs
+
+
 def pack_outputs(arrays):
     """PackedOutputs of ``arrays`` where they are C-ordered views of one 1-D buffer of their dtype,
     else the arrays themselves (copied out one by one)."""
@@ -239,8 +256,11 @@ def _mark_replay(stream) -> None:
 
 
 def _copies_out(outputs, dtype, stream) -> tuple:
-    """New arrays holding ``outputs`` (a tuple, or PackedOutputs: one buffer copied at once)."""
+    """New arrays holding ``outputs`` (a tuple, or PackedOutputs: one buffer copied at once; CutOutputs: their
+    first columns, into one buffer)."""
     cp = _cp()
+    if isinstance(outputs, CutOutputs):
+        return _cut_copies(outputs, dtype, stream)
     if isinstance(outputs, PackedOutputs):
         whole = cp.empty(outputs.buffer.shape, dtype or outputs.buffer.dtype)
         _copy_in(whole, outputs.buffer, stream)
@@ -251,6 +271,30 @@ def _copies_out(outputs, dtype, stream) -> tuple:
         _copy_in(copy, a, stream)
         copies.append(copy)
     return tuple(copies)
+
+
+def _cut_copies(outputs: CutOutputs, dtype, stream) -> tuple:
+    """The first ``outputs.batch`` columns of each padded output, as views of one new buffer (the outputs' packed
+    layout at the caller's batch): a strided 2-D memcpy each where the dtype stays, else an elementwise cast."""
+    cp = _cp()
+    wide = tuple(outputs)
+    layout, offset = [], 0
+    for a in wide:
+        shape = (a.shape[0], outputs.batch) + tuple(a.shape[2:])
+        layout.append((offset, shape))
+        offset += -(-int(np.prod(shape)) // 64) * 64   # 256-byte aligned, as persistent._output_layout
+    whole = cp.empty((offset,), dtype or wide[0].dtype)
+    views = buffer_views(whole, tuple(layout))
+    for view, a in zip(views, wide):
+        if is_gpu_array(a) and a.dtype == view.dtype and a.flags.c_contiguous:
+            row = a.nbytes // a.shape[0] if a.shape[0] else 0
+            if view.size:
+                cp.cuda.runtime.memcpy2DAsync(view.data.ptr, view.nbytes // view.shape[0], a.data.ptr, row,
+                                              view.nbytes // view.shape[0], a.shape[0],
+                                              cp.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
+        else:
+            view[...] = a[:, :outputs.batch]
+    return views
 
 
 def _launch_on_graph_stream(graph, buffers, inputs, outputs, dtype=None, ring=None) -> tuple:
@@ -339,7 +383,8 @@ def capture(prepared, config, mode, x, h0, c0, run_eager, x_by_reference: bool =
             return
     if len(graphs) >= MAX_GRAPHS:
         graphs.popitem(last=False)
-    graphs[key] = ForwardGraph(graph, pool, inputs, pack_outputs(outputs), kind, ring)
+    graphs[key] = ForwardGraph(graph, pool, inputs, _cut_where_padded(pack_outputs(outputs), config.batch), kind,
+                               ring)
 
 
 def captured(stream, run, *args, ring=None):
