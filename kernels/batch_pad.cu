@@ -4,12 +4,13 @@
 // ecornn/engines/persistent_replay_ring.py: {x, h0, c0, tag matched}; null otherwise): on a matched tag array
 // 0 is read at the caller's x, else from its buffer (NaN-filled by the ring after a wrong tag), so the graph
 // copies x once instead of twice. 16-byte units where an array's rows and addresses allow, else 2 bytes (every
-// element type here is 2 or 4 bytes wide).
+// element type here is 2 or 4 bytes wide). The same rows with the destination's the shorter cut a replay's padded
+// outputs back to the caller's columns (ecornn/engines/batch_pad.py, first_columns_into).
 
 template <typename Unit>
 __device__ __forceinline__ void pad_units(long long i, long long stride, char* dst, const char* src, long long rows,
                                           long long src_row, long long dst_row) {
-    const long long have = src_row / sizeof(Unit), per_row = dst_row / sizeof(Unit);
+    const long long have = src_row / sizeof(Unit), per_row = dst_row / sizeof(Unit);   // have > per_row: a cut
     for (long long u = i; u < rows * per_row; u += stride) {
         const long long r = u / per_row, c = u - r * per_row;
         Unit v{};

@@ -75,6 +75,17 @@ def test_the_clock_samples_parse_and_pair(tmp_path):
 
 
 # ---- part 2: batch padding by one launch; the cut at copy-out ---------------------------------------------
+def test_numpy_outputs_cut_by_first_columns(rng):
+    arrays = [rng.standard_normal((4, 6, 5)).astype(np.float32), rng.standard_normal((1, 6, 5)).astype(np.float16)]
+    for got, a in zip(batch_pad.first_columns_of(arrays, 4), arrays):
+        assert np.array_equal(got, first_columns(a, 4)) and got.dtype == a.dtype and got.flags.c_contiguous
+    outs = [np.empty((4, 2, 5), np.float32)]
+    assert batch_pad.first_columns_of(arrays[:1], 2, outs=outs)[0] is outs[0]
+    assert np.array_equal(outs[0], arrays[0][:, :2])
+    with pytest.raises(ValueError, match="narrower batch"):
+        batch_pad.first_columns_into(outs, arrays[:1])   # NumPy: not the kernel's
+
+
 def test_numpy_inputs_pad_by_pad_columns(rng):
     arrays = [rng.standard_normal((4, 3, 5)).astype(np.float32), rng.standard_normal((1, 3, 5)).astype(np.float16)]
     for got, a in zip(batch_pad.pad_inputs(arrays, 5), arrays):

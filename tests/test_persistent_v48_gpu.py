@@ -152,6 +152,20 @@ def test_pad_inputs_is_pad_columns(rng, dtype, shapes, batch):
         assert np.array_equal(cp.asnumpy(g), _padded_like(a, batch))
 
 
+@pytest.mark.parametrize("dtype, shapes, batch", [
+    ("float16", [(256, 14, 1024), (1, 14, 1024), (1, 14, 1024)], 13),   # y, hT, cT of fp16 H=1024 B=13 padded
+    ("float32", [(30, 4, 17)], 3),                                      # 68-byte rows of the output: 2-byte units
+])
+def test_first_columns_of_is_first_columns(rng, dtype, shapes, batch):
+    import cupy as cp
+    from ecornn.engines import batch_pad
+    from ecornn.layouts import first_columns
+    arrays = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    got = batch_pad.first_columns_of([cp.asarray(a) for a in arrays], batch)
+    for g, a in zip(got, arrays):
+        assert g.flags.c_contiguous and np.array_equal(cp.asnumpy(g), first_columns(a, batch))
+
+
 def test_pad_inputs_reads_x_at_its_fetched_address(rng):
     """{x, h0, c0, tag}: x read at the fetched address (aligned or not) on a matched tag, else from its buffer;
     arrays the kernel does not take (a strided view) go through layouts.pad_columns."""

@@ -4,7 +4,8 @@ layouts.pad_columns pads one array by a strided 2-D memcpy and a fill of the add
 captured graph, two nodes per array, six for a forward's x, h0 and c0 (v48's profile of a padded fp16 H=1024 B=13
 replay: 30 µs per call more than the even batch's, 0.12 µs/step). Here every C-ordered CuPy array of the call
 is padded by one launch, each row copied and zero-filled in one pass, and a replayed graph's x can be read where
-the caller has it (the replay ring's fetched address), so it is copied once, not twice.
+the caller has it (the replay ring's fetched address), so it is copied once, not twice. The same kernel cuts the
+outputs back to the caller's columns (first_columns_of), three arrays by one launch instead of a memcpy2D each.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import functools
 import numpy as np
 
 from ..arrays import is_gpu_array
-from ..layouts import pad_columns
+from ..layouts import first_columns, pad_columns
 
 PAD_BY_KERNEL = True   # False: layouts.pad_columns per array (v47; the ablation)
 THREADS, MAX_BLOCKS = 256, 1024
@@ -49,20 +50,58 @@ def pad_inputs(arrays, batch: int, x_at=None) -> tuple:
     return tuple(out)
 
 
+def first_columns_of(arrays, batch: int, outs=None) -> tuple:
+    """The first ``batch`` columns of each of ``arrays`` (1 to 3, [N, B, ...]) as C-ordered arrays (``outs`` where
+    given: views to fill; else new ones), layouts.first_columns: by one launch where every array and out is one
+    the kernel takes, else array by array."""
+    if outs is None:
+        outs = [_module(a).empty((a.shape[0], batch) + tuple(a.shape[2:]), a.dtype) for a in arrays]
+    if all(kernel_pads(a) and kernel_pads(o) and a.dtype == o.dtype for a, o in zip(arrays, outs)):
+        first_columns_into(outs, arrays)
+    else:
+        for a, o in zip(arrays, outs):
+            first_columns(a, batch, out=o)
+    return tuple(outs)
+
+
+def first_columns_into(outs, arrays) -> None:
+    """The first ``out.shape[1]`` columns of each of ``arrays`` (1 to 3, [N, B, ...]) into ``outs`` (C-ordered,
+    [N, b, ...]; a replay's outputs cut to the caller's batch) by one launch: the kernel's rows copied, not padded,
+    where the destination's rows are the shorter. Every array one the kernel takes (kernel_pads), of its out's dtype."""
+    if not 1 <= len(arrays) <= 3 or len(outs) != len(arrays) or not all(
+            kernel_pads(a) and kernel_pads(o) and a.dtype == o.dtype and a.shape[0] == o.shape[0]
+            and a.shape[2:] == o.shape[2:] and o.shape[1] <= a.shape[1] for a, o in zip(arrays, outs)):
+        raise ValueError("first_columns_into: 1 to 3 C-ordered CuPy arrays and outputs of one dtype and shape but a "
+                         f"narrower batch expected, got {[(a.shape, a.dtype) for a in arrays]} into "
+                         f"{[(o.shape, o.dtype) for o in outs]}")
+    _rows(list(zip(arrays, outs)), None)
+
+
 def _launch(arrays, batch: int, x_at) -> list:
     import cupy as cp
     outs = [cp.empty((a.shape[0], batch) + tuple(a.shape[2:]), a.dtype) for a in arrays]
+    _rows(list(zip(arrays, outs)), x_at)
+    return outs
+
+
+def _rows(pairs, x_at) -> None:
+    """kernels/batch_pad.cu over (source, destination) pairs: each destination row the source row's first bytes,
+    zero past them."""
+    import cupy as cp
     args = [x_at if x_at is not None else np.uint64(0)]
     for k in range(3):
-        if k < len(arrays):
-            a, o = arrays[k], outs[k]
+        if k < len(pairs):
+            a, o = pairs[k]
             rows = a.shape[0] if a.size else 0
             args += [o, a, np.int64(rows), np.int64(_row_bytes(a)), np.int64(_row_bytes(o))]
         else:
             args += [np.uint64(0), np.uint64(0), np.int64(0), np.int64(0), np.int64(0)]
-    units = max(o.nbytes for o in outs) // 16 + 1
+    units = max(o.nbytes for _, o in pairs) // 16 + 1
     _kernel(cp.cuda.Device().id)((max(1, min(-(-units // THREADS), MAX_BLOCKS)),), (THREADS,), tuple(args))
-    return outs
+
+
+def _module(a):
+    return __import__("cupy") if is_gpu_array(a) else np
 
 
 def _row_bytes(a) -> int:

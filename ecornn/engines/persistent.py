@@ -69,7 +69,7 @@ import numpy as np
 from .. import gpu_blas
 from ..arrays import data_address, is_gpu_array
 from ..errors import NotSupported
-from ..layouts import first_columns, gate_deinterleave_as, gate_deinterleave_copy, gate_interleave, pad_columns
+from ..layouts import gate_deinterleave_as, gate_deinterleave_copy, gate_interleave, pad_columns
 from ..layouts.persistent import (gather, gather_index, mma_fragment_order, pack_block_rows, pack_column_tiles,
                                  pack_mma_fragments, pack_split_fragments)
 from ..weights import LayerWeights, slot
@@ -1352,7 +1352,7 @@ def _caller_columns(config, outputs) -> tuple:
     """v47: the first config.batch columns of a padded forward's (output, hT, cT), in one buffer (v17) like
     an unpadded forward's."""
     _, views = _output_views(config, outputs[0].dtype)
-    return tuple(first_columns(a, config.batch, out=view) for a, view in zip(outputs, views))
+    return batch_pad.first_columns_of(outputs, config.batch, outs=views)
 
 
 def _forward_at_batch(config, x, weights, h0, c0, *, training=False, dropout=0.0, rng=None, prepared=None,
@@ -1705,7 +1705,7 @@ def _backward_eager(reserve: PersistentReserve, dy, dhT, dcT):
         return _backward_at_batch(reserve, dy, dhT, dcT)
     wide = reserve.config.batch
     dx, dh0, dc0, grads = _backward_at_batch(reserve, *batch_pad.pad_inputs((dy, dhT, dcT), wide))
-    return (*(first_columns(a, reserve.caller_batch) for a in (dx, dh0, dc0)), grads)
+    return (*batch_pad.first_columns_of((dx, dh0, dc0), reserve.caller_batch), grads)
 
 
 def _backward_at_batch(reserve: PersistentReserve, dy, dhT, dcT):
