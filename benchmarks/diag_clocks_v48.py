@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ab_modes import whole_forward_us  # noqa: E402
-from bench_persistent import STEPS, _median_ms, _problem, bench_meta, kernel_launcher  # noqa: E402
+from bench_persistent import STEPS, _median_ms, _problem, bench_args, bench_meta, kernel_launcher  # noqa: E402
 
 CELLS = [("float32", 1024, 8), ("float16", 1024, 16), ("bfloat16", 1024, 4), ("float32", 1024, 4)]
 QUERY = "timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active"
@@ -110,13 +110,7 @@ def markdown(rows) -> str:
 
 
 def main(argv=None):
-    import argparse
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out")
-    parser.add_argument("--seconds", type=float, default=60.0)
-    args = parser.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    args, out = bench_args(argv, configure=lambda p: p.add_argument("--seconds", type=float, default=60.0))
     log = out / "diag_clocks_v48_samples.csv"
     sampler = _sampler(log)
     try:

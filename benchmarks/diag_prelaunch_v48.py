@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_persistent import STEPS, _median_ms, _problem, bench_meta  # noqa: E402
+from bench_persistent import STEPS, _median_ms, _problem, bench_args, bench_meta  # noqa: E402
 
 CELLS = [("float32", 1024, 8), ("float32", 1024, 4), ("bfloat16", 1024, 4), ("float16", 1024, 16)]
 
@@ -90,14 +90,8 @@ def markdown(rows) -> str:
 
 
 def main(argv=None):
-    import argparse
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out")
-    parser.add_argument("--calls", type=int, default=200)
-    args = parser.parse_args(argv)
+    args, out = bench_args(argv, configure=lambda p: p.add_argument("--calls", type=int, default=200))
     rows = [cell_row(*cell, args.calls) for cell in CELLS]
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     text = markdown(rows)
     print(text[:3000])
     (out / "diag_prelaunch_v48.json").write_text(json.dumps({"meta": bench_meta(), "rows": rows}, indent=1))

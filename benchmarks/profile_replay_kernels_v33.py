@@ -64,6 +64,20 @@ def markdown(rows) -> str:
     return "\n".join(lines)
 
 
+def mode_row(modes: dict, mode: str, dtype, hidden, batch, repeats) -> dict:
+    """_row under the engine flags of ``modes[mode]`` (ab_modes), tagged with the mode (v35's and v48's A/B profiles)."""
+    import ab_modes
+    ab_modes.set_engine_flags(modes[mode])
+    try:
+        return {"mode": mode, **_row(dtype, hidden, batch, repeats)}
+    finally:
+        ab_modes.set_engine_flags({})
+
+
+def mode_markdown(rows) -> str:
+    return "\n".join(f"_{r['mode']}_\n\n" + markdown([r]) for r in rows)
+
+
 def main(argv=None):
     args, out = bench_args(argv, repeats=10)
     measure_rows(out, "profile_replay_kernels_v33", bench_meta(), ROWS, lambda d, h, b: _row(d, h, b, args.repeats),

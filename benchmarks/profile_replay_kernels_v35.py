@@ -11,31 +11,18 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import ab_modes  # noqa: E402
 from bench_persistent import bench_args, bench_meta, measure_rows  # noqa: E402
-from profile_replay_kernels_v33 import _row, markdown  # noqa: E402
+from profile_replay_kernels_v33 import mode_markdown, mode_row  # noqa: E402
 
 CELLS = [("float32", 1024, 4), ("float32", 1024, 8), ("float32", 1536, 4)]
 MODES = {"v35": {}, "v34": {"UNSCALE_BY_FOURS": False, "SPLIT_READS_X": False}}
 SPECS = [(mode, *cell) for cell in CELLS for mode in MODES]
 
 
-def _mode_row(mode, dtype, hidden, batch, repeats):
-    ab_modes.set_engine_flags(MODES[mode])
-    try:
-        return {"mode": mode, **_row(dtype, hidden, batch, repeats)}
-    finally:
-        ab_modes.set_engine_flags({})
-
-
-def _markdown(rows) -> str:
-    return "\n".join(f"_{r['mode']}_\n\n" + markdown([r]) for r in rows)
-
-
 def main(argv=None):
     args, out = bench_args(argv, repeats=10)
     measure_rows(out, "profile_replay_kernels_v35", bench_meta(), SPECS,
-                 lambda *spec: _mode_row(*spec, args.repeats), _markdown)
+                 lambda *spec: mode_row(MODES, *spec, args.repeats), mode_markdown)
 
 
 if __name__ == "__main__":

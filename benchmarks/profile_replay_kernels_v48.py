@@ -11,9 +11,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import ab_modes  # noqa: E402
 from bench_persistent import bench_args, bench_meta, measure_rows  # noqa: E402
-from profile_replay_kernels_v33 import _row, markdown  # noqa: E402
+from profile_replay_kernels_v33 import mode_markdown, mode_row  # noqa: E402
 
 MODES = {"v48": {}, "block split": {"SPLIT_BY_WARPS": False},
          "v47 copies": {"PAD_READS_X": False, "PAD_BY_KERNEL": False, "CUT_AT_COPY_OUT": False}}
@@ -23,23 +22,11 @@ SETS = {"split": [(mode, "float32", h, b) for h, b in ((1024, 8), (1024, 4), (51
                      for mode in ("v48", "v47 copies")] + [("v48", "float16", 1024, 14)]}
 
 
-def _mode_row(mode, dtype, hidden, batch, repeats):
-    ab_modes.set_engine_flags(MODES[mode])
-    try:
-        return {"mode": mode, **_row(dtype, hidden, batch, repeats)}
-    finally:
-        ab_modes.set_engine_flags({})
-
-
-def _markdown(rows) -> str:
-    return "\n".join(f"_{r['mode']}_\n\n" + markdown([r]) for r in rows)
-
-
 def main(argv=None):
     args, out = bench_args(argv, repeats=10, configure=lambda p: p.add_argument("--set", default="split",
                                                                                choices=sorted(SETS)))
     name = "profile_replay_kernels_v48" + ("" if args.set == "split" else f"_{args.set}")
-    measure_rows(out, name, bench_meta(), SETS[args.set], lambda *spec: _mode_row(*spec, args.repeats), _markdown)
+    measure_rows(out, name, bench_meta(), SETS[args.set], lambda *spec: mode_row(MODES, *spec, args.repeats), mode_markdown)
 
 
 if __name__ == "__main__":

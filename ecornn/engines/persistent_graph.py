@@ -113,7 +113,8 @@ def buffer_views(buffer, layout) -> tuple:
 @dataclass
 class CutOutputs:
     """v48: a padded forward's outputs (persistent.run_config: the caller's batch plus zero columns), cut to the
-    caller's ``batch`` columns as a replay copies them out (a strided 2-D memcpy each) instead of by the graph."""
+    caller's ``batch`` columns as a replay copies them out (one launch for all, batch_pad.first_columns_of) instead of
+    by the graph."""
     outputs: object     # PackedOutputs or a tuple of arrays, at the padded batch
     batch: int
 
