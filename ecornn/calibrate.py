@@ -136,7 +136,8 @@ def _fit_persistent_inference(consts, points, device):
 def _fit_mma_inference(consts, points, device):
     """Relative least squares for the tensor-core kernel's (fixed µs, µs per 1e3 H*B, µs per 1e6 H^2)."""
     return _fit_linear_step(consts, points, device, ("mma_step_us", "mma_vector_us", "mma_weights_us"),
-                            lambda config, kernel: costmodel.mma_step_terms(config, kernel.get("mma_groups", 1)))
+                            lambda config, kernel: costmodel.mma_forward_terms(config, kernel.get("mma_groups", 1),
+                                                                               costmodel.mma_products(kernel)))
 
 
 def _split_terms(config, kernel) -> tuple:

@@ -57,20 +57,23 @@ class CostConstants:
     backward_flop_factor: float = 4.45
     fused_backward_factor: float = 1.25   # fused backward steps / forward steps
     call_overhead_us: float = 40.0        # per call (Python, planning, launches outside the loop)
-    # persistent v4 (fp16/bf16 on tensor cores): step = fixed + per 1e3 H*B + per 1e6 H^2 (weights
-    # streamed from shared memory when the registers are full); fitted to the bf16 sweep
-    # (results/planner_sweep_final_h200.json)
-    mma_step_us: float = 2.52
-    mma_vector_us: float = 0.127
-    mma_weights_us: float = 0.234
+    # persistent v4 (fp16/bf16 on tensor cores): step = fixed + per 1e3 H*B of one batch group + per 1e6 H^2 x
+    # groups x products (mma_forward_terms; weights streamed from shared memory when the registers are full);
+    # v48: refitted (relative least squares, benchmarks/refit_mma_forward_v48.py) on 22 H200 whole forwards of
+    # persistent v45-v48 (results/persistent_v48/refit_mma_forward_v48.md): 0.85-1.10 of measured, was 1.22-2.23
+    mma_step_us: float = 1.306
+    mma_vector_us: float = 0.0532
+    mma_weights_us: float = 0.2879
     mma_tagged_saving_us: float = 0.45    # v5: a tagged forward plan skips grid.sync (H100 kernel
                                           # ablation: 0.31-0.77, median 0.44; the fit above is v4's)
-    mma_bwd_step_us: float = 1.13         # training adds the backward recurrence: fixed part ...
-    mma_bwd_us_per_kclock: float = 0.89   # ... + per 1000 of the backward plan's mma_step_clocks; v30:
+    mma_bwd_step_us: float = 1.151        # training adds the backward recurrence: fixed part ...
+    mma_bwd_us_per_kclock: float = 1.431  # ... + per 1000 of the backward plan's mma_step_clocks; v30:
                                           # refitted (relative least squares) on the 18 16-bit training
                                           # cells of results/persistent_v30/10_sweep_16bit.json (was 1.4 /
                                           # 2.4: H=1536 B=16 predicted at twice its time); v27's B <= 8
-                                          # training picks are unchanged by it (24 of 24 within 10%)
+                                          # training picks are unchanged by it (24 of 24 within 10%); v48:
+                                          # refitted after the forward (1.13 / 0.89 before) on 22 H200 fwd+bwd
+                                          # of v45-v48: 0.81-1.14 of measured
     # persistent v13/v14 (fp32 forwards split into fp16 halves on the tensor cores, where
     # rules.fp32_split_pays): step = fixed + per 1e3 H*B (the hi and lo rows every block stages)
     # + per 1e6 H^2 x mma per weight tile (3, paired 2, times the N tiles); fitted to the H100 whole
@@ -144,7 +147,7 @@ def predict_persistent_us(config: LSTMConfig, device: DeviceSpec, kernel: dict,
                     2.0 * config.batch * config.gate_size * config.hidden_size * config.num_directions,
                     config, device, consts)
         elif kernel.get("mma"):
-            step = (mma_step_us(config, consts, kernel.get("mma_groups", 1))
+            step = (mma_step_us(config, consts, kernel.get("mma_groups", 1), mma_products(kernel))
                     - (consts.mma_tagged_saving_us if kernel.get("mma_tagged") else 0.0))
             total += step + forward_projection
             if training:  # the backward's cost follows its own plan's issue/staging clocks
@@ -172,8 +175,22 @@ def mma_step_terms(config: LSTMConfig, groups: int = 1) -> tuple:
             config.hidden_size ** 2 * config.num_directions / 1e6)
 
 
-def mma_step_us(config: LSTMConfig, consts: CostConstants, groups: int = 1) -> float:
+def mma_forward_terms(config: LSTMConfig, groups: int = 1, products: int = 1) -> tuple:
+    """v48: the tensor-core forward step's (H*B/1e3 of one group, H^2/1e6 x groups x products): with the batch in
+    ``groups`` groups each block holds ``groups`` times the weight rows, and with the input projection in the kernel
+    (``products`` = 2) it multiplies W_ih too (v30's and v12's plans; before v48 the weights term was H^2 alone,
+    1.2-2.2x high on today's plans)."""
     hb, hh = mma_step_terms(config, groups)
+    return hb, hh * groups * products
+
+
+def mma_products(kernel: dict) -> int:
+    """2 where the tensor-core forward computes x W_ih^T itself (the capacity model's ``in_kernel_projection``)."""
+    return 2 if kernel.get("in_kernel_projection") else 1
+
+
+def mma_step_us(config: LSTMConfig, consts: CostConstants, groups: int = 1, products: int = 1) -> float:
+    hb, hh = mma_forward_terms(config, groups, products)
     return consts.mma_step_us + consts.mma_vector_us * hb + consts.mma_weights_us * hh
 
 

@@ -174,3 +174,40 @@ def test_a_padded_forward_left_padded_for_the_graph(cpu_engine, rng):  # noqa: F
     zeros = tuple(np.zeros((a.shape[0], 1) + a.shape[2:], a.dtype) for a in (x, h0, c0))
     alone = persistent._forward_eager(config.replace(batch=1), *zeros[:1], weights, *zeros[1:])
     assert np.allclose(np.asarray(wide[0][:, 11:], np.float32), np.asarray(alone[0], np.float32), atol=1e-3)
+
+
+# ---- part 3: the planner's 16-bit forward and backward constants refitted (benchmarks/refit_mma_forward_v48.py) ---
+def test_the_weights_term_counts_groups_and_the_in_kernel_product():
+    from ecornn import costmodel
+    config = LSTMConfig(1024, 1024, 1, False, "float16", 16, 256)
+    hb, hh = costmodel.mma_step_terms(config, 2)
+    assert costmodel.mma_forward_terms(config, 2, 2) == (hb, 4 * hh) and costmodel.mma_forward_terms(config) == \
+        costmodel.mma_step_terms(config)
+    assert costmodel.mma_products({"in_kernel_projection": True}) == 2 and costmodel.mma_products({}) == 1
+
+
+@pytest.mark.parametrize("training, low, high", [(False, 0.84, 1.11), (True, 0.80, 1.15)])
+def test_the_defaults_predict_the_measured_16bit_cells(training, low, high):
+    """Every 16-bit cell of v45-v48's H200 benches (whole forward, fwd+bwd per step) within the fit's range; v47's
+    constants read the whole forwards 1.22-2.23x."""
+    import refit_mma_forward_v48 as refit
+    from ecornn import costmodel
+    from ecornn.devices import KNOWN
+    cells = refit.points_from([refit.RESULTS / s for s in refit.DEFAULT_SOURCES], training)
+    assert len(cells) == 22
+    predicted = refit.predictions(cells, costmodel.DEFAULTS, KNOWN["h200"], training)
+    ratios = [predicted[c] / us for c, us in cells.items()]
+    assert low <= min(ratios) and max(ratios) <= high, sorted(ratios)
+
+
+def test_the_defaults_are_the_documented_fit():
+    import dataclasses
+    import refit_mma_forward_v48 as refit
+    from ecornn import costmodel
+    from ecornn.devices import KNOWN
+    sources = [refit.RESULTS / s for s in refit.DEFAULT_SOURCES]
+    start = dataclasses.replace(costmodel.DEFAULTS, **refit.BEFORE)
+    fitted = refit.refit(refit.points_from(sources), KNOWN["h200"], start)
+    fitted = refit.refit_backward(refit.points_from(sources, True), KNOWN["h200"], fitted)
+    for name in refit.FITTED:
+        assert getattr(fitted, name) == pytest.approx(getattr(costmodel.DEFAULTS, name), abs=1e-3), name

@@ -218,15 +218,22 @@ def test_planner_follows_the_engines_fp32_tensor_core_flag(monkeypatch):
 
 def test_in_kernel_projections_drop_the_forward_gemm_from_the_prediction():
     """v12/v15: where the forward computes x W_ih^T itself, the prediction leaves out the forward's
-    projection GEMM (inference and training); the cluster kernel's inference keeps it."""
+    projection GEMM (inference and training); the cluster kernel's inference keeps it. v48: the tensor-core
+    kernel's own input product is in its step instead (costmodel.mma_forward_terms, products=2)."""
     from ecornn import costmodel
     from ecornn.planner import persistent_fit
+    consts = costmodel.DEFAULTS
     for config, training in ((cfg(512, 1), False), (cfg(512, 2), True), (LSTMConfig(1024, 1024, 1, False, "bfloat16", 4, 256), True)):
         kernel = persistent_fit(config, H100, training)
         assert kernel["in_kernel_projection"], kernel
         with_gemm = costmodel.predict_persistent_us(config, H100, {**kernel, "in_kernel_projection": False}, training)
         projection = costmodel._gemm_us(2.0 * config.batch * config.gate_size * config.input_size, config, H100,
-                                        costmodel.DEFAULTS)
-        assert with_gemm - costmodel.predict_persistent_us(config, H100, kernel, training) == pytest.approx(projection)
+                                        consts)
+        groups = kernel.get("mma_groups", 1)
+        own_product = (costmodel.mma_step_us(config, consts, groups, 2) - costmodel.mma_step_us(config, consts, groups, 1)
+                       if kernel.get("mma") else 0.0)
+        assert (config.dtype == "bfloat16") == (own_product > 0)
+        assert with_gemm - costmodel.predict_persistent_us(config, H100, kernel, training) == pytest.approx(
+            projection - own_product)
     assert not persistent_fit(cfg(512, 4), H100)["in_kernel_projection"]   # the GEMM (v15's rule)
     assert not persistent_fit(cfg(256, 1), H100)["in_kernel_projection"]   # the cluster kernel
