@@ -13,7 +13,7 @@ import functools
 
 import numpy as np
 
-from ..arrays import is_gpu_array
+from ..arrays import is_gpu_array, module_of
 from ..layouts import first_columns, pad_columns
 
 PAD_BY_KERNEL = True   # False: layouts.pad_columns per array (v47; the ablation)
@@ -55,7 +55,7 @@ def first_columns_of(arrays, batch: int, outs=None) -> tuple:
     given: views to fill; else new ones), layouts.first_columns: by one launch where every array and out is one
     the kernel takes, else array by array."""
     if outs is None:
-        outs = [_module(a).empty((a.shape[0], batch) + tuple(a.shape[2:]), a.dtype) for a in arrays]
+        outs = [module_of(a).empty((a.shape[0], batch) + tuple(a.shape[2:]), a.dtype) for a in arrays]
     if all(kernel_pads(a) and kernel_pads(o) and a.dtype == o.dtype for a, o in zip(arrays, outs)):
         first_columns_into(outs, arrays)
     else:
@@ -98,10 +98,6 @@ def _rows(pairs, x_at) -> None:
             args += [np.uint64(0), np.uint64(0), np.int64(0), np.int64(0), np.int64(0)]
     units = max(o.nbytes for _, o in pairs) // 16 + 1
     _kernel(cp.cuda.Device().id)((max(1, min(-(-units // THREADS), MAX_BLOCKS)),), (THREADS,), tuple(args))
-
-
-def _module(a):
-    return __import__("cupy") if is_gpu_array(a) else np
 
 
 def _row_bytes(a) -> int:

@@ -1223,13 +1223,9 @@ def _biases(prepared: PersistentWeights, layer: int, directions: int):
 
 
 def _output_layout(config) -> tuple:
-    """(offset, shape) of the forward's output, hT and cT in one buffer, each 256 bytes aligned."""
-    layout, offset = [], 0
-    for shape in ((config.seq_len, config.batch, config.num_directions * config.hidden_size),
-                  config.state_shape, config.state_shape):
-        layout.append((offset, shape))
-        offset += -(-int(np.prod(shape)) // 64) * 64
-    return tuple(layout), offset
+    """(offset, shape) of the forward's output, hT and cT in one buffer, each 256 bytes aligned, and its size."""
+    return persistent_graph.packed_layout(((config.seq_len, config.batch, config.num_directions * config.hidden_size),
+                                           config.state_shape, config.state_shape))
 
 
 def _output_views(config, dtype=np.float32):

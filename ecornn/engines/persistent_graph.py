@@ -110,13 +110,25 @@ def buffer_views(buffer, layout) -> tuple:
     return tuple(views)
 
 
+def packed_layout(shapes) -> tuple:
+    """((offset, shape) of each array, total size) of arrays packed in one 1-D buffer, each starting 64 elements
+    (256 bytes of fp32) aligned: the forward's output, hT and cT (persistent._output_layout, v17)."""
+    layout, offset = [], 0
+    for shape in shapes:
+        layout.append((offset, tuple(shape)))
+        offset += -(-int(np.prod(shape)) // 64) * 64
+    return tuple(layout), offset
+
+
 @dataclass
 class CutOutputs:
     """v48: a padded forward's outputs (persistent.run_config: the caller's batch plus zero columns), cut to the
     caller's ``batch`` columns as a replay copies them out (one launch for all, batch_pad.first_columns_of) instead of
-    by the graph."""
+    by the graph, into one buffer of ``size`` elements laid out as ``layout`` (the caller's batch; made once)."""
     outputs: object     # PackedOutputs or a tuple of arrays, at the padded batch
     batch: int
+    layout: tuple
+    size: int
 
     def __iter__(self):   # the outputs at the padded batch, as views
         return iter(self.outputs)
@@ -124,8 +136,10 @@ class CutOutputs:
 
 def _cut_where_padded(outputs, batch: int):
     """``outputs`` as CutOutputs where their batch (axis 1) is wider than the caller's ``batch``."""
-    first = next(iter(outputs))
-    return CutOutputs(outputs, batch) if first.shape[1] != batch else outputs
+    wide = tuple(outputs)
+    if wide[0].shape[1] == batch:
+        return outputs
+    return CutOutputs(outputs, batch, *packed_layout((a.shape[0], batch) + tuple(a.shape[2:]) for a in wide))
 
 
 def pack_outputs(arrays):
@@ -276,24 +290,12 @@ def _copies_out(outputs, dtype, stream) -> tuple:
 
 
 def _cut_copies(outputs: CutOutputs, dtype, stream) -> tuple:
-    """The first ``outputs.batch`` columns of each padded output, as views of one new buffer (the outputs' packed
-    layout at the caller's batch): by one kernel launch where the dtype stays (batch_pad.first_columns_into), else
-    an elementwise cast. On the current stream (the caller's: ``stream``)."""
-    cp = _cp()
+    """The first ``outputs.batch`` columns of each padded output, as views of one new buffer: by one kernel launch
+    where the dtype stays, else cast array by array (batch_pad.first_columns_of). On the current stream (the
+    caller's: ``stream``)."""
     wide = tuple(outputs)
-    layout, offset = [], 0
-    for a in wide:
-        shape = (a.shape[0], outputs.batch) + tuple(a.shape[2:])
-        layout.append((offset, shape))
-        offset += -(-int(np.prod(shape)) // 64) * 64   # 256-byte aligned, as persistent._output_layout
-    whole = cp.empty((offset,), dtype or wide[0].dtype)
-    views = buffer_views(whole, tuple(layout))
-    if all(batch_pad.kernel_pads(a) and a.dtype == view.dtype for a, view in zip(wide, views)):
-        batch_pad.first_columns_into(views, wide)
-        return views
-    for view, a in zip(views, wide):
-        view[...] = a[:, :outputs.batch]
-    return views
+    views = buffer_views(_cp().empty((outputs.size,), dtype or wide[0].dtype), outputs.layout)
+    return batch_pad.first_columns_of(wide, outputs.batch, outs=views)
 
 
 def _launch_on_graph_stream(graph, buffers, inputs, outputs, dtype=None, ring=None) -> tuple:
