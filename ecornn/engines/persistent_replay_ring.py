@@ -26,7 +26,7 @@ import weakref
 
 import numpy as np
 
-from ..arrays import data_address, is_gpu_array
+from ..arrays import c_contiguous, data_address, is_gpu_array
 
 SLOTS = 32          # launches that may be queued before the host waits for the oldest fetch
 FETCH_THREADS = 256
@@ -74,6 +74,7 @@ class InputRing:
         self.slot_words = self.host.words[:4 * slots].reshape(slots, 4)
         self.done = self.host.words[4 * slots:]
         self.slot_words[:, 0] = -1                       # no launch's tag: a launch before any publish fetches NaN
+        self._words = memoryview(self.host.words).cast("B").cast("q")   # v49: the same words, ~4x faster to touch
         self.state = cp.zeros(1, cp.uint64)               # device: the fetch count
         self.current = cp.zeros(4, cp.int64)              # device: this launch's x, h0, c0 and whether its tag matched
         cp.cuda.get_current_stream().synchronize()       # zeroed before any stream's first launch
@@ -99,11 +100,12 @@ class InputRing:
     def publish(self, inputs, wait_for_fetches) -> list:
         """Fill the next slot with ``inputs``' addresses (converted copies where an input is not a
         C-ordered device array of its buffer's dtype and size; returned, to be kept until the launch
-        is issued). ``wait_for_fetches()`` blocks until every issued launch has fetched."""
+        is issued). ``wait_for_fetches()`` blocks until every issued launch has fetched. v49: on the
+        benches' span (the GPU idles until the launch), so plain attribute reads and word stores only."""
         self._claim_slot(wait_for_fetches)
         kept = [_as_buffer_like(src, dst, aligned=by_ref)
                 for src, dst, by_ref in zip(inputs, self.buffers, self.by_reference)]
-        self.last_sources = tuple(data_address(a) for a in kept)
+        self.last_sources = tuple(a.data.ptr for a in kept)   # device arrays, all of them
         self._write(self.last_sources)
         return kept
 
@@ -133,7 +135,7 @@ class InputRing:
     def _claim_slot(self, wait_for_fetches) -> None:
         """Make sure the next slot is free: its last launch (SLOTS ago) has fetched."""
         self._check_mismatch()
-        if self.issued - int(self.done[0]) >= self.slots:
+        if self.issued - self._words[4 * self.slots] >= self.slots:
             wait_for_fetches()
             if self.issued != int(self.done[0]):
                 raise RuntimeError(f"replay ring: {self.issued} launches issued, {int(self.done[0])} fetched "
@@ -143,12 +145,12 @@ class InputRing:
         self.issued += 1
 
     def _write(self, sources) -> None:
-        slot = self.slot_words[self.issued % self.slots]
-        slot[1], slot[2], slot[3] = sources
-        slot[0] = self.issued          # the tag last: a slot is whole once its tag matches
+        words, at = self._words, 4 * (self.issued % self.slots)
+        words[at + 1], words[at + 2], words[at + 3] = sources
+        words[at] = self.issued          # the tag last: a slot is whole once its tag matches (x86 keeps store order)
 
     def _check_mismatch(self) -> None:
-        if self.done[1]:
+        if self._words[4 * self.slots + 1]:
             raise RingMismatch(f"the graph's fetch {int(self.done[1]) - 1} found a slot of another launch "
                                "(a launch outside the replay ring); that call's outputs are NaN")
 
@@ -157,15 +159,21 @@ def _as_buffer_like(src, dst, aligned: bool = False):
     """``src`` itself where the fetch can read it as ``dst``'s bytes (``aligned``: and a kernel
     loads it 16 bytes at a time), else a C-ordered copy in ``dst``'s dtype and shape (made on the
     current stream; an input of another size raises)."""
-    cp = _cp()
-    if is_gpu_array(src) and src.dtype == dst.dtype and src.nbytes == dst.nbytes and src.flags.c_contiguous \
-            and not (aligned and data_address(src) % 16):
+    if _readable_as(src, dst, aligned):
         return src
+    cp = _cp()
     if int(np.prod(src.shape)) != dst.size:
         raise ValueError(f"replay input of shape {tuple(src.shape)}; the graph was captured for {tuple(dst.shape)}")
     copy = cp.empty(dst.shape, dst.dtype)
     cp.copyto(copy, cp.asarray(src).reshape(dst.shape), casting="unsafe")
     return copy
+
+
+def _readable_as(src, dst, aligned: bool) -> bool:
+    """Whether the fetch can read ``src`` where it lies as ``dst``'s bytes: a C-ordered device array of ``dst``'s
+    dtype and size (``aligned``: starting on 16 bytes)."""
+    return (is_gpu_array(src) and src.dtype == dst.dtype and src.size == dst.size and c_contiguous(src)
+            and not (aligned and src.data.ptr % 16))
 
 
 @functools.lru_cache(maxsize=None)
