@@ -1,9 +1,10 @@
-"""v49 benchmark: the replay ring's publish (InputRing.publish, before each replayed launch and so on the benches'
-span) as v48 had it and as v49 has it, alternated in one process on one prepared forward per cell: the whole forward
-(graph replay, synchronised calls as bench_persistent) µs/step per round, after a warm-up round not kept.
+"""v49 benchmark: the replay ring as v48 had it and as v49 has it, alternated in one process on one prepared forward
+per cell: the whole forward (graph replay, synchronised calls as bench_persistent) µs/step per round, after a warm-up
+round not kept. Modes: v49; v48's publish (InputRing.publish, before each replayed launch and so on the benches'
+span); v48's two fetch nodes (fetch_slot then copy_current, FETCH_AND_COPY off: a graph of its own).
 
 v48's publish is restated here (its attribute reads: NumPy scalar reads of the host words, CuPy's ``flags`` object,
-``data_address``'s NumPy probe, a slot view per write) and patched onto the ring for its rounds.
+``data_address``'s NumPy probe, a slot view per write) and patched onto the ring class for its rounds.
 
     python benchmarks/ab_ring_publish_v49.py OUT_DIR [--rounds N] [--repeats N]
 Writes OUT_DIR/ab_ring_publish_v49.md and .json.
@@ -18,11 +19,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_persistent import STEPS, _median_ms, _problem, bench_args, bench_meta, save_rows  # noqa: E402
 
-CELLS = [("float32", 1024, 4), ("float32", 1024, 8), ("bfloat16", 1024, 4)]
+from ecornn.engines import persistent_replay_ring as ring_module  # noqa: E402
+
+CELLS = [("float32", 1024, 4), ("float32", 1024, 8), ("bfloat16", 1024, 4), ("float16", 1024, 16)]
+
+V49_PUBLISH = ring_module.InputRing.publish
 
 
-def v48_publish(ring):
-    """The ring's publish as v48 made it, bound to ``ring``."""
+def v48_publish(ring, inputs, wait_for_fetches):
+    """The ring's publish as v48 made it."""
     from ecornn.arrays import data_address, is_gpu_array
 
     def as_buffer_like(src, dst, aligned):
@@ -31,18 +36,24 @@ def v48_publish(ring):
             return src
         raise AssertionError("the benchmark's inputs are read as they are")
 
-    def publish(inputs, wait_for_fetches):
-        if ring.done[1]:
-            raise AssertionError("ring mismatch")
-        if ring.issued - int(ring.done[0]) >= ring.slots:
-            wait_for_fetches()
-        kept = [as_buffer_like(src, dst, by_ref) for src, dst, by_ref in zip(inputs, ring.buffers, ring.by_reference)]
-        ring.last_sources = tuple(data_address(a) for a in kept)
-        slot = ring.slot_words[ring.issued % ring.slots]
-        slot[1], slot[2], slot[3] = ring.last_sources
-        slot[0] = ring.issued
-        return kept
-    return publish
+    if ring.done[1]:
+        raise AssertionError("ring mismatch")
+    if ring.issued - int(ring.done[0]) >= ring.slots:
+        wait_for_fetches()
+    kept = [as_buffer_like(src, dst, by_ref) for src, dst, by_ref in zip(inputs, ring.buffers, ring.by_reference)]
+    ring.last_sources = tuple(data_address(a) for a in kept)
+    slot = ring.slot_words[ring.issued % ring.slots]
+    slot[1], slot[2], slot[3] = ring.last_sources
+    slot[0] = ring.issued
+    return kept
+
+
+MODES = {"v49": {}, "v48 publish": {"publish": v48_publish}, "two fetch nodes": {"FETCH_AND_COPY": False}}
+
+
+def set_mode(flags) -> None:
+    ring_module.InputRing.publish = flags.get("publish", V49_PUBLISH)
+    ring_module.FETCH_AND_COPY = flags.get("FETCH_AND_COPY", True)
 
 
 def cell_rounds(dtype, hidden, batch, rounds, repeats) -> dict:
@@ -50,28 +61,26 @@ def cell_rounds(dtype, hidden, batch, rounds, repeats) -> dict:
     config, weights, x, h0, c0 = _problem(dtype, hidden, batch, seed=hidden + batch)
     prepared = persistent.prepare(config, weights)
     fwd = lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)  # noqa: E731
-    fwd()
-    ring = next(iter(prepared.graphs.values())).ring
-    modes = {"v49": lambda: ring.__dict__.pop("publish", None), "v48 publish": lambda: setattr(ring, "publish",
-                                                                                               v48_publish(ring))}
-    out = {m: [] for m in modes}
-    for r in range(rounds + 1):
-        for mode in (list(modes) if r % 2 == 0 else list(reversed(modes))):
-            modes[mode]()
-            us = _median_ms(fwd, repeats) * 1e3 / STEPS
-            if r:
-                out[mode].append(us)
-    ring.__dict__.pop("publish", None)
-    return {"dtype": dtype, "hidden": hidden, "batch": batch, "rounds": out}
+    out = {m: [] for m in MODES}
+    try:
+        for r in range(rounds + 1):
+            for mode in (list(MODES) if r % 2 == 0 else list(reversed(MODES))):
+                set_mode(MODES[mode])
+                fwd()   # the first call of a mode captures its graph
+                us = _median_ms(fwd, repeats) * 1e3 / STEPS
+                if r:
+                    out[mode].append(us)
+    finally:
+        set_mode({})
+    return {"dtype": dtype, "hidden": hidden, "batch": batch, "rounds": out, "graphs": len(prepared.graphs)}
 
 
 def markdown(rows) -> str:
-    lines = ["| cell | v49 µs/step (median; rounds) | v48 publish | difference |", "|---|---|---|---|"]
+    lines = ["| cell | " + " | ".join(f"{m} µs/step (median; rounds)" for m in MODES) + " |",
+             "|---|" + "---|" * len(MODES)]
     for r in rows:
-        new, old = r["rounds"]["v49"], r["rounds"]["v48 publish"]
-        lines.append(f"| {r['dtype']} H={r['hidden']} B={r['batch']} | {np.median(new):.3f} "
-                     f"({', '.join(f'{v:.3f}' for v in new)}) | {np.median(old):.3f} "
-                     f"({', '.join(f'{v:.3f}' for v in old)}) | {np.median(new) - np.median(old):+.3f} |")
+        cells = [f"{np.median(v):.3f} ({', '.join(f'{x:.3f}' for x in v)})" for v in r["rounds"].values()]
+        lines.append(f"| {r['dtype']} H={r['hidden']} B={r['batch']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
