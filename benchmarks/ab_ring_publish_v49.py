@@ -1,7 +1,7 @@
 """v49 benchmark: the replay ring as v48 had it and as v49 has it, alternated in one process on one prepared forward
 per cell: the whole forward (graph replay, synchronised calls as bench_persistent) µs/step per round, after a warm-up
 round not kept. Modes: v49; v48's publish (InputRing.publish, before each replayed launch and so on the benches'
-span); v48's two fetch nodes (fetch_slot then copy_current, FETCH_AND_COPY off: a graph of its own).
+span). (Call 5 also alternated a one-node fetch_and_copy, commit 3308f14: slower or tied, removed.)
 
 v48's publish is restated here (its attribute reads: NumPy scalar reads of the host words, CuPy's ``flags`` object,
 ``data_address``'s NumPy probe, a slot view per write) and patched onto the ring class for its rounds.
@@ -48,12 +48,11 @@ def v48_publish(ring, inputs, wait_for_fetches):
     return kept
 
 
-MODES = {"v49": {}, "v48 publish": {"publish": v48_publish}, "two fetch nodes": {"FETCH_AND_COPY": False}}
+MODES = {"v49": {}, "v48 publish": {"publish": v48_publish}}
 
 
 def set_mode(flags) -> None:
     ring_module.InputRing.publish = flags.get("publish", V49_PUBLISH)
-    ring_module.FETCH_AND_COPY = flags.get("FETCH_AND_COPY", True)
 
 
 def cell_rounds(dtype, hidden, batch, rounds, repeats) -> dict:
@@ -66,7 +65,6 @@ def cell_rounds(dtype, hidden, batch, rounds, repeats) -> dict:
         for r in range(rounds + 1):
             for mode in (list(MODES) if r % 2 == 0 else list(reversed(MODES))):
                 set_mode(MODES[mode])
-                fwd()   # the first call of a mode captures its graph
                 us = _median_ms(fwd, repeats) * 1e3 / STEPS
                 if r:
                     out[mode].append(us)

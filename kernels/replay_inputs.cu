@@ -32,11 +32,8 @@ extern "C" __global__ void copy_three(char* d0, const char* __restrict__ s0, lon
 // (current), advances the count state[0] and reports it to the host (done[0]). A slot whose tag is
 // not the count (the graph was launched around the ring) reports it in done[1], and copy_current
 // then fills the buffers with 0xff bytes (NaN in fp32, fp16, bf16): never another call's inputs.
-// Lanes 0-3 of one warp: slot state[0] % slots read once, {x, h0, c0, tag matched} into current (and the
-// returned word of lanes 1-3 and ok), the count advanced and reported to the host.
-__device__ __forceinline__ long long fetch_words(const volatile long long* ring, unsigned long long* state,
-                                                 volatile unsigned long long* done, int slots, long long* current,
-                                                 bool* ok_out) {
+extern "C" __global__ void fetch_slot(const volatile long long* ring, unsigned long long* state,
+                                      volatile unsigned long long* done, int slots, long long* current) {
     const int lane = threadIdx.x;
     const unsigned long long seq = state[0];
     const long long word = lane < 4 ? ring[4 * (seq % slots) + lane] : 0;
@@ -49,14 +46,6 @@ __device__ __forceinline__ long long fetch_words(const volatile long long* ring,
         done[0] = seq + 1;
         __threadfence_system();
     }
-    *ok_out = ok;
-    return ok ? word : 0;
-}
-
-extern "C" __global__ void fetch_slot(const volatile long long* ring, unsigned long long* state,
-                                      volatile unsigned long long* done, int slots, long long* current) {
-    bool ok;
-    fetch_words(ring, state, done, slots, current, &ok);
 }
 
 __device__ __forceinline__ void copy_or_fill(long long i, long long stride, char* dst, const char* src,
@@ -79,63 +68,4 @@ extern "C" __global__ void copy_current(const long long* current, int by_referen
     copy_or_fill(i, stride, d0, reinterpret_cast<const char*>(current[0]), n0, ok, by_reference & 1);
     copy_or_fill(i, stride, d1, reinterpret_cast<const char*>(current[1]), n1, ok, by_reference & 2);
     copy_or_fill(i, stride, d2, reinterpret_cast<const char*>(current[2]), n2, ok, by_reference & 4);
-}
-
-// v49: fetch_slot and copy_current as one node where every input the graph copies is at most kFewWords x 16 bytes
-// per thread of one block (h0 and c0 of a forward whose x is read by reference): warp 0 fetches, then the block
-// loads all its words before it stores any (one memory round trip, not one per word). ~2.5 us per replay less on
-// the H200 than the two nodes (persistent_replay_ring.FETCH_AND_COPY). A wrong tag or a source off 16-byte alignment
-// takes copy_current's path.
-constexpr int kFewWords = 8;
-
-__device__ __forceinline__ void load_few(uint4 (&v)[kFewWords], const char* src, long long bytes, bool skip) {
-#pragma unroll
-    for (int k = 0; k < kFewWords; ++k) {
-        const long long w = threadIdx.x + (long long)k * blockDim.x;
-        if (!skip && w < bytes / 16) v[k] = __ldg(reinterpret_cast<const uint4*>(src) + w);
-    }
-}
-
-__device__ __forceinline__ void store_few(const uint4 (&v)[kFewWords], char* dst, const char* src, long long bytes,
-                                          bool skip) {
-    if (skip) return;
-#pragma unroll
-    for (int k = 0; k < kFewWords; ++k) {
-        const long long w = threadIdx.x + (long long)k * blockDim.x;
-        if (w < bytes / 16) reinterpret_cast<uint4*>(dst)[w] = v[k];
-    }
-    if (threadIdx.x == 0)
-        for (long long b = 16 * (bytes / 16); b < bytes; ++b) dst[b] = src[b];   // the last bytes % 16 bytes
-}
-
-extern "C" __global__ void __launch_bounds__(512, 1) fetch_and_copy(const volatile long long* ring, unsigned long long* state,
-                                          volatile unsigned long long* done, int slots, long long* current,
-                                          int by_reference, char* d0, long long n0, char* d1, long long n1,
-                                          char* d2, long long n2) {
-    __shared__ long long fetched[4];
-    if (threadIdx.x < 32) {
-        bool ok;
-        const long long word = fetch_words(ring, state, done, slots, current, &ok);
-        if (threadIdx.x < 4) fetched[threadIdx.x] = threadIdx.x == 0 ? ok : word;
-    }
-    __syncthreads();
-    const char* s0 = reinterpret_cast<const char*>(fetched[1]);
-    const char* s1 = reinterpret_cast<const char*>(fetched[2]);
-    const char* s2 = reinterpret_cast<const char*>(fetched[3]);
-    const bool ok = fetched[0] != 0;
-    const bool aligned = ((reinterpret_cast<unsigned long long>(s0) | reinterpret_cast<unsigned long long>(s1)
-                           | reinterpret_cast<unsigned long long>(s2)) % 16) == 0;
-    if (!ok || !aligned) {
-        copy_or_fill(threadIdx.x, blockDim.x, d0, s0, n0, ok, by_reference & 1);
-        copy_or_fill(threadIdx.x, blockDim.x, d1, s1, n1, ok, by_reference & 2);
-        copy_or_fill(threadIdx.x, blockDim.x, d2, s2, n2, ok, by_reference & 4);
-        return;
-    }
-    uint4 v0[kFewWords], v1[kFewWords], v2[kFewWords];
-    load_few(v0, s0, n0, by_reference & 1);
-    load_few(v1, s1, n1, by_reference & 2);
-    load_few(v2, s2, n2, by_reference & 4);
-    store_few(v0, d0, s0, n0, by_reference & 1);
-    store_few(v1, d1, s1, n1, by_reference & 2);
-    store_few(v2, d2, s2, n2, by_reference & 4);
 }

@@ -48,15 +48,13 @@ def test_x_of_another_dtype_is_converted_first_so_it_is_copied(cpu_engine, monke
 def _kernels_logged(monkeypatch, log):
     def kernel(name):
         return lambda grid, block, args: log.append((name, args))
-    monkeypatch.setattr(ring_module, "_fetch_kernels_for",
-                        lambda device: (kernel("fetch"), kernel("copy"), kernel("fetch and copy")))
+    monkeypatch.setattr(ring_module, "_fetch_kernels_for", lambda device: (kernel("fetch"), kernel("copy")))
 
 
 @pytest.mark.parametrize("by_reference, mask", [((False, False, False), 0), ((True, False, False), 1)])
 def test_the_copy_node_skips_inputs_read_by_reference(ring, monkeypatch, by_reference, mask):
     log = []
     _kernels_logged(monkeypatch, log)
-    monkeypatch.setattr(ring_module, "FETCH_AND_COPY", False)   # the two nodes (v49: one where the copies are few)
     made = ring_module.InputRing(ring.buffers, slots=4, host_words=lambda n: ring.host, by_reference=by_reference)
     made.capture_fetch()
     assert [name for name, _ in log] == ["fetch", "copy"]

@@ -161,7 +161,7 @@ def _cp():
 
 def _key(config, mode, x, h0, c0) -> tuple:
     return (config.key(), mode, CAPTURE_INPUT_CASTS, CAPTURE_OUTPUT_CASTS, INPUTS_BY_REFERENCE, KERNEL_READS_X,
-            ring_module.FETCH_AND_COPY, _cp().cuda.runtime.getDevice(), x.dtype, h0.dtype, c0.dtype)
+            _cp().cuda.runtime.getDevice(), x.dtype, h0.dtype, c0.dtype)
 
 
 def _graphs(prepared) -> OrderedDict:

@@ -31,9 +31,6 @@ from ..arrays import c_contiguous, data_address, is_gpu_array
 SLOTS = 32          # launches that may be queued before the host waits for the oldest fetch
 FETCH_THREADS = 256
 FETCH_MAX_BLOCKS = 1024
-FETCH_AND_COPY = True            # v49: one node (fetch_and_copy) where every copied input is at most
-ONE_BLOCK_COPY_BYTES = 65536     # ONE_BLOCK_COPY_BYTES; False: fetch_slot then copy_current (the ablation)
-ONE_BLOCK_THREADS = 512          # fetch_and_copy's block: 8 words of 16 bytes per thread per input (kFewWords)
 
 
 class RingMismatch(RuntimeError):
@@ -86,29 +83,19 @@ class InputRing:
 
     def capture_fetch(self) -> None:
         """Issue the fetch kernels on the current stream (called at the start of a capture): one warp
-        reads the slot (host memory, read once), then the copies read device memory only. v49: one
-        block does both where the copies are few (h0 and c0 of a forward whose x is read by reference)."""
+        reads the slot (host memory, read once), then the copies read device memory only."""
         cp = _cp()
-        fetch_slot, copy_current, fetch_and_copy = _fetch_kernels_for(cp.cuda.runtime.getDevice())
-        ring, done = np.uint64(self.host.device_ptr), np.uint64(self.host.device_ptr + 8 * 4 * self.slots)
-        mask = np.int32(sum(1 << k for k, b in enumerate(self.by_reference) if b))
-        copies = []
-        for buffer in self.buffers:
-            copies += [buffer, np.int64(buffer.nbytes)]
-        if self.copies_in_one_block():
-            fetch_and_copy((1,), (ONE_BLOCK_THREADS,), (ring, self.state, done, np.int32(self.slots), self.current,
-                                                         mask, *copies))
-            return
-        fetch_slot((1,), (32,), (ring, self.state, done, np.int32(self.slots), self.current))
-        words = max(b.nbytes for b in self.buffers) // 16 + 1
+        fetch_slot, copy_current = _fetch_kernels_for(cp.cuda.runtime.getDevice())
+        fetch_slot((1,), (32,), (np.uint64(self.host.device_ptr), self.state,
+                                 np.uint64(self.host.device_ptr + 8 * 4 * self.slots), np.int32(self.slots),
+                                 self.current))
+        sizes = [np.int64(b.nbytes) for b in self.buffers]
+        words = max(int(n) for n in sizes) // 16 + 1
         blocks = max(1, min(-(-words // FETCH_THREADS), FETCH_MAX_BLOCKS))
-        copy_current((blocks,), (FETCH_THREADS,), (self.current, mask, *copies))
-
-    def copies_in_one_block(self) -> bool:
-        """v49: whether fetch_and_copy takes the fetch and the copies (FETCH_AND_COPY, every input copied at most
-        ONE_BLOCK_COPY_BYTES; one read by reference is only filled, after a wrong tag)."""
-        return FETCH_AND_COPY and all(b.nbytes <= ONE_BLOCK_COPY_BYTES
-                                      for b, by_ref in zip(self.buffers, self.by_reference) if not by_ref)
+        args = [self.current, np.int32(sum(1 << k for k, b in enumerate(self.by_reference) if b))]
+        for buffer, size in zip(self.buffers, sizes):
+            args += [buffer, size]
+        copy_current((blocks,), (FETCH_THREADS,), tuple(args))
 
     def publish(self, inputs, wait_for_fetches) -> list:
         """Fill the next slot with ``inputs``' addresses (converted copies where an input is not a
@@ -193,4 +180,4 @@ def _readable_as(src, dst, aligned: bool) -> bool:
 def _fetch_kernels_for(device: int) -> tuple:
     from ..gpu import compile_module
     module = compile_module("replay_inputs.cu")
-    return tuple(module.get_function(name) for name in ("fetch_slot", "copy_current", "fetch_and_copy"))
+    return module.get_function("fetch_slot"), module.get_function("copy_current")

@@ -66,8 +66,7 @@ class GraphReserve:
 
 
 def _key(config, mode, arrays) -> tuple:
-    return ("training", config.key(), mode, pg.INPUTS_BY_REFERENCE, pg.ring_module.FETCH_AND_COPY,
-            pg._cp().cuda.Device().id,
+    return ("training", config.key(), mode, pg.INPUTS_BY_REFERENCE, pg._cp().cuda.Device().id,
             *(a.dtype.str for a in arrays))
 
 
