@@ -36,5 +36,6 @@ def test_replays_of_new_strided_and_misaligned_inputs_fetch_their_own(rng, monke
     calls[3] = (shifted_copy(x), shifted_copy(h0), c0)               # off 16-byte alignment
     assert not calls[2][0].flags.c_contiguous and calls[3][1].data.ptr % 16
     outs = [persistent.forward(config, x, gpu_weights, h0, c0, prepared=prepared)[:3] for x, h0, c0 in calls]
+    cp.cuda.Device().synchronize()   # the fetches report their count to the host as they run
     assert _entry(prepared).ring.last_sources[2] == calls[-1][2].data.ptr
     assert_replays_fetched_their_own(monkeypatch, config, host_weights, gpu_weights, prepared, calls, outs)
