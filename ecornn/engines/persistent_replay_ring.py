@@ -75,6 +75,7 @@ class InputRing:
         self.done = self.host.words[4 * slots:]
         self.slot_words[:, 0] = -1                       # no launch's tag: a launch before any publish fetches NaN
         self._words = memoryview(self.host.words).cast("B").cast("q")   # v49: the same words, ~4x faster to touch
+        self._done_at = 4 * slots                                          # done[0] and done[1] in _words
         self.state = cp.zeros(1, cp.uint64)               # device: the fetch count
         self.current = cp.zeros(4, cp.int64)              # device: this launch's x, h0, c0 and whether its tag matched
         cp.cuda.get_current_stream().synchronize()       # zeroed before any stream's first launch
@@ -135,7 +136,7 @@ class InputRing:
     def _claim_slot(self, wait_for_fetches) -> None:
         """Make sure the next slot is free: its last launch (SLOTS ago) has fetched."""
         self._check_mismatch()
-        if self.issued - self._words[4 * self.slots] >= self.slots:
+        if self.issued - self._words[self._done_at] >= self.slots:
             wait_for_fetches()
             if self.issued != int(self.done[0]):
                 raise RuntimeError(f"replay ring: {self.issued} launches issued, {int(self.done[0])} fetched "
@@ -147,10 +148,11 @@ class InputRing:
     def _write(self, sources) -> None:
         words, at = self._words, 4 * (self.issued % self.slots)
         words[at + 1], words[at + 2], words[at + 3] = sources
-        words[at] = self.issued          # the tag last: a slot is whole once its tag matches (x86 keeps store order)
+        words[at] = self.issued   # the tag last: a slot is whole once its tag matches. The fetch relies on the host's
+        # stores becoming visible in order, as x86 keeps them; an Arm host (Grace) would want a release fence here.
 
     def _check_mismatch(self) -> None:
-        if self._words[4 * self.slots + 1]:
+        if self._words[self._done_at + 1]:
             raise RingMismatch(f"the graph's fetch {int(self.done[1]) - 1} found a slot of another launch "
                                "(a launch outside the replay ring); that call's outputs are NaN")
 
