@@ -81,6 +81,12 @@ def current() -> DeviceSpec | None:
     return _spec_of(cupy_or_none().cuda.Device().id)
 
 
+def current_id() -> int | None:
+    """The current CUDA device's ordinal, or None without a GPU: a cheap key for per-device caches (v50)."""
+    from .arrays import cupy_or_none, gpu_available
+    return cupy_or_none().cuda.runtime.getDevice() if gpu_available() else None
+
+
 # cudaDeviceAttr values: CUDA 13 dropped clockRate / memoryClockRate from cudaDeviceProp (CuPy's
 # property dict then lacks them), but the attributes still answer.
 _ATTRIBUTES = {"clockRate": 13, "memoryClockRate": 36, "memoryBusWidth": 37}

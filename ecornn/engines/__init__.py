@@ -16,8 +16,14 @@ from ..errors import ConfigError, NotSupported
 STRATEGIES = ("reference", "fused", "persistent")
 
 
+_LOADED = {}   # strategy -> its engine module, once it imported and its device was found (v50: 2.5 µs per call)
+
+
 def get_engine(strategy: str):
     """Import and return the engine module for ``strategy`` or raise NotSupported if it cannot run here."""
+    module = _LOADED.get(strategy)
+    if module is not None:
+        return module
     if strategy not in STRATEGIES:
         raise ConfigError(f"strategy: expected one of {STRATEGIES + ('auto',)}, got {strategy!r}")
     try:
@@ -28,4 +34,5 @@ def get_engine(strategy: str):
         from ..arrays import gpu_available
         if not gpu_available():
             raise NotSupported(strategy, "needs CuPy and a CUDA GPU; none found")
+    _LOADED[strategy] = module
     return module
