@@ -1,4 +1,4 @@
-"""v50: the functional API's host time on prepared weights, piece by piece. lstm_forward's steps restated with a
+"""v50: the functional API's host time on prepared weights, piece by piece. lstm_forward's steps (v50's) restated with a
 perf_counter stamp between them (the same calls, in its order), each call after a device sync as the benches make
 it; medians of the pieces in µs. Also the hashes the planner's cache computes per call.
 
@@ -19,22 +19,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_persistent import _problem, bench_meta  # noqa: E402
 
 CELLS = [("float32", 1024, 8), ("bfloat16", 1024, 4)]
-PIECES = ("call_config", "check_states", "plan", "get_engine", "to_modules", "engine_forward", "outputs")
+PIECES = ("prepared_call", "check_states", "to_modules", "engine_forward", "outputs")
+V49_PIECES = ("call_config", "check_states", "plan", "get_engine", "to_modules", "engine_forward", "outputs")
+# call 5 (v49's API, this script's first form): 11.4 µs before the engine at fp32 H=1024 B=8 — call_config 1.61,
+# check_states 2.06, plan 3.65, get_engine 2.6, to_modules 1.36 (results/persistent_v50/5_diag_api_pieces_v50.json)
 
 
 def stamped_call(x, prepared, h0, c0) -> list:
-    """lstm_forward(x, prepared, h0, c0)'s steps (inference, TNC) with the time after each."""
+    """lstm_forward(x, prepared, h0, c0)'s steps (inference, TNC) with the time after each (v50's API)."""
     from ecornn import api
     from ecornn.arrays import cupy_or_none, module_of, to_module
     stamps = [time.perf_counter()]
-    config = api._prepared_call_config(prepared, x, "TNC")
+    config, chosen, engine, state_shape = api._prepared_call(prepared, x, "TNC", False)
     stamps.append(time.perf_counter())
     for name, state in (("h0", h0), ("c0", c0)):
-        api._check_array(name, state, config.state_shape, config.dtype)
-    stamps.append(time.perf_counter())
-    chosen = api.plan(config, prepared.strategy, False)
-    stamps.append(time.perf_counter())
-    engine = api.get_engine(chosen.strategy)
+        api._check_array(name, state, state_shape, config.dtype)
     stamps.append(time.perf_counter())
     caller = module_of(x)
     xp = cupy_or_none()

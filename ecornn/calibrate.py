@@ -103,34 +103,37 @@ def _kernel_family(kernel: dict) -> str:
 
 
 def _fit_persistent_inference(consts, points, device):
-    """The inference step is linear in its unknowns: solve relative least squares for
-    (grid fixed µs, cluster fixed µs, 1/efficiency, µs per 1e3 H*B, µs per 1e5 H*B^2)."""
+    """The inference step is linear in its unknowns: solve relative least squares for (grid fixed µs with
+    grid.sync, grid fixed µs with the tagged exchange (v50), cluster fixed µs, 1/efficiency, µs per 1e3 H*B,
+    µs per 1e5 H*B^2). v50: from fewer points than unknowns (a sweep's few B=1 cells) the fixed terms alone, the
+    slopes as they are (a minimum-norm solution clipped to the bounds below missed the points it was fitted on)."""
     from .planner import persistent_fit
+    free_slopes = len(points) >= 6
+    zeroed = dict(grid_sync_us=0.0, persistent_exchange_us=0.0, grid_tagged_step_us=0.0, cluster_step_us=0.0)
+    if free_slopes:
+        zeroed.update(persistent_efficiency=1e30, persistent_vector_us=0.0, persistent_batch2_us=0.0)
     rows, targets = [], []
     for config, us in points:
         kernel = persistent_fit(config, device, False)
         cluster = kernel.get("cluster_blocks")
+        tagged = cluster is None and bool(kernel.get("grid_tagged"))
         flop_us, hb, hbb = costmodel.persistent_step_terms(config, device, cluster or kernel["blocks"])
-        fixed = costmodel.predict_persistent_us(config, device, kernel, False, dataclasses.replace(
-            consts, grid_sync_us=0.0, persistent_exchange_us=0.0, cluster_step_us=0.0,
-            persistent_efficiency=1e30, persistent_vector_us=0.0, persistent_batch2_us=0.0))
+        rest = costmodel.predict_persistent_us(config, device, kernel, False, dataclasses.replace(consts, **zeroed))
         layers = config.num_layers
-        rows.append([layers * (cluster is None), layers * (cluster is not None), layers * flop_us,
-                     layers * hb, layers * hbb])
-        targets.append(us - fixed)
+        rows.append([layers * (cluster is None and not tagged), layers * tagged, layers * (cluster is not None)]
+                    + ([layers * flop_us, layers * hb, layers * hbb] if free_slopes else [0.0, 0.0, 0.0]))
+        targets.append(us - rest)
     a = np.array(rows) / np.array([us for _, us in points])[:, None]
     b = np.array(targets) / np.array([us for _, us in points])
     used = a.any(axis=0)
-    theta = np.zeros(5)
+    theta = np.zeros(6)
     theta[used] = np.linalg.lstsq(a[:, used], b, rcond=None)[0]
-    theta = np.maximum(theta, [consts.grid_sync_us, 0.05, 1.0, 0.0, 0.0])  # physical lower bounds
-    return dataclasses.replace(
-        consts, persistent_exchange_us=float(theta[0] - consts.grid_sync_us) if used[0]
-        else consts.persistent_exchange_us,
-        cluster_step_us=float(theta[1]) if used[1] else consts.cluster_step_us,
-        persistent_efficiency=float(1.0 / theta[2]) if used[2] else consts.persistent_efficiency,
-        persistent_vector_us=float(theta[3]) if used[3] else consts.persistent_vector_us,
-        persistent_batch2_us=float(theta[4]) if used[4] else consts.persistent_batch2_us)
+    theta = np.maximum(theta, [consts.grid_sync_us, 0.05, 0.05, 1.0, 0.0, 0.0])  # physical lower bounds
+    fitted = dict(persistent_exchange_us=theta[0] - consts.grid_sync_us, grid_tagged_step_us=theta[1],
+                  cluster_step_us=theta[2], persistent_efficiency=1.0 / theta[3], persistent_vector_us=theta[4],
+                  persistent_batch2_us=theta[5])
+    return dataclasses.replace(consts, **{name: float(value) for (name, value), use in zip(fitted.items(), used)
+                                          if use})
 
 
 def _fit_mma_inference(consts, points, device):

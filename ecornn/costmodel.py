@@ -39,7 +39,11 @@ class CostConstants:
     # the misses moved, not removed, so the defaults stay. `calibrate` caches a fit per device.
     grid_sync_us: float = 1.2             # one grid-wide barrier (H100 132 blocks: 1.18; H200: 0.99)
     persistent_exchange_us: float = 1.13  # grid kernel: h through L2 + pointwise + loop overhead
-    cluster_step_us: float = 1.33         # cluster kernel: barrier + DSMEM push + pointwise (+ casts)
+    grid_tagged_step_us: float = 0.759    # v50: the grid kernel's fixed step where blocks exchange h by tagged
+                                          # flags (no grid.sync), in place of the two above (which priced it 2.33);
+                                          # fitted on the H200's two such cells (B=1; refit_fp32_forward_v50.py)
+    cluster_step_us: float = 0.521        # cluster kernel: barrier + DSMEM push + pointwise (+ casts); v50: refitted
+                                          # (was 1.33) on its one H200 cell, H=256 B=1
     persistent_efficiency: float = 1.0    # fraction of the FMA peak reached inside the loop
     persistent_vector_us: float = 0.517   # per 1000 hidden x batch elements read by every block
     persistent_batch2_us: float = 0.578   # per 100000 hidden x batch^2: per-lane accumulators and
@@ -79,16 +83,27 @@ class CostConstants:
     # + per 1e6 H^2 x mma per weight tile (3, paired 2, times the N tiles); fitted to the H100 whole
     # forwards of results/persistent_v13 and persistent_v14 (12 cells, relative least squares after
     # the projection and call overhead; within 12% but H=1024 B=16 +12%, H=1536 B=2 -11%)
-    split_step_us: float = 1.68
-    split_vector_us: float = 0.089
-    split_mma_us: float = 0.21
+    # v50: refitted (relative least squares, benchmarks/refit_fp32_forward_v50.py) with the projection of
+    # forward_projection_us on 13 H200 whole forwards of v47-v50 (was 1.68 / 0.089 / 0.21: 1.06-1.60x)
+    split_step_us: float = 0.931
+    split_vector_us: float = 0.117
+    split_mma_us: float = 0.300
     # v43: the split forward on thread-block clusters of 2 (rules.cluster_split_pays), the same terms: each block
     # stages half the vector and hands partials over in proportion to it, and no vector slope survived the fit
     # (relative least squares, slopes >= 0, on 17 H200 whole forwards of results/persistent_v43 calls 2-7: within
     # 0.83-1.14 of measured, median 1.00; the unclustered constants had predicted them 1.16-1.60x)
-    split_cluster_step_us: float = 1.65
+    # v50: the fixed and mma terms refitted with forward_projection_us on 5 H200 cells of v44-v50 (was 1.65 / 0.084:
+    # 0.72-0.87x with the new projection, 1.00-1.12x with the old); still no vector slope
+    split_cluster_step_us: float = 1.450
     split_cluster_vector_us: float = 0.0
-    split_cluster_mma_us: float = 0.084
+    split_cluster_mma_us: float = 0.304
+    # v50: the persistent fp32 forward's input projection as the engine runs it from persistent.MIN_3XTF32_FLOPS on
+    # (FP32_GEMMS "fp16split", v28/v48): x split into fp16 halves (one pass, µs per million x values) and three
+    # products on the tensor cores. CUPTI at H=1024 B=8 (results/persistent_v48 call 1, v48's split by warps): the
+    # GEMM 73.3 µs for 51.5 GFLOP (0.657 of the tensor peak), the split 6.8 µs for 2.1 M values. Until v49 the model
+    # priced it as an SGEMM at the FMA peak, 3.4x that at H=1024 B=8.
+    fp32_split_gemm_efficiency: float = 0.657
+    fp32_split_us_per_mvalue: float = 3.24
     # fused v3 (fp16/bf16, one tensor-core kernel per step where fused_mma's size rule takes it)
     fused_mma_step_us: float = 3.25        # one graph node: launch + epilogue
     fused_mma_us_per_gflop: float = 31.6   # the step's product, L2-bound (no smem staging)
@@ -112,6 +127,19 @@ def _gemm_us(flops: float, config, device, consts) -> float:
     return flops / (_rate_tflops(config, device, True) * 1e12 * efficiency) * 1e6
 
 
+def forward_projection_us(config: LSTMConfig, device: DeviceSpec, k_in: int, consts: CostConstants) -> float:
+    """v50: one layer's x W_ih^T of the persistent forward per step, as the engine computes it: 16-bit operands on
+    one GEMM; fp32 from MIN_3XTF32_FLOPS per call on as the fp16 split (the split of x once for every direction,
+    three products per direction on the tensor cores, persistent._fp32_projection), smaller ones as an SGEMM."""
+    from .engines.persistent import FP32_GEMMS, MIN_3XTF32_FLOPS
+    flops = 2.0 * config.batch * config.gate_size * k_in * config.num_directions
+    per_direction_call = flops / config.num_directions * config.seq_len   # what the engine's rule compares
+    if config.dtype != "float32" or FP32_GEMMS != "fp16split" or per_direction_call < MIN_3XTF32_FLOPS:
+        return _gemm_us(flops, config, device, consts)
+    gemms = 3 * flops / (device.tensor_tflops * 1e12 * consts.fp32_split_gemm_efficiency) * 1e6
+    return gemms + consts.fp32_split_us_per_mvalue * config.batch * k_in / 1e6
+
+
 def _per_layer_inputs(config: LSTMConfig):
     for layer in range(config.num_layers):
         yield layer, config.layer_input_size(layer)
@@ -133,15 +161,18 @@ def predict_persistent_us(config: LSTMConfig, device: DeviceSpec, kernel: dict,
     share is in its step terms, measured about even with it where the engine's rule takes it)."""
     total = 0.0
     for _, k_in in _per_layer_inputs(config):
+        # the backward's dX and dW_ih GEMMs (2 x projection) as v45 fitted the backward with them
         projection = _gemm_us(2.0 * config.batch * config.gate_size * k_in * config.num_directions,
                               config, device, consts)
-        forward_projection = 0.0 if kernel.get("in_kernel_projection") else projection
-        grid_step = _persistent_step(config, device, kernel["blocks"], consts.grid_sync_us
-                                     + consts.persistent_exchange_us, consts)
+        forward_projection = (0.0 if kernel.get("in_kernel_projection")
+                              else forward_projection_us(config, device, k_in, consts))
+        grid_fixed = (consts.grid_tagged_step_us if kernel.get("grid_tagged")
+                      else consts.grid_sync_us + consts.persistent_exchange_us)
+        grid_step = _persistent_step(config, device, kernel["blocks"], grid_fixed, consts)
         backward_step = _backward_step(config, device, kernel["blocks"], consts)
         if kernel.get("split_mma"):   # the fp32 split forward; the backward stays on the fp32 kernels
             total += split_step_us(config, kernel["split_mma"], consts, kernel.get("split_groups", 1),
-                                   kernel.get("split_clusters", 1)) + projection
+                                   kernel.get("split_clusters", 1)) + forward_projection
             if training:
                 total += backward_step + 2 * projection + _gemm_us(
                     2.0 * config.batch * config.gate_size * config.hidden_size * config.num_directions,
@@ -161,7 +192,7 @@ def predict_persistent_us(config: LSTMConfig, device: DeviceSpec, kernel: dict,
                               config, device, consts)
         elif kernel.get("cluster_blocks"):
             total += _persistent_step(config, device, kernel["cluster_blocks"], consts.cluster_step_us,
-                                      consts) + projection
+                                      consts) + forward_projection
         else:
             total += grid_step + forward_projection
     return total + consts.call_overhead_us / config.seq_len

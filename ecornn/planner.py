@@ -91,6 +91,7 @@ def _persistent_fit_at(config: LSTMConfig, device: DeviceSpec, training: bool, t
         if "backward" in passes:
             kernel["mma_bwd_clocks"] = persistent_capacity.mma_step_clocks(passes["backward"])
         return kernel
+    kernel["grid_tagged"] = bool(getattr(forward, "tagged", False))   # v50: flags between blocks, no grid.sync
     cluster = None if training else _cluster_forward(config, props)
     if cluster is not None:  # the engine's "auto" runs inference on one cluster per direction
         kernel["cluster_blocks"] = cluster.cluster

@@ -88,11 +88,12 @@ def test_the_check_lines_are_the_engines_h100_plans(monkeypatch):
 @pytest.mark.parametrize("hidden, batch, measured", [(1024, 16, 3.95), (896, 16, 3.79), (768, 16, 2.95),
                                                      (512, 32, 3.24)])
 def test_the_planner_predicts_the_clustered_groups(hidden, batch, measured):
-    """The clustered constants (v43) with one group's terms: within 0.9-1.15 of the measured whole forward (the
-    unclustered prediction had read 1.19-1.49x high), and persistent is picked (fused measured 3-8x slower)."""
+    """The clustered constants (v43; v50: refitted with the projection as the fp16 split) with one group's terms:
+    within 0.85-1.15 of the measured whole forward (the unclustered prediction had read 1.19-1.49x high), and
+    persistent is picked (fused measured 3-8x slower)."""
     chosen = planner.plan(LSTMConfig(hidden, hidden, 1, False, "float32", batch, 256), device=KNOWN["h200"])
     assert chosen.strategy == "persistent" and chosen.kernel_config["split_clusters"] == 2
-    assert 0.9 <= chosen.predictions["persistent"] / measured <= 1.15
+    assert 0.85 <= chosen.predictions["persistent"] / measured <= 1.15
 
 
 def _grouped(props, hidden, batch, dtype, groups, inp=None):

@@ -191,8 +191,8 @@ def test_fp32_split_forwards_are_predicted_by_their_own_terms():
     kernel = persistent_fit(cfg(896, 6), H100)                           # v43: the split, unclustered (7 units)
     assert (kernel["split_mma"], kernel["split_clusters"]) == (3, 1)
     base = costmodel.predict_persistent_us(cfg(896, 6), H100, kernel)
-    slower = costmodel.predict_persistent_us(cfg(896, 6), H100, kernel,
-                                             consts=dataclasses.replace(costmodel.DEFAULTS, split_mma_us=1.21))
+    slower = costmodel.predict_persistent_us(cfg(896, 6), H100, kernel, consts=dataclasses.replace(
+        costmodel.DEFAULTS, split_mma_us=costmodel.DEFAULTS.split_mma_us + 1.0))
     assert slower - base == pytest.approx(3 * 0.896 ** 2)                # 3 mma x H^2 / 1e6
     clustered = persistent_fit(cfg(1024, 8), H100)                       # v43: clusters of 2, their own constants
     assert (clustered["split_mma"], clustered["split_clusters"]) == (3, 2)
@@ -227,8 +227,7 @@ def test_in_kernel_projections_drop_the_forward_gemm_from_the_prediction():
         kernel = persistent_fit(config, H100, training)
         assert kernel["in_kernel_projection"], kernel
         with_gemm = costmodel.predict_persistent_us(config, H100, {**kernel, "in_kernel_projection": False}, training)
-        projection = costmodel._gemm_us(2.0 * config.batch * config.gate_size * config.input_size, config, H100,
-                                        consts)
+        projection = costmodel.forward_projection_us(config, H100, config.input_size, consts)   # v50
         groups = kernel.get("mma_groups", 1)
         own_product = (costmodel.mma_step_us(config, consts, groups, 2) - costmodel.mma_step_us(config, consts, groups, 1)
                        if kernel.get("mma") else 0.0)
