@@ -193,8 +193,10 @@ def lstm_forward(x, weights, h0=None, c0=None, *, bidirectional=False, layout="T
     else:
         config = _call_config(x, weights, bidirectional, layout, weights_validated=False)
         state_shape = config.state_shape
+    x_dtype = x.dtype   # x was validated against the config: a state with its very dtype and the shape passes
     for name, state in (("h0", h0), ("c0", c0)):
-        if state is not None:
+        if state is not None and not (getattr(state, "dtype", None) is x_dtype
+                                      and getattr(state, "shape", None) == state_shape):
             _check_array(name, state, state_shape, config.dtype)
     expect(0.0 <= dropout < 1.0, "dropout", "a probability in [0, 1)", dropout)
     if prepared is None:
