@@ -52,9 +52,10 @@ def points_from(paths, training: bool = False) -> dict:
 
 def family(cell, device) -> str:
     from ecornn.calibrate import _kernel_family
-    kind = _kernel_family(_run_config(cell, device)[1])
+    kernel = _run_config(cell, device)[1]
+    kind = _kernel_family(kernel)
     if kind == "fp32":
-        return "cluster" if _run_config(cell, device)[1].get("cluster_blocks") else "grid"
+        return "cluster" if kernel.get("cluster_blocks") else "grid"
     return kind
 
 

@@ -75,10 +75,8 @@ KNOWN = {"h100": H100, "h200": H200, "a100": A100, "small": SMALL_20SM}
 
 def current() -> DeviceSpec | None:
     """The current CUDA device, or None without a GPU (properties read once per device)."""
-    from .arrays import cupy_or_none, gpu_available
-    if not gpu_available():
-        return None
-    return _spec_of(cupy_or_none().cuda.Device().id)
+    device_id = current_id()
+    return None if device_id is None else _spec_of(device_id)
 
 
 def current_id() -> int | None:

@@ -43,9 +43,9 @@ def test_two_directions_compare_the_threshold_per_direction_and_split_x_once():
     split_pass = consts.fp32_split_us_per_mvalue * 2 * 512 / 1e6
     for config in (one, two):
         assert costmodel.forward_projection_us(config, H200, 512, consts) == pytest.approx(gemms(config) + split_pass)
-    monkey = dataclasses.replace(consts, fp32_split_us_per_mvalue=0.0)
-    assert costmodel.forward_projection_us(two, H200, 512, monkey) == pytest.approx(
-        2 * costmodel.forward_projection_us(one, H200, 512, monkey))
+    gemms_only = dataclasses.replace(consts, fp32_split_us_per_mvalue=0.0)
+    assert costmodel.forward_projection_us(two, H200, 512, gemms_only) == pytest.approx(
+        2 * costmodel.forward_projection_us(one, H200, 512, gemms_only))
 
 
 def test_the_tagged_grid_step_replaces_the_barrier_and_its_exchange():
