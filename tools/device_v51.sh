@@ -1,0 +1,25 @@
+#!/bin/bash
+# v51's device visit. Stages (STAGES), all under $OUT:
+#   tests     GPU tests ($FILES, else test_persistent_gpu.py and v51's; REST: more, as "$REPO/tests/x.py")
+#   probe     benchmarks/probe_spare_sm_tail_v51.py (the projection tail beside the kernel on the spare SMs)
+#   clocks    benchmarks/diag_step_clocks_v37.py on the missed cells (fresh phases on the H200)
+#   quick     benchmarks/bench_persistent.py --quick (issue 5's cells, cuDNN in the process)
+#   cache     the CuPy kernel cache into $OUT (15 MB parts) for the next visit to carry as .devcache/
+set -u
+OUT=${OUT:-/tmp/v51_out}
+mkdir -p "$OUT"
+for stage in ${STAGES:-tests}; do
+  case $stage in
+    tests) source benchmarks/device_setup.sh && record_device "$OUT/device.txt"
+           run_gpu_tests "$OUT/tests.log" ${FILES:-$REPO/tests/test_persistent_gpu.py $(ls $REPO/tests/test_*v51*_gpu.py 2>/dev/null)} ${REST:-} ;;
+    probe) source benchmarks/device_setup.sh && record_device "$OUT/device.txt"
+           timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/probe_spare_sm_tail_v51.py "$OUT" --rounds "${ROUNDS:-8}" 2>&1 \
+             | grep -v '^{' | tail -30 ;;
+    clocks) source benchmarks/device_setup.sh
+            timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/diag_step_clocks_v37.py "$OUT" --rounds 2 \
+              --cells ${CELLS:-float32:1024:8 float32:1024:4 float16:1024:16} 2>&1 | grep -v '^{' | tail -20 ;;
+    quick) source benchmarks/device_setup.sh
+           timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
+    cache) source benchmarks/device_setup.sh && save_cupy_cache "$OUT" ;;
+  esac
+done
