@@ -3,6 +3,8 @@
 #   tests     GPU tests ($FILES, else test_persistent_gpu.py and v51's; REST: more, as "$REPO/tests/x.py")
 #   probe     benchmarks/probe_spare_sm_tail_v51.py (the projection tail beside the kernel on the spare SMs)
 #   clocks    benchmarks/diag_step_clocks_v37.py on the missed cells (fresh phases on the H200)
+#   lt        benchmarks/probe_lt_gemms_v51.py (16-bit GEMMs: cublasGemmEx against cuBLASLt)
+#   ab        benchmarks/ab_alternate.py over bench_persistent_v51 (whole forwards, GemmEx / Lt modes alternated)
 #   quick     benchmarks/bench_persistent.py --quick (issue 5's cells, cuDNN in the process)
 #   cache     the CuPy kernel cache into $OUT (15 MB parts) for the next visit to carry as .devcache/
 set -u
@@ -18,6 +20,11 @@ for stage in ${STAGES:-tests}; do
     clocks) source benchmarks/device_setup.sh
             timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/diag_step_clocks_v37.py "$OUT" --rounds 2 \
               --cells ${CELLS:-float32:1024:8 float32:1024:4 float16:1024:16} 2>&1 | grep -v '^{' | tail -20 ;;
+    lt) source benchmarks/device_setup.sh
+        timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/probe_lt_gemms_v51.py "$OUT" 2>&1 | grep -v '^{' | tail -22 ;;
+    ab) source benchmarks/device_setup.sh
+        timeout "${BENCH_TIMEOUT:-400}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v51 --rounds "${ROUNDS:-6}" \
+          --name ab_alternate_v51 2>&1 | grep -v '^{' | tail -12 ;;
     quick) source benchmarks/device_setup.sh
            timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     cache) source benchmarks/device_setup.sh && save_cupy_cache "$OUT" ;;

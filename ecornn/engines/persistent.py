@@ -66,7 +66,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .. import gpu_blas
+from .. import gpu_blas, gpu_blas_lt
 from ..arrays import data_address, is_gpu_array
 from ..errors import NotSupported
 from ..layouts import gate_deinterleave_as, gate_deinterleave_copy, gate_interleave, pad_columns
@@ -1268,7 +1268,7 @@ def _graph_mode(variant) -> tuple:
             FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER, BATCH_GROUPS, GROUP_BARRIERS,
             BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY,
             XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
-            gpu_blas.SPLIT_BY_WARPS,
+            gpu_blas.SPLIT_BY_WARPS, gpu_blas.LT_GEMMS, gpu_blas_lt.ALGO_CHOICE,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
             LONG_REDUCTION_CHUNK, STEP_CLOCKS, CLUSTER_K, CLUSTER_WARPS, CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE,
             BATCH_PADDING, rules.MAX_BATCH_PADDING, PAD_READS_X, batch_pad.PAD_BY_KERNEL, CUT_AT_COPY_OUT)
