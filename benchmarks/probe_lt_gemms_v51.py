@@ -1,4 +1,4 @@
-"""v51 probe: the engines' 16-bit GEMMs by cublasGemmEx against cuBLASLt (its first heuristic, and the fastest of
+"""v51 probe: the engines' 16-bit GEMMs (GPU time: calls back to back) by cublasGemmEx against cuBLASLt (its first heuristic, and the fastest of
 its first candidates timed once), alternated in one process.
 
 The shapes: the fp32 split input projection (fp16 operands [T B, 3K] x [3K, 4H], fp32 out) at H=1024 for B = 1-32
@@ -36,13 +36,19 @@ def _set_mode(flags):
     gpu_blas_lt.ALGO_CHOICE = flags.get("ALGO_CHOICE", "heuristic")
 
 
-def _time_us(fn, stream, repeats=10):
+def _time_us(fn, stream, repeats=10, back_to_back=20):
+    """GPU time per call: ``back_to_back`` calls between two events, so the host runs ahead and the span is the
+    GPU's (a synchronised single call's span holds the host's ~10-60 us before its launch: call 2's first form)."""
     import cupy as cp
     times = []
     for _ in range(repeats):
         start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record(stream); fn(); stop.record(stream); stop.synchronize()
-        times.append(1e3 * cp.cuda.get_elapsed_time(start, stop))
+        stream.synchronize()
+        start.record(stream)
+        for _ in range(back_to_back):
+            fn()
+        stop.record(stream); stop.synchronize()
+        times.append(1e3 * cp.cuda.get_elapsed_time(start, stop) / back_to_back)
     return float(np.median(times))
 
 
@@ -67,6 +73,7 @@ def probe_shape(label, m, k, n, rounds):
         for mode, flags in MODES.items():
             _set_mode(flags)
             times[mode].append(_time_us(lambda: run(mode), stream))
+    torch_us = _torch_us(a, b_t, stream, rounds)
     ref = outs["GemmEx"]
     scale = float(cp.abs(ref).max())
     row = dict(label=label, m=m, k=k, n=n, us={mode: float(np.median(t)) for mode, t in times.items()},
@@ -74,10 +81,25 @@ def probe_shape(label, m, k, n, rounds):
                max_abs_diff_over_max={mode: float(cp.abs(outs[mode] - ref).max()) / scale for mode in MODES},
                timed_choice=[v for key, v in gpu_blas_lt.choices.items() if key[3:6] == (n, m, k)
                              and key[-1] == "timed"])
+    row["torch_us"] = torch_us
     row["tflops"] = {mode: 2.0 * m * n * k / us / 1e6 for mode, us in row["us"].items()}
     _set_mode(MODES["GemmEx"])
     print(json.dumps(row), flush=True)
     return row
+
+
+def _torch_us(a, b_t, stream, rounds) -> dict:
+    """torch's fp16 GEMM of the same operands (fp16 out; fp32 out where torch offers out_dtype), us per call."""
+    import torch
+    a_t, bt_t = torch.from_dlpack(a), torch.from_dlpack(b_t)
+    fns = {"fp16 out": lambda: torch.mm(a_t, bt_t.T)}
+    try:
+        torch.mm(a_t, bt_t.T, out_dtype=torch.float32)
+        fns["fp32 out"] = lambda: torch.mm(a_t, bt_t.T, out_dtype=torch.float32)
+    except Exception:  # noqa: BLE001 - this torch has no out_dtype
+        pass
+    torch.cuda.synchronize()
+    return {name: _time_us(fn, stream, repeats=max(rounds, 5)) for name, fn in fns.items()}
 
 
 def markdown(rows, meta) -> str:
@@ -86,13 +108,15 @@ def markdown(rows, meta) -> str:
     modes = list(MODES)
     lines = [f"# v51 probe: 16-bit GEMMs by cublasGemmEx and cuBLASLt ({name})", "",
              "| shape | M | K | N | " + " | ".join(f"{m} us" for m in modes) + " | Lt heuristic / GemmEx | "
-             "Lt timed / GemmEx | timed pick |", "|---|---|---|---|" + "---|" * (len(modes) + 3)]
+             "Lt timed / GemmEx | timed pick | torch fp16 out | torch fp32 out |",
+             "|---|---|---|---|" + "---|" * (len(modes) + 5)]
     for r in rows:
         us = r["us"]
         pick = r["timed_choice"][0][0] if r["timed_choice"] else "-"
         lines.append(f"| {r['label']} | {r['m']} | {r['k']} | {r['n']} | "
                      + " | ".join(f"{us[m]:.1f}" for m in modes)
-                     + f" | {us['Lt heuristic'] / us['GemmEx']:.3f} | {us['Lt timed'] / us['GemmEx']:.3f} | {pick} |")
+                     + f" | {us['Lt heuristic'] / us['GemmEx']:.3f} | {us['Lt timed'] / us['GemmEx']:.3f} | {pick} | "
+                     + " | ".join(f"{r['torch_us'].get(k, float('nan')):.1f}" for k in ("fp16 out", "fp32 out")) + " |")
     return "\n".join(lines) + "\n\nMedians over rounds (each the median of 10 synchronised calls), modes alternated.\n"
 
 

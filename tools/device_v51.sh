@@ -5,6 +5,7 @@
 #   clocks    benchmarks/diag_step_clocks_v37.py on the missed cells (fresh phases on the H200)
 #   lt        benchmarks/probe_lt_gemms_v51.py (16-bit GEMMs: cublasGemmEx against cuBLASLt)
 #   ab        benchmarks/ab_alternate.py over bench_persistent_v51 (whole forwards, GemmEx / Lt modes alternated)
+#   host      benchmarks/diag_prelaunch_v48.py and diag_host_path_v49.py (a replay's host time before its launch)
 #   quick     benchmarks/bench_persistent.py --quick (issue 5's cells, cuDNN in the process)
 #   cache     the CuPy kernel cache into $OUT (15 MB parts) for the next visit to carry as .devcache/
 set -u
@@ -25,6 +26,9 @@ for stage in ${STAGES:-tests}; do
     ab) source benchmarks/device_setup.sh
         timeout "${BENCH_TIMEOUT:-400}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v51 --rounds "${ROUNDS:-6}" \
           --name ab_alternate_v51 2>&1 | grep -v '^{' | tail -12 ;;
+    host) source benchmarks/device_setup.sh
+          timeout "${BENCH_TIMEOUT:-200}" python3 benchmarks/diag_prelaunch_v48.py "$OUT" 2>&1 | grep -v '^{' | tail -30
+          timeout "${BENCH_TIMEOUT:-200}" python3 benchmarks/diag_host_path_v49.py "$OUT" 2>&1 | grep -v '^{' | tail -12 ;;
     quick) source benchmarks/device_setup.sh
            timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     cache) source benchmarks/device_setup.sh && save_cupy_cache "$OUT" ;;
