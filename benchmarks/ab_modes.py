@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_persistent import STEPS, _median_ms, kernel_launcher  # noqa: E402
 from bench_persistent_v5 import _train_ms  # noqa: E402
 
-from ecornn import gpu_blas, gpu_blas_lt  # noqa: E402
+from ecornn import gpu_blas  # noqa: E402
 from ecornn.engines import batch_pad, persistent  # noqa: E402
 from ecornn.engines import persistent_capacity as capacity  # noqa: E402
 
@@ -23,8 +23,7 @@ ENGINE_FLAGS = ("FP32_TENSOR_CORES", "TAGGED_EXCHANGE", "PAIRED_SPLIT", "SPLIT_W
                 "FP32_PROJECTION_LONG_FROM_K", "LONG_REDUCTIONS", "LONG_REDUCTION_CHUNK", "BACKWARD_GROUPS",
                 "BACKWARD_BY_ROWS", "CLUSTER_K", "CLUSTER_WARPS", "CLUSTER_POLL_DELAY_NS", "CLUSTER_COOPERATIVE",
                 "BATCH_PADDING", "PAD_READS_X", "CUT_AT_COPY_OUT")
-BLAS_FLAGS = ("UNSCALE_BY_FOURS", "SPLIT_BY_WARPS", "LT_GEMMS")   # gpu_blas's (v35, v48, v51)
-LT_FLAGS = ("ALGO_CHOICE",)   # v51: gpu_blas_lt's
+BLAS_FLAGS = ("UNSCALE_BY_FOURS", "SPLIT_BY_WARPS")   # gpu_blas's (v35, v48)
 PAD_FLAGS = ("PAD_BY_KERNEL",)   # v48: batch_pad's
 CAPACITY_FLAGS = ("BATCH_GROUP_MIN",)   # v46: the capacity model's (the cached plans are dropped when one changes)
 # The engine's own defaults, read once at import (before any mode sets a flag), so that a changed
@@ -33,7 +32,6 @@ ENGINE_FLAG_DEFAULTS = {name: getattr(persistent, name) for name in ENGINE_FLAGS
 ENGINE_FLAG_DEFAULTS.update({name: getattr(gpu_blas, name) for name in BLAS_FLAGS})
 ENGINE_FLAG_DEFAULTS.update({name: getattr(capacity, name) for name in CAPACITY_FLAGS})
 ENGINE_FLAG_DEFAULTS.update({name: getattr(batch_pad, name) for name in PAD_FLAGS})
-ENGINE_FLAG_DEFAULTS.update({name: getattr(gpu_blas_lt, name) for name in LT_FLAGS})
 
 
 def set_engine_flags(flags: dict) -> None:
@@ -44,9 +42,7 @@ def set_engine_flags(flags: dict) -> None:
                 setattr(capacity, name, value)
                 persistent._plans_for.cache_clear()
         else:
-            module = gpu_blas if name in BLAS_FLAGS else batch_pad if name in PAD_FLAGS else \
-                gpu_blas_lt if name in LT_FLAGS else persistent
-            setattr(module, name, value)
+            setattr(gpu_blas if name in BLAS_FLAGS else batch_pad if name in PAD_FLAGS else persistent, name, value)
 
 
 def plannable_modes(config, modes: dict, train: bool, built: bool = False) -> tuple:

@@ -118,32 +118,9 @@ def gemm(transa: int, transb: int, m: int, n: int, k: int, a, lda: int, b, ldb: 
     stream = stream or cupy.cuda.get_current_stream()
     compute = _compute_type(a_type, tf32)
     at, ct = _CUDA_TYPES[a_type], _CUDA_TYPES[c_type]
-    if LT_GEMMS and a_type in _LT_TYPES and _lt_gemm(transa, transb, m, n, k, a, lda, b, ldb, c, ldc, alpha, beta,
-                                                     at, ct, compute, stream):
-        return
     _check(_libcublas().cublasGemmEx(handle_for(stream), transa, transb, m, n, k, _scalar(alpha, compute),
                                      _ptr(a), at, lda, _ptr(b), at, ldb, _scalar(beta, compute), _ptr(c),
                                      ct, ldc, compute, _GEMM_DEFAULT), "GemmEx")
-
-
-LT_GEMMS = True   # v51: 16-bit operands through cuBLASLt (gpu_blas_lt: its algorithm per shape); False: cublasGemmEx
-_LT_TYPES = ("float16", "bfloat16")
-lt_fallbacks: dict = {}   # (m, n, k, types) -> why cuBLASLt could not run it (cublasGemmEx did)
-
-
-def _lt_gemm(transa, transb, m, n, k, a, lda, b, ldb, c, ldc, alpha, beta, at, ct, compute, stream) -> bool:
-    """Whether cuBLASLt ran the GEMM (False: it has no algorithm for it; recorded in lt_fallbacks)."""
-    from . import gpu_blas_lt
-    handle = handle_for(stream)
-    try:
-        gpu_blas_lt.gemm(transa, transb, m, n, k, _ptr(a), lda, _ptr(b), ldb, _ptr(c), ldc,
-                         alpha_ptr=_scalar(alpha, compute), beta_ptr=_scalar(beta, compute), beta_is_zero=beta == 0,
-                         at=at, ct=ct, compute=compute, stream=stream, workspace=_workspaces[handle].data.ptr,
-                         workspace_bytes=WORKSPACE_BYTES)
-    except gpu_blas_lt.LtUnavailable as exc:
-        lt_fallbacks[(m, n, k, at, ct)] = str(exc)
-        return False
-    return True
 
 
 def gemm_strided_batched(transa: int, transb: int, m: int, n: int, k: int, a, lda: int, stride_a: int,

@@ -257,6 +257,12 @@ static_assert(IN_K_TILES == 0 || PASS == 0, "the input projection runs in the fo
 // warp-partial sums add both.
 constexpr bool kInput = IN_K_TILES > 0;
 constexpr int kInKTiles = IN_K_TILES;
+#ifndef DIAG_IN_K_TILES_USED
+#define DIAG_IN_K_TILES_USED IN_K_TILES
+#endif
+// v51 diagnostic (persistent.DIAG_IN_K_TILES_USED; timing only, the sums are wrong): the input product over its
+// first DIAG_IN_K_TILES_USED k-tiles, to see what a cheaper in-kernel projection would save.
+constexpr int kInKTilesUsed = DIAG_IN_K_TILES_USED;
 constexpr int kInWarpK = 16 * IN_K_TILES;
 constexpr int kInTileU4 = kWarps * kInKTiles * kMTiles * 32;   // one block's packed W_ih tile (uint4)
 // v29, SPLIT with IN_K_TILES (only when forced: slower than the GEMM, persistent_rules.split_projection_pays):
@@ -676,7 +682,7 @@ __device__ __forceinline__ void input_product(Acc& acc, const uint4* in_s, const
         const unsigned int* x_w = xs + warp * kXWordsPerWarp;
         float part[kInAccSplit][kATiles][kNTiles][4];
         start_sets<kInAccSplit>(part, acc, false);
-        smem_tile_products<kInKTiles, kInAccSplit, kXStride, 0, false>(
+        smem_tile_products<kInKTilesUsed, kInAccSplit, kXStride, 0, false>(
             part, in_s + warp * kInKTiles * kMTiles * 32 + lane, x_w);
         sum_sets<kInAccSplit>(acc, part);
     }

@@ -3,8 +3,7 @@
 #   tests     GPU tests ($FILES, else test_persistent_gpu.py and v51's; REST: more, as "$REPO/tests/x.py")
 #   probe     benchmarks/probe_spare_sm_tail_v51.py (the projection tail beside the kernel on the spare SMs)
 #   clocks    benchmarks/diag_step_clocks_v37.py on the missed cells (fresh phases on the H200)
-#   lt        benchmarks/probe_lt_gemms_v51.py (16-bit GEMMs: cublasGemmEx against cuBLASLt)
-#   ab        benchmarks/ab_alternate.py over bench_persistent_v51 (whole forwards, GemmEx / Lt modes alternated)
+#   diagin    diag_step_clocks_v37.py with the input product over all / half / none of its k-tiles (DIAG_IN_K_TILES_USED)
 #   host      benchmarks/diag_prelaunch_v48.py and diag_host_path_v49.py (a replay's host time before its launch)
 #   quick     benchmarks/bench_persistent.py --quick (issue 5's cells, cuDNN in the process)
 #   cache     the CuPy kernel cache into $OUT (15 MB parts) for the next visit to carry as .devcache/
@@ -21,11 +20,13 @@ for stage in ${STAGES:-tests}; do
     clocks) source benchmarks/device_setup.sh
             timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/diag_step_clocks_v37.py "$OUT" --rounds 2 \
               --cells ${CELLS:-float32:1024:8 float32:1024:4 float16:1024:16} 2>&1 | grep -v '^{' | tail -20 ;;
-    lt) source benchmarks/device_setup.sh
-        timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/probe_lt_gemms_v51.py "$OUT" 2>&1 | grep -v '^{' | tail -22 ;;
-    ab) source benchmarks/device_setup.sh
-        timeout "${BENCH_TIMEOUT:-400}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v51 --rounds "${ROUNDS:-6}" \
-          --name ab_alternate_v51 2>&1 | grep -v '^{' | tail -12 ;;
+    diagin) source benchmarks/device_setup.sh
+            for used in none 4 0; do
+              flags='{}'; [ "$used" != none ] && flags="{\"DIAG_IN_K_TILES_USED\": $used}"
+              echo "== input k-tiles used: $used"
+              timeout "${BENCH_TIMEOUT:-200}" python3 benchmarks/diag_step_clocks_v37.py "$OUT/diagin_$used" --rounds 2 \
+                --flags "$flags" --cells ${CELLS:-float16:1024:16 float16:1024:8 bfloat16:1024:4} 2>&1 | grep -v "^{" | tail -6
+            done ;;
     host) source benchmarks/device_setup.sh
           timeout "${BENCH_TIMEOUT:-200}" python3 benchmarks/diag_prelaunch_v48.py "$OUT" 2>&1 | grep -v '^{' | tail -30
           timeout "${BENCH_TIMEOUT:-200}" python3 benchmarks/diag_host_path_v49.py "$OUT" 2>&1 | grep -v '^{' | tail -12 ;;

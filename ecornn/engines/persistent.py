@@ -66,7 +66,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .. import gpu_blas, gpu_blas_lt
+from .. import gpu_blas
 from ..arrays import data_address, is_gpu_array
 from ..errors import NotSupported
 from ..layouts import gate_deinterleave_as, gate_deinterleave_copy, gate_interleave, pad_columns
@@ -211,6 +211,8 @@ CLUSTER_COOPERATIVE = True    # v42: launch them cooperatively (co-residency gua
                               # after cuOccupancyMaxActiveClusters says every cluster is resident
 STEP_CLOCKS = 0   # v37 diagnostic: > 0 compiles the tensor-core forward with clock marks of its first STEP_CLOCKS
                   # steps (kernels/step_clocks.cuh; read by benchmarks/diag_step_clocks_v37.py); 0: none
+DIAG_IN_K_TILES_USED = None   # v51 diagnostic (timing only, wrong sums): the tensor-core kernel's in-kernel input
+                              # product over only its first n k-tiles (0: none), to bound what a cheaper one saves
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
                           # per the capacity model's rule; True / False force one (tests, ablation)
 last_kinds: dict = {}    # pass -> kernel kind ("grid", "cluster", "mma") of the latest call (tests, benchmarks)
@@ -716,7 +718,8 @@ def _flag_defines() -> dict:
     """Compile-time constants that engine flags (ablations) set on every persistent kernel."""
     return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0}),
             **({"XW_AT_LOAD": 1} if XW_AT_LOAD else {}), **({} if H0_IN_PRODUCT else {"H0_IN_PRODUCT": 0}),
-            **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {})}
+            **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {}),
+            **({} if DIAG_IN_K_TILES_USED is None else {"DIAG_IN_K_TILES_USED": int(DIAG_IN_K_TILES_USED)})}
 
 
 def _module(plan, cooperative: bool = True):
@@ -752,7 +755,8 @@ def _remembered(build):
 
     @functools.wraps(build)
     def cached(plan, device_id: int):
-        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS, CLUSTER_COOPERATIVE)
+        key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS, CLUSTER_COOPERATIVE,
+               DIAG_IN_K_TILES_USED)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -1268,9 +1272,9 @@ def _graph_mode(variant) -> tuple:
             FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER, BATCH_GROUPS, GROUP_BARRIERS,
             BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY,
             XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
-            gpu_blas.SPLIT_BY_WARPS, gpu_blas.LT_GEMMS, gpu_blas_lt.ALGO_CHOICE,
+            gpu_blas.SPLIT_BY_WARPS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
-            LONG_REDUCTION_CHUNK, STEP_CLOCKS, CLUSTER_K, CLUSTER_WARPS, CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE,
+            LONG_REDUCTION_CHUNK, STEP_CLOCKS, DIAG_IN_K_TILES_USED, CLUSTER_K, CLUSTER_WARPS, CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE,
             BATCH_PADDING, rules.MAX_BATCH_PADDING, PAD_READS_X, batch_pad.PAD_BY_KERNEL, CUT_AT_COPY_OUT)
 
 
