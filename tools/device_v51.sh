@@ -4,6 +4,7 @@
 #   probe     benchmarks/probe_spare_sm_tail_v51.py (the projection tail beside the kernel on the spare SMs)
 #   clocks    benchmarks/diag_step_clocks_v37.py on the missed cells (fresh phases on the H200)
 #   diagin    diag_step_clocks_v37.py with the input product over all / half / none of its k-tiles (DIAG_IN_K_TILES_USED)
+#   ab        benchmarks/ab_alternate.py over bench_persistent_v51 (16-bit grouped forwards: projection as GEMM + a wait)
 #   host      benchmarks/diag_prelaunch_v48.py and diag_host_path_v49.py (a replay's host time before its launch)
 #   quick     benchmarks/bench_persistent.py --quick (issue 5's cells, cuDNN in the process)
 #   cache     the CuPy kernel cache into $OUT (15 MB parts) for the next visit to carry as .devcache/
@@ -27,6 +28,9 @@ for stage in ${STAGES:-tests}; do
               timeout "${BENCH_TIMEOUT:-200}" python3 benchmarks/diag_step_clocks_v37.py "$OUT/diagin_$used" --rounds 2 \
                 --flags "$flags" --cells ${CELLS:-float16:1024:16 float16:1024:8 bfloat16:1024:4} 2>&1 | grep -v "^{" | tail -6
             done ;;
+    ab) source benchmarks/device_setup.sh
+        timeout "${BENCH_TIMEOUT:-450}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v51 --rounds "${ROUNDS:-4}" \
+          --name ab_alternate_v51 2>&1 | grep -v '^{' | tail -8 ;;
     host) source benchmarks/device_setup.sh
           timeout "${BENCH_TIMEOUT:-200}" python3 benchmarks/diag_prelaunch_v48.py "$OUT" 2>&1 | grep -v '^{' | tail -30
           timeout "${BENCH_TIMEOUT:-200}" python3 benchmarks/diag_host_path_v49.py "$OUT" 2>&1 | grep -v '^{' | tail -12 ;;
