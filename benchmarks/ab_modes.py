@@ -22,10 +22,9 @@ ENGINE_FLAGS = ("FP32_TENSOR_CORES", "TAGGED_EXCHANGE", "PAIRED_SPLIT", "SPLIT_W
                 "SPLIT_READS_X", "POLL_SPIN_CYCLES", "FP32_LONG_REDUCTION_FROM_K",
                 "FP32_PROJECTION_LONG_FROM_K", "LONG_REDUCTIONS", "LONG_REDUCTION_CHUNK", "BACKWARD_GROUPS",
                 "BACKWARD_BY_ROWS", "CLUSTER_K", "CLUSTER_WARPS", "CLUSTER_POLL_DELAY_NS", "CLUSTER_COOPERATIVE",
-                "BATCH_PADDING", "PAD_READS_X", "CUT_AT_COPY_OUT")
+                "BATCH_PADDING", "PAD_READS_X", "CUT_AT_COPY_OUT", "INPUT_PART_K_TILES")
 BLAS_FLAGS = ("UNSCALE_BY_FOURS", "SPLIT_BY_WARPS")   # gpu_blas's (v35, v48)
 PAD_FLAGS = ("PAD_BY_KERNEL",)   # v48: batch_pad's
-RULES_FLAGS = ("GROUPED_GEMM_POLL_DELAY_NS",)   # v51: persistent_rules' (the cached plans are dropped when one changes)
 CAPACITY_FLAGS = ("BATCH_GROUP_MIN",)   # v46: the capacity model's (the cached plans are dropped when one changes)
 # The engine's own defaults, read once at import (before any mode sets a flag), so that a changed
 # default in persistent.py needs no second edit here.
@@ -33,18 +32,15 @@ ENGINE_FLAG_DEFAULTS = {name: getattr(persistent, name) for name in ENGINE_FLAGS
 ENGINE_FLAG_DEFAULTS.update({name: getattr(gpu_blas, name) for name in BLAS_FLAGS})
 ENGINE_FLAG_DEFAULTS.update({name: getattr(capacity, name) for name in CAPACITY_FLAGS})
 ENGINE_FLAG_DEFAULTS.update({name: getattr(batch_pad, name) for name in PAD_FLAGS})
-ENGINE_FLAG_DEFAULTS.update({name: getattr(persistent.rules, name) for name in RULES_FLAGS})
 
 
 def set_engine_flags(flags: dict) -> None:
     """The engine's flags at their defaults, except ``flags``."""
     for name, value in {**ENGINE_FLAG_DEFAULTS, **flags}.items():
-        if name in CAPACITY_FLAGS or name in RULES_FLAGS:
-            module = capacity if name in CAPACITY_FLAGS else persistent.rules
-            if getattr(module, name) != value:
-                setattr(module, name, value)
-                for cached in (persistent._plans_for, persistent._clustered, persistent._padded_batch):
-                    cached.cache_clear()
+        if name in CAPACITY_FLAGS:
+            if getattr(capacity, name) != value:
+                setattr(capacity, name, value)
+                persistent._plans_for.cache_clear()
         else:
             setattr(gpu_blas if name in BLAS_FLAGS else batch_pad if name in PAD_FLAGS else persistent, name, value)
 

@@ -130,7 +130,9 @@ def kernel_launcher(config, prepared, x, h0, c0, plan):
         return lambda: persistent._launch(plan, args, 1, bias, tiles, config.input_size, unscale=unscale)
     if in_kernel:
         tiles = persistent._tiles(prepared, 0, 1, built, "w_ih")
-        return lambda: persistent._launch(plan, args, 1, bias, tiles, config.input_size)
+        # v51: a kernel covering part of the inputs gets the GEMM's share, made once here like xw below
+        xw_part = persistent.input_part_projection(xin, prepared.slots[0:1], built) if mma and built.input_part else None
+        return lambda: persistent._launch(plan, args, 1, bias, tiles, config.input_size, xw_part=xw_part)
     if mma and built.parts == 2:   # v13's fp32 split (v34: h0 as the split reads it)
         args = args[:2] + (persistent.split_h0(persistent._f32(h0), prepared.slots[0:1], False),) + args[3:]
         unscale = persistent._split_unscale(prepared, 0, built)

@@ -257,6 +257,15 @@ static_assert(IN_K_TILES == 0 || PASS == 0, "the input projection runs in the fo
 // warp-partial sums add both.
 constexpr bool kInput = IN_K_TILES > 0;
 constexpr int kInKTiles = IN_K_TILES;
+#ifndef INPUT_PART
+#define INPUT_PART 0
+#endif
+// v51, INPUT_PART (16-bit forwards with IN_K_TILES): the in-kernel product covers the first 16 * IN_K_TILES * NWARPS
+// input columns only (half the W_ih tiles read from shared memory per step: their reads sat on every block's loop,
+// results/persistent_v51 call 4); a GEMM before the kernel gave the rest as xw_part [D][T][B][4H] (no biases),
+// loaded at the step's top and added in the pointwise like the xw of a plan without the projection.
+constexpr bool kInputPart = INPUT_PART != 0;
+static_assert(!kInputPart || (kInput && PASS == 0 && !kSplit), "INPUT_PART: a 16-bit forward with IN_K_TILES");
 #ifndef DIAG_IN_K_TILES_USED
 #define DIAG_IN_K_TILES_USED IN_K_TILES
 #endif
@@ -1077,7 +1086,7 @@ __device__ __forceinline__ float4 cluster_unit_sums(const float* cluster_s, int 
 // xw_row_exp [T][B], xw_col_exp [D][4H]: v32, SPLIT without IN_K_TILES, xw as the fp16-split GEMM left
 // it (gpu_blas.matmul_fp16_split3 without its unscale pass): xw[t][b][r] is brought back as
 // ldexpf(xw, xw_row_exp[t][b] + xw_col_exp[d][r]) where it is loaded, exact, as the pass did (null: xw
-// is unscaled).
+// is unscaled). xw_part: v51, INPUT_PART's GEMM share of x W_ih^T (null otherwise).
 extern "C" __global__ void ECORNN_MMA_CLUSTER __launch_bounds__(kThreads, 1)
 persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ xin,
                     const float* __restrict__ h0, const float* __restrict__ c0, float* y, float* hT,
@@ -1085,7 +1094,8 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
                     int blocks_per_dir, int ldy, int dir0, unsigned int* xch, const float* __restrict__ bias,
                     const uint4* __restrict__ in_tiles, int in_size, unsigned int* barrier,
                     const float* __restrict__ w_unscale, const long long* __restrict__ x_at, int out16,
-                    int states16, const int* __restrict__ xw_row_exp, const int* __restrict__ xw_col_exp) {
+                    int states16, const int* __restrict__ xw_row_exp, const int* __restrict__ xw_col_exp,
+                    const float* __restrict__ xw_part) {
     extern __shared__ __align__(16) uint4 smem[];
     const Carve s = carve(smem);
     const Slot p = slot_of(H, units, blocks_per_dir, dir0);
@@ -1154,8 +1164,8 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         float4 xz = b4, xw4 = make_float4(0.f, 0.f, 0.f, 0.f);
         int row_exp = 0;
         int4 col_exp = make_int4(0, 0, 0, 0);
-        if (!kInput && p.active) {
-            xw4 = __ldg(reinterpret_cast<const float4*>(xin + row * G + 4 * (size_t)p.j));
+        if ((!kInput || kInputPart) && p.active) {
+            xw4 = __ldg(reinterpret_cast<const float4*>((kInputPart ? xw_part : xin) + row * G + 4 * (size_t)p.j));
             if (xw_scaled) {   // the unit's 4 column exponents are loaded per step: registers are short at B=8
                 row_exp = __ldg(xw_row_exp + (size_t)t * kBatchAll + batch_column(p));
                 col_exp = __ldg(reinterpret_cast<const int4*>(xw_col_exp + p.d * G + 4 * (size_t)p.j));
@@ -1184,7 +1194,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
             // v33: xw unscaled (v32) and biased here, after the product, not where loaded (where its ldexpf can
             // wait for the exponents before the step's polls, as the grid kernel's SASS showed): fp32 H=1024 B=4,
             // B=8 and H=1536 B=4 forwards 0.03-0.14 us/step faster (results/persistent_v33, call 10)
-            if (!kInput && !kXwAtLoad) {
+            if ((!kInput || kInputPart) && !kXwAtLoad) {
                 if (xw_scaled) xw4 = unscaled(xw4, row_exp, col_exp);
                 xz = make_float4(xw4.x + b4.x, xw4.y + b4.y, xw4.z + b4.z, xw4.w + b4.w);
             }

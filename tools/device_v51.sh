@@ -4,7 +4,7 @@
 #   probe     benchmarks/probe_spare_sm_tail_v51.py (the projection tail beside the kernel on the spare SMs)
 #   clocks    benchmarks/diag_step_clocks_v37.py on the missed cells (fresh phases on the H200)
 #   diagin    diag_step_clocks_v37.py with the input product over all / half / none of its k-tiles (DIAG_IN_K_TILES_USED)
-#   ab        benchmarks/ab_alternate.py over bench_persistent_v51 (16-bit grouped forwards: projection as GEMM + a wait)
+#   ab        benchmarks/ab_alternate.py over bench_persistent_v51 (16-bit forwards: the projection part in the kernel, part GEMM)
 #   host      benchmarks/diag_prelaunch_v48.py and diag_host_path_v49.py (a replay's host time before its launch)
 #   quick     benchmarks/bench_persistent.py --quick (issue 5's cells, cuDNN in the process)
 #   cache     the CuPy kernel cache into $OUT (15 MB parts) for the next visit to carry as .devcache/

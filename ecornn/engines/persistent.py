@@ -211,6 +211,9 @@ CLUSTER_COOPERATIVE = True    # v42: launch them cooperatively (co-residency gua
                               # after cuOccupancyMaxActiveClusters says every cluster is resident
 STEP_CLOCKS = 0   # v37 diagnostic: > 0 compiles the tensor-core forward with clock marks of its first STEP_CLOCKS
                   # steps (kernels/step_clocks.cuh; read by benchmarks/diag_step_clocks_v37.py); 0: none
+INPUT_PART_K_TILES = "auto"   # v51: 16-bit forwards with the in-kernel projection keep this many k-tiles per warp of it,
+                              # a GEMM before the kernel the rest (capacity.with_input_part): "auto" where
+                              # rules.input_part_k_tiles says, an int n wherever the plan has more, 0 never
 DIAG_IN_K_TILES_USED = None   # v51 diagnostic (timing only, wrong sums): the tensor-core kernel's in-kernel input
                               # product over only its first n k-tiles (0: none), to bound what a cheaper one saves
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
@@ -298,6 +301,8 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None, backward
         else:   # v26: a plan tagged only for its projection goes back to grid.sync
             forward = capacity.without_input_projection(forward)
         plans = {**plans, "forward": capacity.with_kernel_bias(props, forward)}   # v23: as plan_grid_config does
+    if plans["forward"].kind == "mma" and plans["forward"].in_kernel_projection:
+        plans = {**plans, "forward": _with_input_part(plans["forward"], INPUT_PART_K_TILES)}
     if not UNITS_FASTEST:
         plans = {k: replace(p, units_fastest=False) if p.kind == "mma" else p for k, p in plans.items()}
     if not PAIRED_SPLIT:
@@ -320,6 +325,15 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None, backward
         plans = {**plans, "forward": replace(plans["forward"], poll_delay_ns=int(CLUSTER_POLL_DELAY_NS),
                                              poll_spin_cycles=0)}
     return {k: capacity.with_late_loads(p, BWD_LATE_LOADS) for k, p in plans.items()}   # after the overrides
+
+
+@functools.lru_cache(maxsize=256)
+def _with_input_part(forward, k_tiles):
+    """v51: ``forward`` with its in-kernel projection cut to ``k_tiles`` (INPUT_PART_K_TILES; "auto":
+    rules.input_part_k_tiles) and the rest a GEMM, where capacity.with_input_part applies. Cached: _plans runs on
+    every eager call."""
+    k_tiles = rules.input_part_k_tiles(forward) if k_tiles == "auto" else int(k_tiles)
+    return capacity.with_input_part(forward, k_tiles) if k_tiles else forward
 
 
 @functools.lru_cache(maxsize=256)
@@ -864,7 +878,8 @@ def _final(plan):
 
 
 def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tiles=None, input_size: int = 0,
-            unscale=None, x_at=None, out16=False, states16=False, dz16=False, dy16=False, xw_exponents=None):
+            unscale=None, x_at=None, out16=False, states16=False, dz16=False, dy16=False, xw_exponents=None,
+            xw_part=None):
     """Launch ``plan``'s kernel once per direction group (dir0 follows ``args_before_dir``). The
     kernels take their zeroed exchange buffer next; the mma forward then the biases [D, 4H] (its xw
     comes without them), the packed W_ih tiles and input size of an in-kernel projection (v12;
@@ -872,7 +887,8 @@ def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tile
     unscale factors of split tiles (v13; null otherwise) and the replay ring's fetched addresses where
     it reads the caller's x there (v21, ``x_at``; null otherwise), whether it stores its outputs as
     16-bit values and whether it reads h0 and c0 as such (v23, ``out16``, ``states16``), and the row and
-    column exponents of an xw left scaled by the fp16-split GEMM (v32, ``xw_exponents``; nulls otherwise). The grid
+    column exponents of an xw left scaled by the fp16-split GEMM (v32, ``xw_exponents``; nulls otherwise) and the GEMM's
+    share of x W_ih^T where the kernel's projection covers only part of the inputs (v51, ``xw_part``; null). The grid
     forward takes the biases (v15 with its in-kernel projection, v23 with kernel_bias; else null), the
     W_ih tiles and input size of its in-kernel projection (v15; null, 0 otherwise) and xw's exponents
     (v33, as the mma forward). The mma backward
@@ -890,6 +906,9 @@ def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tile
                  unscale if unscale is not None else _null(), x_at if x_at is not None else _null(),
                  np.int32(bool(out16)), np.int32(bool(states16)))
         tail += tuple(xw_exponents) if xw_exponents is not None else (_null(), _null())
+        if final.input_part and xw_part is None:
+            raise ValueError(f"{final.describe()}: the GEMM's share of the projection (xw_part) expected, got none")
+        tail += (xw_part if final.input_part else _null(),)
     elif final.kind == "mma":
         tail += (np.int32(bool(dz16)), np.int32(bool(dy16)), zeroed[words:])
     elif final.kind == "grid" and final.pass_name == "forward":
@@ -1176,6 +1195,25 @@ def _input_projections(layer_input, preps, tf32=False, with_bias=True, input_16b
     return out.reshape(len(preps), steps, batch, -1)
 
 
+def input_part_projection(x16, preps, plan):
+    """v51 (plan.input_part): [D, T, B, 4H] x W_ih^T over the input columns from plan.input_part_from on, without
+    biases: one 16-bit GEMM per direction on both operands' column ranges where they lie (no copies); zeros where the
+    layer's input ends within the kernel's share."""
+    from ..gpu_blas import matmul_rows
+    cp = _cp()
+    steps, batch, k = x16.shape
+    k0, rows, cols = plan.input_part_from, steps * batch, preps[0].w_ih.shape[0]
+    if k <= k0:
+        return cp.zeros((len(preps), steps, batch, cols), cp.float32)
+    out = cp.empty((len(preps), rows, cols), cp.float32)
+    x_flat = cp.ascontiguousarray(x16).reshape(rows, k)
+    for d, prep in enumerate(preps):
+        w16 = prep.input_weight_16bit(plan.dtype)
+        matmul_rows(x_flat.data.ptr + k0 * x_flat.itemsize, w16.data.ptr + k0 * w16.itemsize, out[d], rows=rows,
+                    cols=cols, inner=k - k0, lda=k, ldb=k, ldc=cols, a_type=plan.dtype)
+    return out.reshape(len(preps), steps, batch, cols)
+
+
 def _scaled_split_projections(layer_input, preps):
     """v32: ([D, T, B, 4H] every direction's x W_ih^T as the fp16-split GEMM leaves it, in its operands'
     scaled units and without biases; x's row exponents [T B]). The split kernel unscales each value
@@ -1274,7 +1312,8 @@ def _graph_mode(variant) -> tuple:
             XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
             gpu_blas.SPLIT_BY_WARPS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
-            LONG_REDUCTION_CHUNK, STEP_CLOCKS, DIAG_IN_K_TILES_USED, CLUSTER_K, CLUSTER_WARPS, CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE,
+            LONG_REDUCTION_CHUNK, STEP_CLOCKS, DIAG_IN_K_TILES_USED, INPUT_PART_K_TILES, CLUSTER_K, CLUSTER_WARPS,
+            CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE,
             BATCH_PADDING, rules.MAX_BATCH_PADDING, PAD_READS_X, batch_pad.PAD_BY_KERNEL, CUT_AT_COPY_OUT)
 
 
@@ -1420,9 +1459,10 @@ def _forward_at_batch(config, x, weights, h0, c0, *, training=False, dropout=0.0
                     unscale=_split_unscale(prep, layer, built))
         elif projection_in_kernel:   # v21: a capture may hand the kernel the caller's x by reference
             x_at = persistent_graph.input_reference(xin) if fwd.kind == "mma" else None
+            xw_part = input_part_projection(xin, preps, built) if built.kind == "mma" and built.input_part else None
             _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs,
                     _biases(prep, layer, dirs), _tiles(prep, layer, dirs, built, "w_ih"),
-                    config.layer_input_size(layer), x_at=x_at, out16=out16, states16=states16)
+                    config.layer_input_size(layer), x_at=x_at, out16=out16, states16=states16, xw_part=xw_part)
         else:
             _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs,
                     _biases(prep, layer, dirs) if in_kernel_bias else None,
@@ -1483,7 +1523,7 @@ def kernel_reads_x(config, x, variant: str = "auto") -> bool:
     if fwd.kind != "mma":   # (the cluster kernel's too)
         return False
     projection_in_kernel, _, reads_f32 = _input_reads(config, fwd, built)
-    return projection_in_kernel and not reads_f32
+    return projection_in_kernel and not reads_f32 and not built.input_part   # v51: the GEMM reads x too
 
 
 def _inference_forward(config, variant: str) -> tuple:

@@ -738,6 +738,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
     tagged: bool = True     # v5 tagged exchange between steps (False: grid.sync; rules.tagged_exchange_pays)
     input_k_tiles: int = 0  # v12 forward: W_ih k-tiles per warp in shared memory, x W_ih^T in the kernel
                             # (with_input_projection); 0: the input projection is a GEMM before it
+    input_part: bool = False  # v51: the kernel's product covers only the first input_part_from inputs, a GEMM
+                              # before it the rest (with_input_part, INPUT_PART=1)
     units_fastest: bool = True  # v11 pointwise thread order where it applies (kernel's slot_of); False:
                                 # the v10 order, UNITS_FASTEST=0 (the ablation)
     paired_split: bool = True   # v14: the split's hi and lo vector rows in one N tile where B is 1, 2 or 4
@@ -811,6 +813,7 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                 "K_TILES": self.k_tiles, "REG_K_TILES": self.reg_k_tiles, "TAGGED": int(self.tagged),
                 **({"SPLIT": 1} if self.parts == 2 else {}),
                 **({"IN_K_TILES": self.input_k_tiles} if self.input_k_tiles else {}),
+                **({"INPUT_PART": 1} if self.input_part else {}),
                 **({} if self.units_fastest else {"UNITS_FASTEST": 0}),
                 **({"PAIRED_SPLIT": 0} if self.parts == 2 and not self.paired_split else {}),
                 **({"SPLIT_WORDS": 0} if self.parts == 2 and not self.split_words else {}),
@@ -839,11 +842,17 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
         """How W_ih's rows of a block are cut (the same rows as tile_shape, input columns)."""
         return replace(self.tile_shape(), k_tiles=self.input_k_tiles)
 
+    @property
+    def input_part_from(self) -> int:
+        """v51: the first input column the GEMM before the kernel covers (INPUT_PART; the kernel's warps cover the
+        columns below, 16 x input_k_tiles each)."""
+        return 16 * self.input_k_tiles * self.warps * self.cluster_k
+
     def without_input_projection(self) -> "MmaPlan":
         """The same plan with the input projection as a GEMM before the kernel (the ablation)."""
         if not self.input_k_tiles:
             return self
-        return replace(self, input_k_tiles=0,
+        return replace(self, input_k_tiles=0, input_part=False,
                        smem_bytes=self.smem_bytes - mma_input_smem_bytes(self.batch, self.warps, self.m_tiles,
                                                                          self.input_k_tiles, self.parts),
                        regs_per_thread=self.regs_per_thread - mma_input_registers(self))
@@ -861,6 +870,9 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
 
     def describe(self) -> str:
         projection = f", input projection in the kernel ({self.input_k_tiles} k-tiles)" if self.input_k_tiles else ""
+        if self.input_part:
+            projection = (f", input projection in the kernel over inputs [0, {self.input_part_from}) "
+                          f"({self.input_k_tiles} k-tiles), a GEMM over the rest")
         split = "" if self.parts == 1 else f" as fp16 hi/lo halves, {self.mma_per_tile} mma per tile"
         if self.batch_groups > 1:
             split += f", the batch as {self.batch_groups} groups of {self.batch} on blocks of their own"
@@ -945,6 +957,18 @@ def with_input_projection(props: dict, plan, input_sizes):
     if smem > props["smem_per_block_optin"] - SMEM_RESERVED_PER_BLOCK or regs > register_cap(props, plan.threads):
         return plan
     return replace(plan, input_k_tiles=in_k, smem_bytes=smem, regs_per_thread=regs)
+
+
+def with_input_part(plan, k_tiles: int):
+    """v51: ``plan`` with its in-kernel projection cut to ``k_tiles`` k-tiles per warp, the GEMM before the kernel
+    taking the inputs past them (INPUT_PART), where it has a 16-bit in-kernel projection of more k-tiles on
+    unclustered blocks; else ``plan`` as it is. The W_ih tiles and x_t staged shrink with the k-tiles."""
+    if not (plan.kind == "mma" and plan.parts == 1 and plan.in_kernel_projection and plan.cluster_k == 1
+            and 0 < k_tiles < plan.input_k_tiles):
+        return plan
+    freed = (mma_input_smem_bytes(plan.batch, plan.warps, plan.m_tiles, plan.input_k_tiles)
+             - mma_input_smem_bytes(plan.batch, plan.warps, plan.m_tiles, k_tiles))
+    return replace(plan, input_k_tiles=k_tiles, input_part=True, smem_bytes=plan.smem_bytes - freed)
 
 
 def layer_input_sizes(config) -> list:

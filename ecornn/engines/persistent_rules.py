@@ -270,23 +270,17 @@ def cluster_split_pays(plan) -> bool:
     return plan.batch in CLUSTER_SPLIT_BATCHES and plan.hidden >= CLUSTER_SPLIT_MIN_HIDDEN
 
 
-GROUPED_GEMM_POLL_DELAY_NS = 0   # v51 exploration: a 16-bit forward in batch groups with its projection as the GEMM
-                                 # waits this long before its first poll (0: not at all, v30's plan)
-
-
-def grouped_gemm_delay_applies(plan) -> bool:
-    """v51: a tagged 16-bit tensor-core forward in batch groups without the in-kernel projection (the GEMM before it)."""
-    return (plan.kind == "mma" and plan.parts == 1 and plan.pass_name == "forward" and plan.tagged
-            and plan.batch_groups > 1 and not plan.in_kernel_projection)
+def input_part_k_tiles(plan) -> int:
+    """v51: the k-tiles per warp a 16-bit forward's in-kernel projection keeps when a GEMM before the kernel takes the
+    rest (capacity.with_input_part), or 0: all of them in the kernel. Not measured yet: 0 everywhere."""
+    return 0
 
 
 def poll_delay_ns(plan) -> int:
     """The forward's first-poll delay: CLUSTER_POLL_DELAY_NS (v42), POLL_DELAY_NS (v16), split_poll_delay_ns (v26,
-    v28), LONG_POLL_DELAY_NS (v18), GROUPED_GEMM_POLL_DELAY_NS (v51) or none."""
+    v28), LONG_POLL_DELAY_NS (v18) or none."""
     if getattr(plan, "cluster_k", 1) > 1:
         return CLUSTER_POLL_DELAY_NS
-    if GROUPED_GEMM_POLL_DELAY_NS and grouped_gemm_delay_applies(plan):
-        return GROUPED_GEMM_POLL_DELAY_NS
     if poll_delay_pays(plan):
         return POLL_DELAY_NS
     return split_poll_delay_ns(plan) or (LONG_POLL_DELAY_NS if long_poll_delay_pays(plan) else 0)
