@@ -683,11 +683,14 @@ def _tile_matrix(key: tuple) -> str:
 def _pack(plan, matrix_values, order_only=False, matrix="w_hh"):
     """``plan``'s tile of the gate-interleaved [4H, H] W_hh (transposed for the grid and mma
     backward; rows: the forward's rows), or of the [4H, K] W_ih (matrix="w_ih": the mma forward's
-    in-kernel projection, same rows). ``order_only``: the pure-layout part (mma: the values in
+    in-kernel projection, same rows; v51: its first input_part_from columns where the kernel covers only those).
+    ``order_only``: the pure-layout part (mma: the values in
     fragment order, not yet packed into 16-bit pairs), which _tile_index applies to indices."""
     cp = _cp()
     shape = plan.input_tile_shape() if matrix == "w_ih" else plan.tile_shape()
     transpose = matrix == "w_hh" and plan.pass_name == "backward" and plan.kind != "rows"
+    if matrix == "w_ih" and getattr(plan, "input_part", False):   # v51: the kernel's share of the inputs only
+        matrix_values = matrix_values[:, :plan.input_part_from]
     m = cp.ascontiguousarray(matrix_values.T if transpose else matrix_values)
     if plan.kind == "rows":
         return pack_column_tiles(m, shape)
