@@ -28,9 +28,9 @@ for stage in ${STAGES:-tests}; do
               timeout "${BENCH_TIMEOUT:-200}" python3 benchmarks/diag_step_clocks_v37.py "$OUT/diagin_$used" --rounds 2 \
                 --flags "$flags" --cells ${CELLS:-float16:1024:16 float16:1024:8 bfloat16:1024:4} 2>&1 | grep -v "^{" | tail -6
             done ;;
-    ab) source benchmarks/device_setup.sh
-        timeout "${BENCH_TIMEOUT:-450}" python3 benchmarks/ab_alternate.py "$OUT" bench_persistent_v51 --rounds "${ROUNDS:-4}" \
-          --name ab_alternate_v51 2>&1 | grep -v '^{' | tail -8 ;;
+    ab) source benchmarks/device_setup.sh; AB=${AB:-bench_persistent_v51}
+        timeout "${BENCH_TIMEOUT:-450}" python3 benchmarks/ab_alternate.py "$OUT" $AB --rounds "${ROUNDS:-4}" \
+          --name ab_alternate_${AB#bench_persistent_} 2>&1 | grep -v '^{' | tail -8 ;;
     host) source benchmarks/device_setup.sh
           timeout "${BENCH_TIMEOUT:-200}" python3 benchmarks/diag_prelaunch_v48.py "$OUT" 2>&1 | grep -v '^{' | tail -30
           timeout "${BENCH_TIMEOUT:-200}" python3 benchmarks/diag_host_path_v49.py "$OUT" 2>&1 | grep -v '^{' | tail -12 ;;

@@ -213,7 +213,8 @@ STEP_CLOCKS = 0   # v37 diagnostic: > 0 compiles the tensor-core forward with cl
                   # steps (kernels/step_clocks.cuh; read by benchmarks/diag_step_clocks_v37.py); 0: none
 INPUT_PART_K_TILES = "auto"   # v51: 16-bit forwards with the in-kernel projection keep this many k-tiles per warp of it,
                               # a GEMM before the kernel the rest (capacity.with_input_part): "auto" where
-                              # rules.input_part_k_tiles says, an int n wherever the plan has more, 0 never
+                              # rules.input_part_k_tiles says, an int n wherever the plan has more, "half" half of
+                              # the plan's, 0 never
 DIAG_IN_K_TILES_USED = None   # v51 diagnostic (timing only, wrong sums): the tensor-core kernel's in-kernel input
                               # product over only its first n k-tiles (0: none), to bound what a cheaper one saves
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
@@ -332,7 +333,8 @@ def _with_input_part(forward, k_tiles):
     """v51: ``forward`` with its in-kernel projection cut to ``k_tiles`` (INPUT_PART_K_TILES; "auto":
     rules.input_part_k_tiles) and the rest a GEMM, where capacity.with_input_part applies. Cached: _plans runs on
     every eager call."""
-    k_tiles = rules.input_part_k_tiles(forward) if k_tiles == "auto" else int(k_tiles)
+    if k_tiles in ("auto", "half"):
+        k_tiles = rules.input_part_k_tiles(forward) if k_tiles == "auto" else forward.input_k_tiles // 2
     return capacity.with_input_part(forward, k_tiles) if k_tiles else forward
 
 
