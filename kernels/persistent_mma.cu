@@ -134,6 +134,9 @@
 // and B=14 backward in 2 groups of 7, the engine's H100 plans: the mma N tile padded inside each group.
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=6 -DNWARPS=8 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DGROUPS=2
 // ecornn-check: -DPASS=1 -DBF16=0 -DBATCH=7 -DNWARPS=16 -DM_TILES=1 -DK_TILES=16 -DREG_K_TILES=16 -DTAGGED=0 -DGROUPS=2 -DBWD_LATE_LOADS=1
+// v51: the in-kernel projection over half the inputs, a GEMM the rest (INPUT_PART): bf16 H=1024 B=4, and forced grouped
+// ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=4 -DINPUT_PART=1
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=4 -DGROUPS=2 -DINPUT_PART=1
 #include <cooperative_groups.h>
 
 #include "cluster_common.cuh"

@@ -199,7 +199,7 @@ split_input_emulator = None   # v29: (plan, x split, input_tiles, input size, un
 
 
 def _emulated_launch(plan, args, directions=1, bias=None, input_tiles=None, input_size=0, unscale=None, x_at=None,
-                     out16=False, states16=False, dz16=False, dy16=False, xw_exponents=None):
+                     out16=False, states16=False, dz16=False, dy16=False, xw_exponents=None, xw_part=None):
     assert x_at is None   # v21's x by reference exists in captured graphs only (GPU)
     # v32: the split forward, v33: the grid forward that adds its biases; never with an in-kernel projection
     assert xw_exponents is None or (input_tiles is None and plan.pass_name == "forward" and (
@@ -221,8 +221,12 @@ def _emulated_launch(plan, args, directions=1, bias=None, input_tiles=None, inpu
             if input_tiles is not None and plan.kind == "mma" and plan.parts == 2:   # v29: a flat split buffer
                 project = lambda x: split_input_emulator(plan, x, input_tiles, input_size, unscale,  # noqa: E731
                                                          int(args[9]))
+            elif input_tiles is not None and getattr(plan, "input_part", False):   # v51: the kernel's share + the GEMM's
+                assert input_size == args[1].shape[-1] and xw_part.shape[1:3] == args[1].shape[:2]
+                project = lambda x: (input_projection_emulator(plan, x[..., :plan.input_part_from], input_tiles)  # noqa: E731
+                                     + xw_part)
             elif input_tiles is not None:
-                assert input_size == args[1].shape[-1]
+                assert input_size == args[1].shape[-1] and xw_part is None
                 emulator = grid_input_projection if plan.kind == "grid" else input_projection_emulator
                 project = lambda x: emulator(plan, x, input_tiles)  # noqa: E731
             emulate_forward(plan, args, launch, bias, project, unscale, xw_exponents)

@@ -33,14 +33,15 @@ def _dtype(name):
 
 def fake_gemm(transa, transb, m, n, k, a, lda, b, ldb, c, ldc, *, alpha=1.0, beta=0.0, tf32=False,
               a_type="float32", **kw):
-    """gpu_blas.gemm's column-major semantics in NumPy: a C-contiguous [r, c] array with leading
-    dimension c is the column-major c x r matrix (its transpose). 16-bit operands (a_type) are the
+    """gpu_blas.gemm's column-major semantics in NumPy: an [r, c] array whose rows lie ld elements apart is the
+    column-major c x r matrix with leading dimension ld (its transpose). 16-bit operands (a_type) are the
     engine's storage words: fp16, or bf16 as uint16; so is a 16-bit C (v31: c_type = a_type), which
     gets the fp32 sum rounded to nearest even."""
     c_type = kw.get("c_type", "float32")
     assert (tf32 or a_type in ("float16", "bfloat16")) and alpha == 1.0
-    for arr, ld in ((a, lda), (b, ldb), (c, ldc)):
-        assert arr.flags.c_contiguous and ld == arr.shape[1]
+    for arr, ld in ((a, lda), (b, ldb), (c, ldc)):   # rows ld elements apart (v51: column ranges as views)
+        assert ld >= arr.shape[1] and (arr.shape[1] <= 1 or arr.strides[1] == arr.itemsize)
+        assert arr.shape[0] <= 1 or arr.strides[0] == ld * arr.itemsize
     if a_type != "float32":
         assert a.dtype.itemsize == b.dtype.itemsize == 2
         a, b = (arr.view(_dtype(a_type)) for arr in (a, b))

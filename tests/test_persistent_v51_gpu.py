@@ -73,3 +73,13 @@ def test_the_partial_kernel_without_the_gemm_share_is_refused(rng, monkeypatch):
     plan = persistent._built_plans(config, False, "auto")["forward"]
     with pytest.raises(ValueError, match="xw_part"):
         persistent._launch(plan, (cp.zeros(1),) * 14, 1, cp.zeros(4 * 1024, cp.float32))
+
+
+@pytest.mark.parametrize("dtype, hidden", [("bfloat16", 1024), ("float16", 768)])
+def test_the_rules_partial_plans_replay_within_tolerance(rng, dtype, hidden):
+    """Unforced: rules.input_part_k_tiles takes half the k-tiles at B=4 from H=768 (inference)."""
+    config = LSTMConfig(hidden, hidden, 1, False, dtype, 4, 29)
+    plan = persistent._final(persistent._built_plans(config, False, "auto")["forward"])
+    assert plan.input_part and plan.input_k_tiles * 2 == persistent._final(
+        persistent._built_plans(config, True, "auto")["forward"]).input_k_tiles, plan.describe()
+    _assert_graph_replays_match_float64(rng, config, "mma", HALF_TOL)

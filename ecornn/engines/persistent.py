@@ -303,7 +303,7 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None, backward
             forward = capacity.without_input_projection(forward)
         plans = {**plans, "forward": capacity.with_kernel_bias(props, forward)}   # v23: as plan_grid_config does
     if plans["forward"].kind == "mma" and plans["forward"].in_kernel_projection:
-        plans = {**plans, "forward": _with_input_part(plans["forward"], INPUT_PART_K_TILES)}
+        plans = {**plans, "forward": _with_input_part(plans["forward"], INPUT_PART_K_TILES, training)}
     if not UNITS_FASTEST:
         plans = {k: replace(p, units_fastest=False) if p.kind == "mma" else p for k, p in plans.items()}
     if not PAIRED_SPLIT:
@@ -329,12 +329,14 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None, backward
 
 
 @functools.lru_cache(maxsize=256)
-def _with_input_part(forward, k_tiles):
+def _with_input_part(forward, k_tiles, training: bool):
     """v51: ``forward`` with its in-kernel projection cut to ``k_tiles`` (INPUT_PART_K_TILES; "auto":
-    rules.input_part_k_tiles) and the rest a GEMM, where capacity.with_input_part applies. Cached: _plans runs on
-    every eager call."""
-    if k_tiles in ("auto", "half"):
-        k_tiles = rules.input_part_k_tiles(forward) if k_tiles == "auto" else forward.input_k_tiles // 2
+    rules.input_part_k_tiles for inference, never for training: not measured there) and the rest a GEMM, where
+    capacity.with_input_part applies. Cached: _plans runs on every eager call."""
+    if k_tiles == "auto":
+        k_tiles = 0 if training else rules.input_part_k_tiles(forward)
+    elif k_tiles == "half":
+        k_tiles = forward.input_k_tiles // 2
     return capacity.with_input_part(forward, k_tiles) if k_tiles else forward
 
 
@@ -1202,7 +1204,7 @@ def _input_projections(layer_input, preps, tf32=False, with_bias=True, input_16b
 
 def input_part_projection(x16, preps, plan):
     """v51 (plan.input_part): [D, T, B, 4H] x W_ih^T over the input columns from plan.input_part_from on, without
-    biases: one 16-bit GEMM per direction on both operands' column ranges where they lie (no copies); zeros where the
+    biases: one 16-bit GEMM per direction on both operands' column ranges as views (no copies); zeros where the
     layer's input ends within the kernel's share."""
     from ..gpu_blas import matmul_rows
     cp = _cp()
@@ -1211,11 +1213,10 @@ def input_part_projection(x16, preps, plan):
     if k <= k0:
         return cp.zeros((len(preps), steps, batch, cols), cp.float32)
     out = cp.empty((len(preps), rows, cols), cp.float32)
-    x_flat = cp.ascontiguousarray(x16).reshape(rows, k)
+    x_rest = cp.ascontiguousarray(x16).reshape(rows, k)[:, k0:]
     for d, prep in enumerate(preps):
-        w16 = prep.input_weight_16bit(plan.dtype)
-        matmul_rows(x_flat.data.ptr + k0 * x_flat.itemsize, w16.data.ptr + k0 * w16.itemsize, out[d], rows=rows,
-                    cols=cols, inner=k - k0, lda=k, ldb=k, ldc=cols, a_type=plan.dtype)
+        matmul_rows(x_rest, prep.input_weight_16bit(plan.dtype)[:, k0:], out[d], rows=rows, cols=cols, inner=k - k0,
+                    lda=k, ldb=k, ldc=cols, a_type=plan.dtype)
     return out.reshape(len(preps), steps, batch, cols)
 
 

@@ -270,9 +270,22 @@ def cluster_split_pays(plan) -> bool:
     return plan.batch in CLUSTER_SPLIT_BATCHES and plan.hidden >= CLUSTER_SPLIT_MIN_HIDDEN
 
 
+INPUT_PART_BATCH = 4           # v51: the inference forwards whose in-kernel projection keeps half its k-tiles ...
+INPUT_PART_MIN_HIDDEN = 768    # ... from this hidden size (input_part_k_tiles)
+
+
 def input_part_k_tiles(plan) -> int:
-    """v51: the k-tiles per warp a 16-bit forward's in-kernel projection keeps when a GEMM before the kernel takes the
-    rest (capacity.with_input_part), or 0: all of them in the kernel. Not measured yet: 0 everywhere."""
+    """v51: the k-tiles per warp a 16-bit inference forward's in-kernel projection keeps when a GEMM before the kernel
+    takes the rest of the inputs (capacity.with_input_part), or 0: all of them in the kernel. The kernel's loop gets
+    shorter (fewer W_ih tiles read from shared memory per step: v51's diagnostic, fp16 H=1024 B=16's step 2273 ->
+    1887 ns with half of them), the GEMM's share comes on top. H200, whole forward µs/step all in the kernel vs half,
+    alternated (results/persistent_v51 calls 8, 9): half wins at B=4 from H=768 (fp16 H=768 1.649 vs 1.502, fp16
+    H=1024 1.728 vs 1.700, bf16 H=1024 1.714 vs 1.694 and 1.769 vs 1.670); it loses below (bf16 H=512 B=4 1.241 vs
+    1.300, H=256 1.006 vs 1.114), at B=5-6 (fp16 H=1024 1.78 vs 1.85-1.86), at B=8 (fp16 H=512 1.267 vs 1.346,
+    H=1024 1.866 vs 2.110) and in batch groups (fp16 H=1024 B=16 2.503 vs 2.610): there the GEMM's share costs more
+    than the loop saves. Training forwards were not measured (persistent._with_input_part leaves them whole)."""
+    if plan.batch == INPUT_PART_BATCH and plan.batch_groups == 1 and plan.hidden >= INPUT_PART_MIN_HIDDEN:
+        return plan.input_k_tiles // 2
     return 0
 
 
