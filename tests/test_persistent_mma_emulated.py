@@ -248,7 +248,8 @@ def test_in_kernel_projection_flag_and_spill_backoff(cpu_engine, monkeypatch):
     tagged_plan = grid_plan.replace(dtype="bfloat16", batch=4)
     auto_mode = persistent._graph_mode("auto")
     assert cpu_engine.plans_for(grid_plan)["forward"].input_k_tiles == 0
-    assert cpu_engine.plans_for(tagged_plan)["forward"].input_k_tiles == 8
+    assert cpu_engine.plans_for(tagged_plan, training=True)["forward"].input_k_tiles == 8
+    assert cpu_engine.plans_for(tagged_plan)["forward"].input_k_tiles == 4   # v51: inference keeps half (input_part)
     monkeypatch.setattr(persistent, "IN_KERNEL_PROJECTION", True)
     plan = cpu_engine.plans_for(grid_plan)["forward"]
     assert plan.input_k_tiles == 4 and not plan.tagged   # 16 warps

@@ -159,7 +159,7 @@ def test_the_at_load_ablation_is_a_define_and_in_the_graph_key(monkeypatch):
     from ecornn.kernels import sources
     text = next(p for p in sources() if p.name == "persistent_mma.cu").read_text()
     assert "#define XW_AT_LOAD 0" in text and "constexpr bool kXwAtLoad = XW_AT_LOAD != 0;" in text
-    assert "if (!kInput && !kXwAtLoad)" in text
+    assert "if ((!kInput || kInputPart) && !kXwAtLoad)" in text   # v51: INPUT_PART's xw_part too
     sm80 = text.index("__CUDA_ARCH__ < 900")   # sm_80 keeps v32's place (the pointwise one spilled there)
     assert text.index("constexpr bool kXwAtLoad = true;", sm80) < text.index("#else", sm80)
 
