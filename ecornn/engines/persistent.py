@@ -55,6 +55,9 @@ columns first, capacity._grouped_pass_plan, rules.split_groups_pay).
 v41: the fp32 grid backward (FFMA) runs its batch in groups on blocks of their own (BACKWARD_GROUPS; the most groups
 of 2 columns or more that fit, capacity.grid_backward_plan, rules.grid_backward_group_counts; fewer where one does
 not build); the fp32 split forward in groups of 2 columns at B <= 8 where its k-tiles stay in registers.
+v51: a 16-bit inference forward at B=4 from H=768 keeps half of its in-kernel projection's k-tiles; a GEMM before the
+kernel covers the other inputs (INPUT_PART_K_TILES, capacity.with_input_part, rules.input_part_k_tiles,
+input_part_projection): fewer W_ih tiles read from shared memory on every block's loop.
 """
 from __future__ import annotations
 
