@@ -121,3 +121,14 @@ def test_emulated_partial_projection_matches_reference(cpu_engine, rng, monkeypa
     plan = cpu_engine.plans_for(LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps), training=True)["forward"]
     assert plan.input_part, plan.describe()
     emulated_run(cpu_engine, rng, monkeypatch, dtype, inp, hidden, layers, bidir, batch, steps)
+
+
+def test_the_diagnostic_input_product_cut_is_a_define_and_keys_graphs_and_builds(monkeypatch):
+    """DIAG_IN_K_TILES_USED (timing only: wrong sums) never builds or replays as the engine's own kernel."""
+    mode = persistent._graph_mode("auto")
+    assert "DIAG_IN_K_TILES_USED" not in persistent._flag_defines()
+    monkeypatch.setattr(persistent, "DIAG_IN_K_TILES_USED", 4)
+    assert persistent._flag_defines()["DIAG_IN_K_TILES_USED"] == 4 and persistent._graph_mode("auto") != mode
+    from ecornn.kernels import sources
+    text = next(p for p in sources() if p.name == "persistent_mma.cu").read_text()
+    assert "smem_tile_products<kInKTilesUsed," in text and "#define DIAG_IN_K_TILES_USED IN_K_TILES" in text
