@@ -14,6 +14,11 @@ first):
 It also times the whole projection GEMM (matmul_fp16_split3) against torch's fp16 GEMM of the same shape
 (fp16 out; fp32 out where torch offers it), as a check on cuBLAS's algorithm at these shapes.
 
+Read with care: "tail alone" and the GEMM comparison time single synchronised calls, whose spans include the
+host's time before the launch (ours from Python, torch's from C++), so they are host-bound at small M and the "net"
+column inherits that. Call 3 (the GEMMs back to back, results/persistent_v51) found no algorithm gap. The tail's end
+and the kernel's slowdown beside it are GPU-side and are what notes_persistent.md v51 part 1 uses.
+
     python benchmarks/probe_spare_sm_tail_v51.py OUT_DIR [--rounds N]
 Writes OUT_DIR/probe_spare_sm_tail_v51.{json,md}.
 """
