@@ -277,6 +277,20 @@ static_assert(!kInputPart || (kInput && PASS == 0 && !kSplit), "INPUT_PART: a 16
 constexpr int kInKTilesUsed = DIAG_IN_K_TILES_USED;
 constexpr int kInWarpK = 16 * IN_K_TILES;
 constexpr int kInTileU4 = kWarps * kInKTiles * kMTiles * 32;   // one block's packed W_ih tile (uint4)
+#ifndef IN_REG_K_TILES
+#define IN_REG_K_TILES 0
+#endif
+// v52, IN_REG_K_TILES (16-bit forwards with IN_K_TILES): each warp's first IN_REG_K_TILES W_ih k-tiles stay in
+// registers, like W_hh's REG_K_TILES, and only the rest sit in shared memory. The input product's tile reads from
+// shared memory (64 KB per step per block at fp16 H=1024 B=16 in groups) sat on every block's loop (v51, call 4);
+// registers left over next to W_hh's tiles hold a share of them. The sums are the same (k-tile kt still feeds
+// accumulator set kt % kInAccSplit, in k order).
+constexpr int kInRegKTiles = IN_REG_K_TILES;
+static_assert(kInRegKTiles >= 0 && kInRegKTiles <= kInKTiles, "IN_REG_K_TILES must be in [0, IN_K_TILES]");
+static_assert(kInRegKTiles == 0 || !kSplit, "IN_REG_K_TILES: 16-bit forwards only");
+static_assert(kInRegKTiles <= kInKTilesUsed, "IN_REG_K_TILES: not with a shorter diagnostic product");
+constexpr int kInSmemTileU4 = kWarps * (kInKTiles - kInRegKTiles) * kMTiles * 32;   // the shared-memory share
+using InRegTiles = unsigned int[kInRegKTiles > 0 ? kInRegKTiles : 1][kMTiles][4];
 // v29, SPLIT with IN_K_TILES (only when forced: slower than the GEMM, persistent_rules.split_projection_pays):
 // the block keeps only W_ih's hi fragments (its own power-of-two scale; hi and lo tiles, 2x v12's
 // bytes, measured slower still), and x_t arrives as the 2B rows [x_hi | x_lo] of a per-row scaled split (x is
@@ -398,6 +412,25 @@ __device__ __forceinline__ void load_tiles(RegTiles& a_reg, uint4* a_s, const ui
     for (int idx = threadIdx.x; idx < kSmemTileU4; idx += kThreads) {
         const int wi = idx / per_warp, rest = idx % per_warp;
         a_s[idx] = src[(wi * kKTiles + kRegKTiles) * kATiles * 32 + rest];
+    }
+}
+
+// v52: the block's packed W_ih tile src [NWARPS][IN_K_TILES][M_TILES][32]: each warp's first kInRegKTiles k-tiles
+// into in_reg, the rest into shared memory in_s [NWARPS][IN_K_TILES - kInRegKTiles][M_TILES][32].
+template <typename InTiles>
+__device__ __forceinline__ void load_input_tiles(InTiles& in_reg, uint4* in_s, const uint4* src) {
+    constexpr int reg = kInRegKTiles, per_warp = (kInKTiles - kInRegKTiles) * kMTiles * 32;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+    for (int kt = 0; kt < reg; ++kt)
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+            const uint4 q = src[((warp * kInKTiles + kt) * kMTiles + mt) * 32 + lane];
+            in_reg[kt][mt][0] = q.x; in_reg[kt][mt][1] = q.y; in_reg[kt][mt][2] = q.z; in_reg[kt][mt][3] = q.w;
+        }
+    for (int idx = threadIdx.x; idx < kInSmemTileU4; idx += kThreads) {
+        const int wi = idx / per_warp, rest = idx % per_warp;
+        in_s[idx] = src[(wi * kInKTiles + reg) * kMTiles * 32 + rest];
     }
 }
 
@@ -688,14 +721,21 @@ __device__ __forceinline__ void stage_input(unsigned int* xs, const unsigned sho
 
 // v12: acc = this warp's slice of W_ih . x_t, every k-tile from shared memory in_s, x_t staged by
 // stage_input. v29 (SPLIT): the hi tiles times x_t's hi and lo rows.
-__device__ __forceinline__ void input_product(Acc& acc, const uint4* in_s, const unsigned int* xs) {
+// v52: the first kInRegKTiles k-tiles from in_reg, the rest from shared memory.
+__device__ __forceinline__ void input_product(Acc& acc, const InRegTiles& in_reg, const uint4* in_s,
+                                              const unsigned int* xs) {
     if constexpr (kInput) {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
         const unsigned int* x_w = xs + warp * kXWordsPerWarp;
         float part[kInAccSplit][kATiles][kNTiles][4];
         start_sets<kInAccSplit>(part, acc, false);
-        smem_tile_products<kInKTilesUsed, kInAccSplit, kXStride, 0, false>(
-            part, in_s + warp * kInKTiles * kMTiles * 32 + lane, x_w);
+#pragma unroll
+        for (int kt = 0; kt < kInRegKTiles; ++kt)
+#pragma unroll
+            for (int mt = 0; mt < kMTiles; ++mt)
+                mma_ktile<kXStride, false>(part[kt % kInAccSplit], in_reg[kt][mt], in_reg[kt][mt], x_w, kt, mt);
+        smem_tile_products<kInKTilesUsed - kInRegKTiles, kInAccSplit, kXStride, kInRegKTiles, false>(
+            part, in_s + warp * (kInKTiles - kInRegKTiles) * kMTiles * 32 + lane, x_w);
         sum_sets<kInAccSplit>(acc, part);
     }
 }
@@ -920,7 +960,7 @@ __device__ __forceinline__ Carve carve(uint4* smem) {
     s.red = reinterpret_cast<float*>(smem + kSmemTileU4);
     s.vec = reinterpret_cast<unsigned int*>(s.red + kRedFloats);
     s.in_a = reinterpret_cast<uint4*>(s.vec + kWarps * kVecWordsPerWarp);
-    s.xs = reinterpret_cast<unsigned int*>(s.in_a + kInTileU4);
+    s.xs = reinterpret_cast<unsigned int*>(s.in_a + kInSmemTileU4);
     s.cluster = reinterpret_cast<float*>(s.xs + kWarps * kXWordsPerWarp);
     return s;
 }
@@ -1110,8 +1150,9 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     }
     RegTiles a_reg;
     load_tiles(a_reg, s.a, tiles, p.tile);
+    InRegTiles in_reg;   // v52
     if constexpr (kInput)
-        for (int i = threadIdx.x; i < kInTileU4; i += kThreads) s.in_a[i] = in_tiles[p.tile * kInTileU4 + i];
+        load_input_tiles(in_reg, s.in_a, in_tiles + p.tile * kInTileU4);
     // v21, a replayed graph: x_at = the replay ring's fetched {x, h0, c0, tag matched}; the kernel
     // reads the caller's x there instead of a copy (xin, NaN-filled, when the tag did not match).
     const bool x_by_reference = kInput && x_at != nullptr && x_at[3] != 0;
@@ -1150,7 +1191,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
             xw_next = __ldg(reinterpret_cast<const float4*>(
                 xw_part + (((size_t)p.d * T + t0) * kBatchAll + batch_column(p)) * 4 * (size_t)H + 4 * (size_t)p.j));
         stage_input(s.xs, x16 + t0 * x_step, sx.lo + t0 * x_step, in_size);
-        input_product(acc, s.in_a, s.xs);
+        input_product(acc, in_reg, s.in_a, s.xs);
         ColumnFactors first;
         load_column_factors(first, sx.factors + (size_t)t0 * kBatch, input_ratio);
         input_in_recurrent_units(acc, first);
@@ -1236,7 +1277,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
                 xw_next = __ldg(reinterpret_cast<const float4*>(
                     xw_part + (((size_t)p.d * T + t_next) * kBatchAll + batch_column(p)) * G + 4 * (size_t)p.j));
             stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
-            input_product(acc, s.in_a, s.xs);
+            input_product(acc, in_reg, s.in_a, s.xs);
             input_in_recurrent_units(acc, next_factors);
         }
         if constexpr (kSplitBarrier) grid_wait(counter, step + 2u, arrivals);

@@ -131,4 +131,4 @@ def test_the_diagnostic_input_product_cut_is_a_define_and_keys_graphs_and_builds
     assert persistent._flag_defines()["DIAG_IN_K_TILES_USED"] == 4 and persistent._graph_mode("auto") != mode
     from ecornn.kernels import sources
     text = next(p for p in sources() if p.name == "persistent_mma.cu").read_text()
-    assert "smem_tile_products<kInKTilesUsed," in text and "#define DIAG_IN_K_TILES_USED IN_K_TILES" in text
+    assert "smem_tile_products<kInKTilesUsed - kInRegKTiles," in text and "#define DIAG_IN_K_TILES_USED IN_K_TILES" in text

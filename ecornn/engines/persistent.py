@@ -218,6 +218,12 @@ INPUT_PART_K_TILES = "auto"   # v51: 16-bit forwards with the in-kernel projecti
                               # a GEMM before the kernel the rest (capacity.with_input_part): "auto" where
                               # rules.input_part_k_tiles says, an int n wherever the plan has more, "half" half of
                               # the plan's, 0 never
+INPUT_REG_K_TILES = 0   # v52: 16-bit forwards with the in-kernel projection keep this many of each warp's W_ih k-tiles
+                        # in registers (capacity.with_input_reg_tiles; a build that spills moves them back first):
+                        # "auto" where rules.input_reg_k_tiles says, an int n up to the plan's, "all" every one, 0 none
+FORWARD_WARPS = None    # v52 (forced, tests and benches): an unclustered, ungrouped 16-bit tensor-core forward planned
+                        # on blocks of this many warps (capacity.forward_on_warps), with the projection in the kernel
+                        # where it fits; None: the plan's
 DIAG_IN_K_TILES_USED = None   # v51 diagnostic (timing only, wrong sums): the tensor-core kernel's in-kernel input
                               # product over only its first n k-tiles (0: none), to bound what a cheaper one saves
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
@@ -305,8 +311,11 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None, backward
         else:   # v26: a plan tagged only for its projection goes back to grid.sync
             forward = capacity.without_input_projection(forward)
         plans = {**plans, "forward": capacity.with_kernel_bias(props, forward)}   # v23: as plan_grid_config does
+    if FORWARD_WARPS and plans["forward"].kind == "mma":
+        plans = {**plans, "forward": _on_warps(props_items, config, plans["forward"], int(FORWARD_WARPS))}
     if plans["forward"].kind == "mma" and plans["forward"].in_kernel_projection:
         plans = {**plans, "forward": _with_input_part(plans["forward"], INPUT_PART_K_TILES, training)}
+        plans = {**plans, "forward": _with_input_reg_tiles(plans["forward"], INPUT_REG_K_TILES, training)}
     if not UNITS_FASTEST:
         plans = {k: replace(p, units_fastest=False) if p.kind == "mma" else p for k, p in plans.items()}
     if not PAIRED_SPLIT:
@@ -341,6 +350,24 @@ def _with_input_part(forward, k_tiles, training: bool):
     elif k_tiles == "half":
         k_tiles = forward.input_k_tiles // 2
     return capacity.with_input_part(forward, k_tiles) if k_tiles else forward
+
+
+@functools.lru_cache(maxsize=256)
+def _with_input_reg_tiles(forward, k_tiles, training: bool):
+    """v52: ``forward`` with ``k_tiles`` of each warp's W_ih k-tiles in registers (INPUT_REG_K_TILES; "auto":
+    rules.input_reg_k_tiles, "all": every one) where capacity.with_input_reg_tiles applies. Cached."""
+    if k_tiles == "auto":
+        k_tiles = rules.input_reg_k_tiles(forward, training)
+    elif k_tiles == "all":
+        k_tiles = forward.input_k_tiles
+    return capacity.with_input_reg_tiles(forward, k_tiles) if k_tiles else forward
+
+
+@functools.lru_cache(maxsize=256)
+def _on_warps(props_items: tuple, config, forward, warps: int):
+    """v52 (FORWARD_WARPS): the 16-bit forward of ``config`` ungrouped on blocks of ``warps`` warps, else ``forward``."""
+    plan = capacity.forward_on_warps(dict(props_items), config, warps)
+    return forward if plan is None else plan
 
 
 @functools.lru_cache(maxsize=256)
@@ -724,7 +751,9 @@ def _fewer_register_tiles(plan, props: dict):
     what = f"{plan.kind} {plan.pass_name} kernel"
     if plan.kind == "rows":   # all its weights must be registers: the grid backward takes over
         raise NotSupported(name, f"{what} spills registers ({plan.describe()})")
-    if plan.kind in ("mma", "grid") and plan.in_kernel_projection:   # first give up the optional projection
+    if plan.kind == "mma" and plan.input_reg_k_tiles:   # v52: first the projection's register tiles, half at a time
+        return capacity.with_input_reg_tiles(plan, plan.input_reg_k_tiles // 2)
+    if plan.kind in ("mma", "grid") and plan.in_kernel_projection:   # then the optional projection
         return capacity.without_input_projection(plan)
     if _register_tiles(plan) == 0:
         raise NotSupported(name, f"{what} uses local memory even without register tiles")
@@ -1321,7 +1350,8 @@ def _graph_mode(variant) -> tuple:
             XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
             gpu_blas.SPLIT_BY_WARPS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
-            LONG_REDUCTION_CHUNK, STEP_CLOCKS, DIAG_IN_K_TILES_USED, INPUT_PART_K_TILES, CLUSTER_K, CLUSTER_WARPS,
+            LONG_REDUCTION_CHUNK, STEP_CLOCKS, DIAG_IN_K_TILES_USED, INPUT_PART_K_TILES, INPUT_REG_K_TILES,
+            FORWARD_WARPS, CLUSTER_K, CLUSTER_WARPS,
             CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE,
             BATCH_PADDING, rules.MAX_BATCH_PADDING, PAD_READS_X, batch_pad.PAD_BY_KERNEL, CUT_AT_COPY_OUT)
 

@@ -740,6 +740,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                             # (with_input_projection); 0: the input projection is a GEMM before it
     input_part: bool = False  # v51: the kernel's product covers only the first input_part_from inputs, a GEMM
                               # before it the rest (with_input_part, INPUT_PART=1)
+    input_reg_k_tiles: int = 0  # v52: of each warp's input_k_tiles, the first this many in registers, not shared
+                                # memory (with_input_reg_tiles, IN_REG_K_TILES)
     units_fastest: bool = True  # v11 pointwise thread order where it applies (kernel's slot_of); False:
                                 # the v10 order, UNITS_FASTEST=0 (the ablation)
     paired_split: bool = True   # v14: the split's hi and lo vector rows in one N tile where B is 1, 2 or 4
@@ -814,6 +816,7 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                 **({"SPLIT": 1} if self.parts == 2 else {}),
                 **({"IN_K_TILES": self.input_k_tiles} if self.input_k_tiles else {}),
                 **({"INPUT_PART": 1} if self.input_part else {}),
+                **({"IN_REG_K_TILES": self.input_reg_k_tiles} if self.input_reg_k_tiles else {}),
                 **({} if self.units_fastest else {"UNITS_FASTEST": 0}),
                 **({"PAIRED_SPLIT": 0} if self.parts == 2 and not self.paired_split else {}),
                 **({"SPLIT_WORDS": 0} if self.parts == 2 and not self.split_words else {}),
@@ -852,9 +855,10 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
         """The same plan with the input projection as a GEMM before the kernel (the ablation)."""
         if not self.input_k_tiles:
             return self
-        return replace(self, input_k_tiles=0, input_part=False,
+        return replace(self, input_k_tiles=0, input_part=False, input_reg_k_tiles=0,
                        smem_bytes=self.smem_bytes - mma_input_smem_bytes(self.batch, self.warps, self.m_tiles,
-                                                                         self.input_k_tiles, self.parts),
+                                                                         self.input_k_tiles, self.parts,
+                                                                         self.input_reg_k_tiles),
                        regs_per_thread=self.regs_per_thread - mma_input_registers(self))
 
     def exchange_shape(self, directions: int) -> tuple:
@@ -873,6 +877,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
         if self.input_part:
             projection = (f", input projection in the kernel over inputs [0, {self.input_part_from}) "
                           f"({self.input_k_tiles} k-tiles), a GEMM over the rest")
+        if self.input_reg_k_tiles:
+            projection += f", {self.input_reg_k_tiles} of its k-tiles in registers"
         split = "" if self.parts == 1 else f" as fp16 hi/lo halves, {self.mma_per_tile} mma per tile"
         if self.batch_groups > 1:
             split += f", the batch as {self.batch_groups} groups of {self.batch} on blocks of their own"
@@ -925,16 +931,19 @@ def mma_smem_bytes(pass_name: str, batch: int, warps: int, m_tiles: int, k_tiles
     return tiles + 4 * partials + 4 * vectors
 
 
-def mma_input_smem_bytes(batch: int, warps: int, m_tiles: int, input_k_tiles: int, parts: int = 1) -> int:
-    """Shared memory the in-kernel input projection (v12) adds: the W_ih tiles and staged x_t (``parts``
-    = 2, v29: the fp32 split's x_t as hi and lo rows; its W_ih tiles are the hi fragments only)."""
-    return warps * input_k_tiles * m_tiles * 32 * 16 + parts * 4 * warps * batch * (8 * input_k_tiles + 4)
+def mma_input_smem_bytes(batch: int, warps: int, m_tiles: int, input_k_tiles: int, parts: int = 1,
+                         reg_k_tiles: int = 0) -> int:
+    """Shared memory the in-kernel input projection (v12) adds: the W_ih tiles (v52: but the ``reg_k_tiles``
+    per warp held in registers) and staged x_t (``parts`` = 2, v29: the fp32 split's x_t as hi and lo rows; its
+    W_ih tiles are the hi fragments only)."""
+    return (warps * (input_k_tiles - reg_k_tiles) * m_tiles * 32 * 16
+            + parts * 4 * warps * batch * (8 * input_k_tiles + 4))
 
 
 def mma_input_registers(plan) -> int:
     """Registers the in-kernel projection adds: the input product's accumulators, carried from one
-    step's wait to the next step's product (the split's hi and lo sets, v29)."""
-    return 4 * plan.parts * plan.m_tiles * plan.n_tiles
+    step's wait to the next step's product (the split's hi and lo sets, v29), and (v52) its register k-tiles."""
+    return 4 * plan.parts * plan.m_tiles * plan.n_tiles + 4 * plan.m_tiles * plan.input_reg_k_tiles
 
 
 def with_input_projection(props: dict, plan, input_sizes):
@@ -966,9 +975,22 @@ def with_input_part(plan, k_tiles: int):
     if not (plan.kind == "mma" and plan.parts == 1 and plan.in_kernel_projection and plan.cluster_k == 1
             and 0 < k_tiles < plan.input_k_tiles):
         return plan
-    freed = (mma_input_smem_bytes(plan.batch, plan.warps, plan.m_tiles, plan.input_k_tiles)
-             - mma_input_smem_bytes(plan.batch, plan.warps, plan.m_tiles, k_tiles))
+    plan = with_input_reg_tiles(plan, min(plan.input_reg_k_tiles, k_tiles))
+    freed = (mma_input_smem_bytes(plan.batch, plan.warps, plan.m_tiles, plan.input_k_tiles, 1, plan.input_reg_k_tiles)
+             - mma_input_smem_bytes(plan.batch, plan.warps, plan.m_tiles, k_tiles, 1, plan.input_reg_k_tiles))
     return replace(plan, input_k_tiles=k_tiles, input_part=True, smem_bytes=plan.smem_bytes - freed)
+
+
+def with_input_reg_tiles(plan, k_tiles: int):
+    """v52: ``plan`` with the first ``k_tiles`` (at most its input_k_tiles) of each warp's W_ih k-tiles in registers
+    instead of shared memory (IN_REG_K_TILES), where it is a 16-bit tensor-core forward with the projection in the
+    kernel on unclustered blocks; else ``plan`` as it is. 0 takes them all back to shared memory."""
+    if not (plan.kind == "mma" and plan.parts == 1 and plan.in_kernel_projection and plan.cluster_k == 1):
+        return plan
+    k_tiles = max(0, min(int(k_tiles), plan.input_k_tiles))
+    moved = k_tiles - plan.input_reg_k_tiles
+    return replace(plan, input_reg_k_tiles=k_tiles, smem_bytes=plan.smem_bytes - moved * plan.m_tiles * plan.threads * 16,
+                   regs_per_thread=plan.regs_per_thread + 4 * plan.m_tiles * moved)
 
 
 def layer_input_sizes(config) -> list:
@@ -1040,8 +1062,8 @@ def with_cluster_k(props: dict, plan, cluster: int, warps: int | None = None):
     regs = (4 * a_tiles * k_tiles + 4 * a_tiles * plan.n_tiles * (2 if in_k else 1)
             + MMA_FULL_REG_OVERHEAD_V19[("forward", 16)])
     clustered = replace(plan, warps=warps, m_tiles=rows // 16, k_tiles=k_tiles, reg_k_tiles=k_tiles,
-                        blocks_per_dir=blocks, input_k_tiles=in_k, cluster_k=cluster, tagged=True, smem_bytes=smem,
-                        regs_per_thread=min(regs, 255))
+                        blocks_per_dir=blocks, input_k_tiles=in_k, input_reg_k_tiles=0, cluster_k=cluster, tagged=True,
+                        smem_bytes=smem, regs_per_thread=min(regs, 255))
     kept = cluster_kept_k_tiles(clustered)
     if kept is not None and clustered.with_reg_tiles(kept).smem_bytes > props["smem_per_block_optin"]:
         return None   # v45: the k-tiles NVRTC cannot keep in registers do not fit shared memory either
@@ -1225,6 +1247,22 @@ def plan_mma(props: dict, pass_name: str, hidden: int, batch: int, num_direction
     if one is None:
         raise NotSupported(STRATEGY, _mma_why_not(props, pass_name, dtype, hidden, batch))
     return replace(one, launches=num_directions)
+
+
+def forward_on_warps(props: dict, config, warps: int):
+    """v52 (persistent.FORWARD_WARPS, forced): the 16-bit forward of ``config`` in one batch group on blocks of
+    ``warps`` warps (the fewest units per block that fit, one direction per launch), tagged with the projection in
+    the kernel where it fits (v26); None where no such plan fits."""
+    if config.dtype not in MMA_DTYPES or warps not in MMA_WARP_CHOICES:
+        return None
+    hidden, batch = config.hidden_size, config.batch
+    smallest = -(-hidden // props["sm_count"])
+    for units in range(smallest, min(hidden, smallest + 8) + 1):
+        plan = _mma_candidate(props, "forward", config.dtype, hidden, batch, 1, warps, units)
+        if plan is not None:
+            return with_tagged_projection(props, replace(plan, launches=config.num_directions),
+                                          layer_input_sizes(config))
+    return None
 
 
 def _mma_why_not(props, pass_name, dtype, hidden, batch) -> str:

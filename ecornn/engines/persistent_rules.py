@@ -289,6 +289,12 @@ def input_part_k_tiles(plan) -> int:
     return 0
 
 
+def input_reg_k_tiles(plan, training: bool = False) -> int:
+    """v52: how many of each warp's W_ih k-tiles a 16-bit forward with the in-kernel projection keeps in registers
+    (capacity.with_input_reg_tiles; a build that spills gives them back, persistent._fewer_register_tiles)."""
+    return 0
+
+
 def poll_delay_ns(plan) -> int:
     """The forward's first-poll delay: CLUSTER_POLL_DELAY_NS (v42), POLL_DELAY_NS (v16), split_poll_delay_ns (v26,
     v28), LONG_POLL_DELAY_NS (v18) or none."""
