@@ -218,9 +218,10 @@ INPUT_PART_K_TILES = "auto"   # v51: 16-bit forwards with the in-kernel projecti
                               # a GEMM before the kernel the rest (capacity.with_input_part): "auto" where
                               # rules.input_part_k_tiles says, an int n wherever the plan has more, "half" half of
                               # the plan's, 0 never
-INPUT_REG_K_TILES = 0   # v52: 16-bit forwards with the in-kernel projection keep this many of each warp's W_ih k-tiles
-                        # in registers (capacity.with_input_reg_tiles; a build that spills moves them back first):
-                        # "auto" where rules.input_reg_k_tiles says, an int n up to the plan's, "all" every one, 0 none
+INPUT_REG_K_TILES = "auto"   # v52: 16-bit forwards with the in-kernel projection keep this many of each warp's W_ih k-tiles
+                             # in registers (capacity.with_input_reg_tiles; a build that spills moves them back first):
+                             # "auto" where rules.input_reg_k_tiles says, an int n up to the plan's, "all" every one,
+                             # 0 none
 FORWARD_WARPS = None    # v52 (forced, tests and benches): an unclustered, ungrouped 16-bit tensor-core forward planned
                         # on blocks of this many warps (capacity.forward_on_warps), with the projection in the kernel
                         # where it fits; None: the plan's
