@@ -971,6 +971,12 @@ __device__ __forceinline__ Carve carve(uint4* smem) {
 }
 
 
+// v51 (INPUT_PART): the unit's 4 values of step t in xw_part [D][T][B][4H] (the GEMM's share of x W_ih^T).
+__device__ __forceinline__ float4 load_xw_part(const float* __restrict__ xw_part, const Slot& p, int T, int H, int t) {
+    const size_t row = ((size_t)p.d * T + t) * kBatchAll + batch_column(p);
+    return __ldg(reinterpret_cast<const float4*>(xw_part + row * 4 * (size_t)H + 4 * (size_t)p.j));
+}
+
 // Offset of the exchange rows [B][exchange_ld(k_len)] that step `step` (processing order) of
 // direction d publishes: slot step & 1 of xch [D][2][B][exchange_ld(k_len)].
 __device__ __forceinline__ size_t xch_rows(int d, int step, int k_len) {
@@ -1192,9 +1198,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     float4 xw_next = make_float4(0.f, 0.f, 0.f, 0.f);
     if constexpr (kInput) {   // (the W_ih tiles are in shared memory after the block barrier above)
         const int t0 = p.reverse ? T - 1 : 0;
-        if (kInputPart && p.active)
-            xw_next = __ldg(reinterpret_cast<const float4*>(
-                xw_part + (((size_t)p.d * T + t0) * kBatchAll + batch_column(p)) * 4 * (size_t)H + 4 * (size_t)p.j));
+        if (kInputPart && p.active) xw_next = load_xw_part(xw_part, p, T, H, t0);
         stage_input(s.xs, x16 + t0 * x_step, sx.lo + t0 * x_step, in_size);
         input_product(acc, in_reg, s.in_a, s.xs);
         ColumnFactors first;
@@ -1278,9 +1282,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         block_mark(step, kMarkPublishedNs, true);
         if constexpr (kSplitBarrier) grid_arrive(counter);   // h_t published (also orders the reads of red)
         if (kInput && step + 1 < T) {   // the next step's input product while the other blocks finish
-            if (kInputPart && p.active)
-                xw_next = __ldg(reinterpret_cast<const float4*>(
-                    xw_part + (((size_t)p.d * T + t_next) * kBatchAll + batch_column(p)) * G + 4 * (size_t)p.j));
+            if (kInputPart && p.active) xw_next = load_xw_part(xw_part, p, T, H, t_next);
             stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
             input_product(acc, in_reg, s.in_a, s.xs);
             input_in_recurrent_units(acc, next_factors);

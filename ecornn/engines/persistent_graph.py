@@ -377,7 +377,7 @@ def capture(prepared, config, mode, x, h0, c0, run_eager, x_by_reference: bool =
             with cp.cuda.using_allocator(pool.malloc):
                 inputs = tuple(cp.empty(a.shape, a.dtype if CAPTURE_INPUT_CASTS else cp.float32) for a in (x, h0, c0))
                 by_reference = (x_by_reference and KERNEL_READS_X and CAPTURE_INPUT_CASTS, False, False)
-                ring = ring_module.InputRing(inputs, by_reference=by_reference) if INPUTS_BY_REFERENCE else None
+                ring = ring_module.InputRing(inputs, by_reference=by_reference) if use_input_ring() else None
                 graph, (*outputs, kind) = captured(stream, run_eager, *inputs, ring=ring)
         except Exception as exc:  # noqa: BLE001 - recorded; the call path stays eager
             capture_errors[key] = f"{type(exc).__name__}: {exc}"
@@ -386,6 +386,12 @@ def capture(prepared, config, mode, x, h0, c0, run_eager, x_by_reference: bool =
         graphs.popitem(last=False)
     graphs[key] = ForwardGraph(graph, pool, inputs, _cut_where_padded(pack_outputs(outputs), config.batch), kind,
                                ring)
+
+
+def use_input_ring() -> bool:
+    """Whether captures take their inputs through a replay ring (v20): INPUTS_BY_REFERENCE, on a host whose stores
+    reach the GPU in program order (persistent_replay_ring.host_orders_stores); else v17's copy kernel."""
+    return INPUTS_BY_REFERENCE and ring_module.host_orders_stores()
 
 
 def captured(stream, run, *args, ring=None):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import platform
 import weakref
 
 import numpy as np
@@ -31,6 +32,17 @@ from ..arrays import c_contiguous, data_address, is_gpu_array
 SLOTS = 32          # launches that may be queued before the host waits for the oldest fetch
 FETCH_THREADS = 256
 FETCH_MAX_BLOCKS = 1024
+
+
+IN_ORDER_STORE_MACHINES = ("x86_64", "amd64", "i386", "i686", "x86")   # x86's total store order
+
+
+def host_orders_stores(machine: str | None = None) -> bool:
+    """Whether this host's CPU (``machine``: platform.machine()'s name) makes its plain stores visible in program
+    order, as InputRing._write relies on (the tag written last is seen last): x86. An Arm host (Grace) would need a
+    release fence between the addresses and the tag, which Python cannot issue, so its replays copy the inputs with
+    v17's kernel instead of using a ring (persistent_graph.use_input_ring)."""
+    return (platform.machine() if machine is None else machine).lower() in IN_ORDER_STORE_MACHINES
 
 
 class RingMismatch(RuntimeError):
@@ -149,7 +161,7 @@ class InputRing:
         words, at = self._words, 4 * (self.issued % self.slots)
         words[at + 1], words[at + 2], words[at + 3] = sources
         words[at] = self.issued   # the tag last: a slot is whole once its tag matches. The fetch relies on the host's
-        # stores becoming visible in order, as x86 keeps them; an Arm host (Grace) would want a release fence here.
+        # stores becoming visible in order, as x86 keeps them (rings are made only there: host_orders_stores).
 
     def _check_mismatch(self) -> None:
         if self._words[self._done_at + 1]:

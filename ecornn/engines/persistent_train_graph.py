@@ -182,7 +182,7 @@ def _capture_set(config, mode, x, h0, c0, backward_like, runners):
         with cp.cuda.using_allocator(pool.malloc):
             forward_inputs = tuple(cp.empty(a.shape, a.dtype) for a in (x, h0, c0))
             backward_inputs = tuple(cp.empty(a.shape, a.dtype) for a in backward_like)
-            rings = [InputRing(b) if pg.INPUTS_BY_REFERENCE else None
+            rings = [InputRing(b) if pg.use_input_ring() else None
                      for b in (forward_inputs, backward_inputs)]
             forward_graph, (y, hT, cT, saved) = pg.captured(stream, run_forward, *forward_inputs, ring=rings[0])
             backward_graph, grads = pg.captured(stream, run_backward, saved, *backward_inputs, ring=rings[1])

@@ -1,0 +1,60 @@
+"""v52: training (forward + backward, ms per call) with the forward's W_ih k-tiles in registers against the rule's
+training plans (none), alternated over rounds in one process (ab_modes.alternate_rounds; fresh prepared weights per
+mode and round, the training graphs replayed as the quick bench's fwd+bwd).
+
+    python benchmarks/ab_train_v52.py OUT_DIR [--rounds N] [--repeats N]
+Writes OUT_DIR/ab_train_v52.{json,md} and prints the table.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ab_modes  # noqa: E402
+import bench_persistent as bp  # noqa: E402
+from bench_persistent_v5 import _train_ms  # noqa: E402
+
+from ecornn.engines import persistent  # noqa: E402
+
+ROWS = [("float16", 1024, 16), ("bfloat16", 1024, 16), ("float16", 1024, 12), ("bfloat16", 1024, 4),
+        ("float16", 1024, 4), ("float16", 1024, 8)]
+MODES = {"training forward as the rule (none)": {}, "2 W_ih k-tiles in registers": {"INPUT_REG_K_TILES": 2}}
+
+
+def measure_cell(cell, rounds: int, repeats: int) -> dict:
+    config, weights, x, h0, c0 = bp._problem(*cell, seed=cell[1] + cell[2])
+
+    def measure():
+        plan = persistent._final(persistent.plans_for(config, True)["forward"])
+        prepared = persistent.prepare(config, weights)
+        return {"train_ms": _train_ms(config, weights, x, h0, c0, prepared, repeats),
+                "reg_k_tiles": plan.input_reg_k_tiles}
+    return ab_modes.alternate_rounds(MODES, rounds, measure)
+
+
+def markdown(rows) -> str:
+    names = list(MODES)
+    lines = ["| dtype | H | B | " + " | ".join(f"fwd+bwd ms, {m} (median; rounds; register k-tiles)" for m in names)
+             + " |", "|---|---|---|" + "---|" * len(names)]
+    for r in rows:
+        cells = [f"{np.median(r[m]['train_ms']):.3f} ({', '.join(f'{v:.3f}' for v in r[m]['train_ms'])}; "
+                 f"{r[m]['reg_k_tiles'][0]})" for m in names]
+        lines.append(f"| {r['dtype']} | {r['hidden']} | {r['batch']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    args, out = bp.bench_args(argv, repeats=10, configure=lambda p: p.add_argument("--rounds", type=int, default=4))
+    rows = []
+    for cell in ROWS:
+        rows.append({"dtype": cell[0], "hidden": cell[1], "batch": cell[2], **measure_cell(cell, args.rounds,
+                                                                                          args.repeats)})
+        bp.save_rows(out, "ab_train_v52", bp.bench_meta(), rows, markdown(rows))
+    print(markdown(rows))
+
+
+if __name__ == "__main__":
+    main()
