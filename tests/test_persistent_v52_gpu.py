@@ -98,3 +98,11 @@ def test_a_spilling_register_share_is_backed_off_before_the_projection(monkeypat
     assert asked.input_reg_k_tiles == 8 and asked.batch_groups == 2
     assert 1 <= built.input_reg_k_tiles < 8 and built.in_kernel_projection, built.describe()
     assert persistent.kernel_report(asked)["local_bytes"] == 0
+
+
+@pytest.mark.parametrize("dtype, hidden, batch", [("float16", 1024, 16), ("float16", 1024, 8), ("bfloat16", 1024, 4)])
+def test_the_rules_register_tiles_train_within_tolerance(rng, dtype, hidden, batch):
+    """Unforced: rules.input_reg_k_tiles gives these training forwards 2 W_ih k-tiles in registers."""
+    config = LSTMConfig(hidden, hidden, 1, False, dtype, batch, 21)
+    assert _built_forward(config, True).input_reg_k_tiles == 2
+    _compare(rng, config, HALF_TOL)

@@ -291,11 +291,11 @@ def input_part_k_tiles(plan) -> int:
 
 INPUT_REG_K_TILES = 2               # v52: W_ih k-tiles per warp in registers where input_reg_k_tiles applies ...
 INPUT_REG_GROUPED_MIN_HIDDEN = 768   # ... in batch groups from this hidden size
-INPUT_REG_B4_MIN_HIDDEN = 1024       # ... at B=4 (v51's split projection there) from this one
+INPUT_REG_UNGROUPED_MIN_HIDDEN = 1024   # ... ungrouped at B=4 (and B=8 in training) from this one
 
 
 def input_reg_k_tiles(plan, training: bool = False) -> int:
-    """v52: how many of each warp's W_ih k-tiles a 16-bit inference forward with the in-kernel projection keeps in
+    """v52: how many of each warp's W_ih k-tiles a 16-bit forward with the in-kernel projection keeps in
     registers (capacity.with_input_reg_tiles; a build that spills gives them back, persistent._fewer_register_tiles),
     or 0. Fewer W_ih tiles read from shared memory per step shortens the block's loop where those reads sat on it, and
     where the product after the publish is short already, a shorter one brings the polls too early (v37, v51).
@@ -303,13 +303,17 @@ def input_reg_k_tiles(plan, training: bool = False) -> int:
     H=1024 B=16 2.398 / 2.298 and 2.462 / 2.360, bf16 B=16 2.441 / 2.329, fp16 B=12 2.554 / 2.447, fp16 H=768 B=16
     1.879 / 1.820; at B=4 (with v51's split) bf16 H=1024 1.726 / 1.580 and 1.769 / 1.627, fp16 H=1024 1.713 / 1.618.
     Not taken: fp16 H=768 and H=896 at B=4 (1.504 / 1.607, 1.829 / 1.869), bf16 H=512 B=4 (1.233 / 1.424), fp16 H=1024
-    B=8 (1.879 / 1.832, 1.904 / 1.902: within the rounds' spread), B=2 (no change). Training forwards were not
-    measured and keep every tile in shared memory."""
-    if training or plan.parts != 1 or not plan.in_kernel_projection:
+    B=8 (1.879 / 1.832, 1.904 / 1.902: within the rounds' spread), B=2 (no change). Training (fwd+bwd ms, call 6,
+    4 rounds, every round lower): fp16 H=1024 B=16 1.682 / 1.662, bf16 B=16 1.668 / 1.649, fp16 B=12 1.606 / 1.583,
+    bf16 B=4 1.231 / 1.196, fp16 B=4 1.234 / 1.202, fp16 B=8 1.447 / 1.432: there B=8 from H=1024 too (a training
+    forward at B=4 keeps its whole projection in the kernel: v51's split is inference only)."""
+    if plan.parts != 1 or not plan.in_kernel_projection:
         return 0
     grouped = plan.batch_groups > 1 and plan.hidden >= INPUT_REG_GROUPED_MIN_HIDDEN
-    at_b4 = plan.batch_groups == 1 and plan.batch == 4 and plan.hidden >= INPUT_REG_B4_MIN_HIDDEN
-    return min(INPUT_REG_K_TILES, plan.input_k_tiles) if grouped or at_b4 else 0
+    ungrouped_batches = (4, 8) if training else (4,)
+    ungrouped = (plan.batch_groups == 1 and plan.batch in ungrouped_batches
+                 and plan.hidden >= INPUT_REG_UNGROUPED_MIN_HIDDEN)
+    return min(INPUT_REG_K_TILES, plan.input_k_tiles) if grouped or ungrouped else 0
 
 
 def poll_delay_ns(plan) -> int:
