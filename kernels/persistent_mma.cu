@@ -579,33 +579,6 @@ __device__ __forceinline__ void stage_rows(unsigned int* mine, const unsigned sh
     __syncwarp();
 }
 
-#ifndef X_EARLY_COPY
-#define X_EARLY_COPY 0
-#endif
-// v52 experiment, X_EARLY_COPY (16-bit forwards with the projection): x_{t+1}'s rows are copied into the warp's xs
-// region by cp.async right after step t's recurrent product, so only the product is left after the publish.
-constexpr bool kXEarly = X_EARLY_COPY != 0 && IN_K_TILES > 0 && !kSplit;
-
-// stage_rows' copies as cp.async (16 bytes each, zero-filled past k_len), committed as one group, not waited for.
-template <int WarpK, int Stride, int Rows>
-__device__ __forceinline__ void stage_rows_async(unsigned int* mine, const unsigned short* src, int ld, int k_len) {
-    const int kw = slice_warp(), lane = threadIdx.x % 32;
-    constexpr int octs = WarpK / 8, count = Rows * octs;
-#pragma unroll 4
-    for (int i = lane; i < count; i += 32) {
-        const int n = i / octs, k = kw * WarpK + 8 * (i % octs);
-        const unsigned int dst = static_cast<unsigned int>(__cvta_generic_to_shared(mine + n * Stride + (k - kw * WarpK) / 2));
-        const unsigned short* from = src + (size_t)n * ld + (k < k_len ? k : 0);
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(from), "r"(k < k_len ? 16 : 0));
-    }
-    asm volatile("cp.async.commit_group;");
-}
-
-__device__ __forceinline__ void wait_async_copies() {
-    asm volatile("cp.async.wait_all;" ::: "memory");
-    __syncwarp();
-}
-
 // The warp's K-slice of the packed exchange rows src (k_len values per row) into its vec_s region.
 __device__ __forceinline__ void stage_packed(unsigned int* vec_s, const unsigned short* src, int k_len) {
     stage_rows<kWarpK, kVecStride, kVecRows>(vec_s + (threadIdx.x / 32) * kVecWordsPerWarp, src, packed_ld(k_len), k_len);
@@ -741,12 +714,6 @@ __device__ __forceinline__ void warp_product(Acc& acc, const RegTiles& a_reg, co
 
 // v12: x_t's rows (x rows [B][in_size] 16-bit, in_size a multiple of 8; v29 SPLIT: its hi rows x_rows,
 // then its lo rows lo_rows) into the warp's xs region.
-// v52 experiment: stage_input's copies issued early (kXEarly), waited for by wait_async_copies before the product.
-__device__ __forceinline__ void stage_input_early(unsigned int* xs, const unsigned short* x_rows, int in_size) {
-    if constexpr (kXEarly)
-        stage_rows_async<kInWarpK, kXStride, kBatch>(xs + (threadIdx.x / 32) * kXWordsPerWarp, x_rows, in_size, in_size);
-}
-
 __device__ __forceinline__ void stage_input(unsigned int* xs, const unsigned short* x_rows,
                                             const unsigned short* lo_rows, int in_size) {
     if constexpr (kInput) {
@@ -1280,7 +1247,6 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
                            reinterpret_cast<const unsigned short*>(xch) + packed_rows(p.x, step - 1, H), H, acc,
                            step);
         }
-        if (kXEarly && step + 1 < T) stage_input_early(s.xs, x16 + t_next * x_step, in_size);
         send_unit_sums(s.red, s.cluster, step);   // v42 (clustered plans only)
         if (p.active) {
             const float4 z = kClustered ? cluster_unit_sums(s.cluster, step, p.u, p.b) : unit_sums(s.red, p.u, p.b);
@@ -1317,8 +1283,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         if constexpr (kSplitBarrier) grid_arrive(counter);   // h_t published (also orders the reads of red)
         if (kInput && step + 1 < T) {   // the next step's input product while the other blocks finish
             if (kInputPart && p.active) xw_next = load_xw_part(xw_part, p, T, H, t_next);
-            if constexpr (kXEarly) wait_async_copies();
-            else stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
+            stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
             input_product(acc, in_reg, s.in_a, s.xs);
             input_in_recurrent_units(acc, next_factors);
         }

@@ -222,8 +222,6 @@ INPUT_REG_K_TILES = "auto"   # v52: 16-bit forwards with the in-kernel projectio
                              # in registers (capacity.with_input_reg_tiles; a build that spills moves them back first):
                              # "auto" where rules.input_reg_k_tiles says, an int n up to the plan's, "all" every one,
                              # 0 none
-X_EARLY_COPY = False    # v52 experiment: 16-bit forwards with the projection copy x_{t+1} into shared memory by cp.async
-                        # right after step t's recurrent product (kernel define X_EARLY_COPY); False: after the publish
 FORWARD_WARPS = None    # v52 (forced, tests and benches): an unclustered, ungrouped 16-bit tensor-core forward planned
                         # on blocks of this many warps (capacity.forward_on_warps), with the projection in the kernel
                         # where it fits; None: the plan's
@@ -774,7 +772,7 @@ def _flag_defines() -> dict:
     """Compile-time constants that engine flags (ablations) set on every persistent kernel."""
     return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0}),
             **({"XW_AT_LOAD": 1} if XW_AT_LOAD else {}), **({} if H0_IN_PRODUCT else {"H0_IN_PRODUCT": 0}),
-            **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {}), **({"X_EARLY_COPY": 1} if X_EARLY_COPY else {}),
+            **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {}),
             **({} if DIAG_IN_K_TILES_USED is None else {"DIAG_IN_K_TILES_USED": int(DIAG_IN_K_TILES_USED)})}
 
 
@@ -812,7 +810,7 @@ def _remembered(build):
     @functools.wraps(build)
     def cached(plan, device_id: int):
         key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS, CLUSTER_COOPERATIVE,
-               DIAG_IN_K_TILES_USED, X_EARLY_COPY)
+               DIAG_IN_K_TILES_USED)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -1354,7 +1352,7 @@ def _graph_mode(variant) -> tuple:
             gpu_blas.SPLIT_BY_WARPS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
             LONG_REDUCTION_CHUNK, STEP_CLOCKS, DIAG_IN_K_TILES_USED, INPUT_PART_K_TILES, INPUT_REG_K_TILES,
-            FORWARD_WARPS, X_EARLY_COPY, CLUSTER_K, CLUSTER_WARPS,
+            FORWARD_WARPS, CLUSTER_K, CLUSTER_WARPS,
             CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE,
             BATCH_PADDING, rules.MAX_BATCH_PADDING, PAD_READS_X, batch_pad.PAD_BY_KERNEL, CUT_AT_COPY_OUT)
 
