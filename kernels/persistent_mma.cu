@@ -402,41 +402,29 @@ constexpr int kInAccSplit = kAccSplitWanted < IN_K_TILES ? kAccSplitWanted : (IN
 using RegTiles = unsigned int[kRegKTiles > 0 ? kRegKTiles : 1][kATiles][4];
 using Acc = float[kATiles][kNTiles][4];
 
-// The block's tile `tile`: register k-tiles into a_reg, the rest into shared memory a_s.
-__device__ __forceinline__ void load_tiles(RegTiles& a_reg, uint4* a_s, const uint4* tiles, size_t tile) {
-    const uint4* src = tiles + tile * kTileU4;
+// A block's packed fragment tile src [NWARPS][KTiles][Frags][32] (uint4): each warp's first RegKTiles k-tiles into
+// reg, the rest into shared memory dst [NWARPS][KTiles - RegKTiles][Frags][32].
+template <int KTiles, int RegKTiles, int Frags, typename Regs>
+__device__ __forceinline__ void load_fragment_tiles(Regs& reg, uint4* dst, const uint4* src) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
-    for (int kt = 0; kt < kRegKTiles; ++kt)
+    for (int kt = 0; kt < RegKTiles; ++kt)
 #pragma unroll
-        for (int mt = 0; mt < kATiles; ++mt) {
-            const uint4 q = src[((warp * kKTiles + kt) * kATiles + mt) * 32 + lane];
-            a_reg[kt][mt][0] = q.x; a_reg[kt][mt][1] = q.y; a_reg[kt][mt][2] = q.z; a_reg[kt][mt][3] = q.w;
+        for (int mt = 0; mt < Frags; ++mt) {
+            const uint4 q = src[((warp * KTiles + kt) * Frags + mt) * 32 + lane];
+            reg[kt][mt][0] = q.x; reg[kt][mt][1] = q.y; reg[kt][mt][2] = q.z; reg[kt][mt][3] = q.w;
         }
-    constexpr int per_warp = kSmemKTiles * kATiles * 32 > 0 ? kSmemKTiles * kATiles * 32 : 1;
-    for (int idx = threadIdx.x; idx < kSmemTileU4; idx += kThreads) {
+    constexpr int per_warp = (KTiles - RegKTiles) * Frags * 32 > 0 ? (KTiles - RegKTiles) * Frags * 32 : 1;
+    constexpr int total = kWarps * (KTiles - RegKTiles) * Frags * 32;
+    for (int idx = threadIdx.x; idx < total; idx += kThreads) {
         const int wi = idx / per_warp, rest = idx % per_warp;
-        a_s[idx] = src[(wi * kKTiles + kRegKTiles) * kATiles * 32 + rest];
+        dst[idx] = src[(wi * KTiles + RegKTiles) * Frags * 32 + rest];
     }
 }
 
-// v52: the block's packed W_ih tile src [NWARPS][IN_K_TILES][M_TILES][32]: each warp's first kInRegKTiles k-tiles
-// into in_reg, the rest into shared memory in_s [NWARPS][IN_K_TILES - kInRegKTiles][M_TILES][32].
-template <typename InTiles>
-__device__ __forceinline__ void load_input_tiles(InTiles& in_reg, uint4* in_s, const uint4* src) {
-    constexpr int reg = kInRegKTiles, per_warp = (kInKTiles - kInRegKTiles) * kMTiles * 32;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-#pragma unroll
-    for (int kt = 0; kt < reg; ++kt)
-#pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) {
-            const uint4 q = src[((warp * kInKTiles + kt) * kMTiles + mt) * 32 + lane];
-            in_reg[kt][mt][0] = q.x; in_reg[kt][mt][1] = q.y; in_reg[kt][mt][2] = q.z; in_reg[kt][mt][3] = q.w;
-        }
-    for (int idx = threadIdx.x; idx < kInSmemTileU4; idx += kThreads) {
-        const int wi = idx / per_warp, rest = idx % per_warp;
-        in_s[idx] = src[(wi * kInKTiles + reg) * kMTiles * 32 + rest];
-    }
+// The block's W_hh tile `tile`: register k-tiles into a_reg, the rest into shared memory a_s.
+__device__ __forceinline__ void load_tiles(RegTiles& a_reg, uint4* a_s, const uint4* tiles, size_t tile) {
+    load_fragment_tiles<kKTiles, kRegKTiles, kATiles>(a_reg, a_s, tiles + tile * kTileU4);
 }
 
 // ---- v5: tagged exchange (see the header) ----
@@ -1163,7 +1151,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     load_tiles(a_reg, s.a, tiles, p.tile);
     InRegTiles in_reg;   // v52
     if constexpr (kInput)
-        load_input_tiles(in_reg, s.in_a, in_tiles + p.tile * kInTileU4);
+        load_fragment_tiles<kInKTiles, kInRegKTiles, kMTiles>(in_reg, s.in_a, in_tiles + p.tile * kInTileU4);   // v52
     // v21, a replayed graph: x_at = the replay ring's fetched {x, h0, c0, tag matched}; the kernel
     // reads the caller's x there instead of a copy (xin, NaN-filled, when the tag did not match).
     const bool x_by_reference = kInput && x_at != nullptr && x_at[3] != 0;
