@@ -287,7 +287,7 @@ constexpr int kInTileU4 = kWarps * kInKTiles * kMTiles * 32;   // one block's pa
 #endif
 // v52, IN_REG_K_TILES (16-bit forwards with IN_K_TILES): each warp's first IN_REG_K_TILES W_ih k-tiles stay in
 // registers, like W_hh's REG_K_TILES, and only the rest sit in shared memory. The input product's tile reads from
-// shared memory (64 KB per step per block at fp16 H=1024 B=16 in groups) sat on every block's loop (v51, call 4);
+// shared memory (128 KB per step per block at fp16 H=1024 B=16 in groups) sat on every block's loop (v51, call 4);
 // registers left over next to W_hh's tiles hold a share of them. The sums are the same (k-tile kt still feeds
 // accumulator set kt % kInAccSplit, in k order).
 constexpr int kInRegKTiles = IN_REG_K_TILES;
