@@ -6,7 +6,7 @@
 #   diagin    diag_step_clocks_v37.py with the input product over all / half / none of its k-tiles (DIAG_IN_K_TILES_USED)
 #   ab        benchmarks/ab_alternate.py over bench_persistent_v51 (16-bit forwards: the projection part in the kernel, part GEMM)
 #   host      benchmarks/diag_prelaunch_v48.py and diag_host_path_v49.py (a replay's host time before its launch)
-#   sanitize  compute-sanitizer memcheck and racecheck over benchmarks/persistent_input_part_small_run.py
+#   sanitize  compute-sanitizer memcheck and racecheck over benchmarks/persistent_input_part_small_run.py ($SAN_SCRIPT)
 #   quick     benchmarks/bench_persistent.py --quick (issue 5's cells, cuDNN in the process)
 #   cache     the CuPy kernel cache into $OUT (15 MB parts) for the next visit to carry as .devcache/
 set -u
@@ -36,7 +36,7 @@ for stage in ${STAGES:-tests}; do
           timeout "${BENCH_TIMEOUT:-200}" python3 benchmarks/diag_prelaunch_v48.py "$OUT" 2>&1 | grep -v '^{' | tail -30
           timeout "${BENCH_TIMEOUT:-200}" python3 benchmarks/diag_host_path_v49.py "$OUT" 2>&1 | grep -v '^{' | tail -12 ;;
     sanitize) source benchmarks/device_setup.sh
-              run_sanitizers benchmarks/persistent_input_part_small_run.py "$OUT/sanitizers.log" "${SAN_TIMEOUT:-150}" 10 ;;
+              run_sanitizers ${SAN_SCRIPT:-benchmarks/persistent_input_part_small_run.py} "$OUT/sanitizers.log" "${SAN_TIMEOUT:-150}" 10 ;;
     quick) source benchmarks/device_setup.sh
            timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
     cache) source benchmarks/device_setup.sh && save_cupy_cache "$OUT" ;;

@@ -1,40 +1,21 @@
 #!/bin/bash
-# v52's device visit. Stages (STAGES), all under $OUT:
+# v52's device visit: v51's stages (tools/device_v51.sh) with v52's defaults, plus one of its own. STAGES, all under $OUT:
 #   tests     GPU tests ($FILES, else test_persistent_gpu.py and v52's; REST: more, as "$REPO/tests/x.py")
-#   clocks    benchmarks/diag_step_clocks_v37.py on the missed cells (fresh phases on the H200)
-#   diagin    diag_step_clocks_v37.py with the input product over all / half / none of its k-tiles (DIAG_IN_K_TILES_USED)
-#   ab        benchmarks/ab_alternate.py over bench_persistent_v52 (16-bit forwards: W_ih k-tiles in registers)
-#   host      benchmarks/diag_prelaunch_v48.py and diag_host_path_v49.py (a replay's host time before its launch)
-#   sanitize  compute-sanitizer memcheck and racecheck over ${SAN_SCRIPT:-benchmarks/persistent_input_part_small_run.py}
-#   quick     benchmarks/bench_persistent.py --quick (issue 5's cells, cuDNN in the process)
-#   cache     the CuPy kernel cache into $OUT (15 MB parts) for the next visit to carry as .devcache/
+#   ab        benchmarks/ab_alternate.py over $AB (bench_persistent_v52; v52b, v52c: the other sets)
+#   sanitize  compute-sanitizer over benchmarks/persistent_input_reg_small_run.py ($SAN_SCRIPT)
+#   train     benchmarks/ab_train_v52.py (fwd+bwd with and without 2 W_ih k-tiles in registers)
+#   clocks, diagin, host, quick, cache: as v51's
 set -u
-OUT=${OUT:-/tmp/v52_out}
+export OUT=${OUT:-/tmp/v52_out}
 mkdir -p "$OUT"
 for stage in ${STAGES:-tests}; do
   case $stage in
-    tests) source benchmarks/device_setup.sh && record_device "$OUT/device.txt"
-           run_gpu_tests "$OUT/tests.log" ${FILES:-$REPO/tests/test_persistent_gpu.py $(ls $REPO/tests/test_*v52*_gpu.py 2>/dev/null)} ${REST:-} ;;
-    clocks) source benchmarks/device_setup.sh
-            timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/diag_step_clocks_v37.py "$OUT" --rounds 2 \
-              --cells ${CELLS:-float32:1024:8 float32:1024:4 float16:1024:16} 2>&1 | grep -v '^{' | tail -20 ;;
-    diagin) source benchmarks/device_setup.sh
-            for used in none 4 0; do
-              flags='{}'; [ "$used" != none ] && flags="{\"DIAG_IN_K_TILES_USED\": $used}"
-              echo "== input k-tiles used: $used"
-              timeout "${BENCH_TIMEOUT:-200}" python3 benchmarks/diag_step_clocks_v37.py "$OUT/diagin_$used" --rounds 2 \
-                --flags "$flags" --cells ${CELLS:-float16:1024:16 float16:1024:8 bfloat16:1024:4} 2>&1 | grep -v "^{" | tail -6
-            done ;;
-    ab) source benchmarks/device_setup.sh && record_device "$OUT/device.txt"; AB=${AB:-bench_persistent_v52}
-        timeout "${BENCH_TIMEOUT:-450}" python3 benchmarks/ab_alternate.py "$OUT" $AB --rounds "${ROUNDS:-4}" \
-          --name ab_alternate_${AB#bench_persistent_} 2>&1 | grep -v '^{' | tail -8 ;;
-    host) source benchmarks/device_setup.sh
-          timeout "${BENCH_TIMEOUT:-200}" python3 benchmarks/diag_prelaunch_v48.py "$OUT" 2>&1 | grep -v '^{' | tail -30
-          timeout "${BENCH_TIMEOUT:-200}" python3 benchmarks/diag_host_path_v49.py "$OUT" 2>&1 | grep -v '^{' | tail -12 ;;
-    sanitize) source benchmarks/device_setup.sh
-              run_sanitizers ${SAN_SCRIPT:-benchmarks/persistent_input_part_small_run.py} "$OUT/sanitizers.log" "${SAN_TIMEOUT:-150}" 10 ;;
-    quick) source benchmarks/device_setup.sh
-           timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | tail -14 ;;
-    cache) source benchmarks/device_setup.sh && save_cupy_cache "$OUT" ;;
+    tests) FILES=${FILES:-"$PWD/tests/test_persistent_gpu.py $(ls $PWD/tests/test_*v52*_gpu.py 2>/dev/null)"} \
+             STAGES=tests bash tools/device_v51.sh ;;
+    train) source benchmarks/device_setup.sh && record_device "$OUT/device.txt"
+           timeout "${BENCH_TIMEOUT:-300}" python3 benchmarks/ab_train_v52.py "$OUT" --rounds "${ROUNDS:-4}" 2>&1 \
+             | grep -v '^{' | tail -9 ;;
+    *) AB=${AB:-bench_persistent_v52} SAN_SCRIPT=${SAN_SCRIPT:-benchmarks/persistent_input_reg_small_run.py} \
+         STAGES=$stage bash tools/device_v51.sh ;;
   esac
 done
