@@ -137,9 +137,10 @@
 // v51: the in-kernel projection over half the inputs, a GEMM the rest (INPUT_PART): bf16 H=1024 B=4, and forced grouped
 // ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=4 -DINPUT_PART=1
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=4 -DGROUPS=2 -DINPUT_PART=1
-// v52: W_ih k-tiles in registers (IN_REG_K_TILES, rules.input_reg_k_tiles): fp16 H=1024 B=16 in groups and bf16 H=1024
-// B=4 with the split projection as the engine builds them; fp16 B=16 ungrouped on 8 warps with all 8 (forced)
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DGROUPS=2 -DIN_REG_K_TILES=2
+// v52: W_ih k-tiles in registers (IN_REG_K_TILES, rules.input_reg_k_tiles): fp16 H=1024 B=16 and B=12 in groups and bf16
+// H=1024 B=4 with the split projection as the engine builds them; fp16 B=16 ungrouped on 8 warps with all 8 (forced)
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DIN_REG_K_TILES=2 -DGROUPS=2
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=6 -DNWARPS=8 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DIN_REG_K_TILES=2 -DGROUPS=2
 // ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=4 -DINPUT_PART=1 -DIN_REG_K_TILES=2
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DIN_REG_K_TILES=8
 #include <cooperative_groups.h>
