@@ -289,7 +289,8 @@ def input_part_k_tiles(plan) -> int:
     return 0
 
 
-INPUT_REG_K_TILES = 2               # v52: W_ih k-tiles per warp in registers where input_reg_k_tiles applies ...
+INPUT_REG_RULE_K_TILES = 2          # v52: W_ih k-tiles per warp in registers where input_reg_k_tiles applies (not
+                                     # persistent.INPUT_REG_K_TILES, the flag that asks this rule) ...
 INPUT_REG_GROUPED_MIN_HIDDEN = 768   # ... in batch groups from this hidden size
 INPUT_REG_UNGROUPED_MIN_HIDDEN = 1024   # ... ungrouped at B=4 (and B=8 in training) from this one
 
@@ -313,7 +314,7 @@ def input_reg_k_tiles(plan, training: bool = False) -> int:
     ungrouped_batches = (4, 8) if training else (4,)
     ungrouped = (plan.batch_groups == 1 and plan.batch in ungrouped_batches
                  and plan.hidden >= INPUT_REG_UNGROUPED_MIN_HIDDEN)
-    return min(INPUT_REG_K_TILES, plan.input_k_tiles) if grouped or ungrouped else 0
+    return min(INPUT_REG_RULE_K_TILES, plan.input_k_tiles) if grouped or ungrouped else 0
 
 
 def poll_delay_ns(plan) -> int:
