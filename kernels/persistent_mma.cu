@@ -145,7 +145,6 @@
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DIN_REG_K_TILES=8
 #include <cooperative_groups.h>
 
-#include "bulk_copy.cuh"
 #include "cluster_common.cuh"
 #include "mma_common.cuh"
 #include "persistent_common.cuh"
@@ -326,21 +325,6 @@ constexpr int kUnitsPerRank = kRows / 4 / kClusterK;   // a block's own units
 static_assert(!kClustered || (PASS == 0 && kTagged && !(kSplit && kInput)),
               "CLUSTER_K: tagged forwards, not with v29's in-kernel split projection");
 static_assert(kRows % (4 * kClusterK) == 0, "CLUSTER_K must divide the virtual block's units");
-#ifndef X_BULK
-#define X_BULK 0
-#endif
-// v53, X_BULK (16-bit forwards with IN_K_TILES, unclustered, sm_90): x_t's rows reach each warp's xs region by the
-// copy engine (one bulk copy per row, completed on a per-warp mbarrier) instead of 16-byte loads through registers
-// and stores. The region's layout is stage_rows', so the product and its sums are unchanged. Where x_{t+1}'s copy is
-// issued: 1 right after the warp's input product of x_t (a step ahead), 2 after the publish (v12's place: issued, then
-// waited for). x_t of the first step is staged as before (its zeros past in_size stay for the copies, which write
-// only the slice's valid columns).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-constexpr int kXBulk = 0;
-#else
-constexpr int kXBulk = (kInput && !kSplit && !kClustered) ? X_BULK : 0;
-#endif
-static_assert(X_BULK >= 0 && X_BULK <= 2, "X_BULK: 0 (loads), 1 or 2 (where the bulk copy is issued)");
 
 #if CLUSTER_K > 1 && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900)
 #define ECORNN_MMA_CLUSTER __cluster_dims__(CLUSTER_K, 1, 1)
@@ -726,33 +710,6 @@ __device__ __forceinline__ void stage_input(unsigned int* xs, const unsigned sho
         stage_rows<kInWarpK, kXStride, kBatch>(x_w, x_rows, in_size, in_size);
         if constexpr (kSplit)
             stage_rows<kInWarpK, kXStride, kBatch>(x_w + kBatch * kXStride, lo_rows, in_size, in_size);
-    }
-}
-
-// v53 (X_BULK): the warp's K-slice of x_t's rows x_rows into its xs region by bulk copies. Lane 0 arms the warp's
-// barrier with the bytes and issues one copy per row, after the warp's reads of the region (the product before).
-__device__ __forceinline__ void bulk_stage_input(unsigned int* xs, const unsigned short* x_rows, int in_size,
-                                                 unsigned long long* bars) {
-    if constexpr (kXBulk != 0) {
-        const int warp = threadIdx.x / 32;
-        const int k0 = warp * kInWarpK;
-        const int len = min(kInWarpK, max(0, in_size - k0));   // the slice's values per row
-        __syncwarp();
-        if (threadIdx.x % 32 == 0) {
-            fence_before_bulk_writes();
-            mbar_arrive_expect(bars + warp, static_cast<unsigned>(kBatch * len * 2));
-            unsigned int* x_w = xs + warp * kXWordsPerWarp;
-            for (int n = 0; len > 0 && n < kBatch; ++n)
-                bulk_copy_to_shared(x_w + n * kXStride, x_rows + (size_t)n * in_size + k0, len * 2, bars + warp);
-        }
-    }
-}
-
-// v53 (X_BULK): until the warp's copies of the phase'th bulk staging have landed.
-__device__ __forceinline__ void bulk_wait_input(unsigned long long* bars, unsigned& phase) {
-    if constexpr (kXBulk != 0) {
-        mbar_wait(bars + threadIdx.x / 32, phase & 1u);
-        ++phase;
     }
 }
 
@@ -1185,9 +1142,6 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     extern __shared__ __align__(16) uint4 smem[];
     const Carve s = carve(smem);
     const Slot p = slot_of(H, units, blocks_per_dir, dir0);
-    __shared__ __align__(8) unsigned long long x_bars[kXBulk != 0 ? kWarps : 1];   // v53: one barrier per warp
-    unsigned x_phase = 0;
-    if (kXBulk != 0 && threadIdx.x % 32 == 0) mbar_init(x_bars + threadIdx.x / 32);
     // v34: h0 scaled per batch column, before the register tiles load (live over the reduction, they spilled the
     // B=8 plan); h0 is "step -1": slot 1 (tagged: tag 1; h_t of step t gets tag t + 2)
     if constexpr (kH0InProduct) {
@@ -1236,7 +1190,6 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         if (kInputPart && p.active) xw_next = load_xw_part(xw_part, p, T, H, t0);
         stage_input(s.xs, x16 + t0 * x_step, sx.lo + t0 * x_step, in_size);
         input_product(acc, in_reg, s.in_a, s.xs);
-        if (kXBulk == 1 && T > 1) bulk_stage_input(s.xs, x16 + (p.reverse ? T - 2 : 1) * x_step, in_size, x_bars);
         ColumnFactors first;
         load_column_factors(first, sx.factors + (size_t)t0 * kBatch, input_ratio);
         input_in_recurrent_units(acc, first);
@@ -1319,12 +1272,8 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         if constexpr (kSplitBarrier) grid_arrive(counter);   // h_t published (also orders the reads of red)
         if (kInput && step + 1 < T) {   // the next step's input product while the other blocks finish
             if (kInputPart && p.active) xw_next = load_xw_part(xw_part, p, T, H, t_next);
-            if (kXBulk == 2) bulk_stage_input(s.xs, x16 + t_next * x_step, in_size, x_bars);
-            if constexpr (kXBulk != 0) bulk_wait_input(x_bars, x_phase);
-            else stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
+            stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
             input_product(acc, in_reg, s.in_a, s.xs);
-            if (kXBulk == 1 && step + 2 < T)   // x_{t+2}, a step ahead
-                bulk_stage_input(s.xs, x16 + (p.reverse ? t - 2 : t + 2) * x_step, in_size, x_bars);
             input_in_recurrent_units(acc, next_factors);
         }
         if constexpr (kSplitBarrier) grid_wait(counter, step + 2u, arrivals);

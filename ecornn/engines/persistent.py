@@ -225,9 +225,6 @@ INPUT_REG_K_TILES = "auto"   # v52: 16-bit forwards with the in-kernel projectio
 FORWARD_WARPS = None    # v52 (forced, tests and benches): an unclustered, ungrouped 16-bit tensor-core forward planned
                         # on blocks of this many warps (capacity.forward_on_warps), with the projection in the kernel
                         # where it fits; None: the plan's
-X_BULK = 0   # v53: 16-bit forwards with the in-kernel projection stage x_t by the copy engine (cp.async.bulk on an
-             # mbarrier, sm_90, kernel define X_BULK), issued 1: a step ahead, right after the input product; 2: after
-             # the publish (v12's place); 0: loads through registers (v12)
 DIAG_IN_K_TILES_USED = None   # v51 diagnostic (timing only, wrong sums): the tensor-core kernel's in-kernel input
                               # product over only its first n k-tiles (0: none), to bound what a cheaper one saves
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
@@ -776,8 +773,7 @@ def _flag_defines() -> dict:
     return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0}),
             **({"XW_AT_LOAD": 1} if XW_AT_LOAD else {}), **({} if H0_IN_PRODUCT else {"H0_IN_PRODUCT": 0}),
             **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {}),
-            **({} if DIAG_IN_K_TILES_USED is None else {"DIAG_IN_K_TILES_USED": int(DIAG_IN_K_TILES_USED)}),
-            **({"X_BULK": int(X_BULK)} if X_BULK else {})}
+            **({} if DIAG_IN_K_TILES_USED is None else {"DIAG_IN_K_TILES_USED": int(DIAG_IN_K_TILES_USED)})}
 
 
 def _module(plan, cooperative: bool = True):
@@ -814,7 +810,7 @@ def _remembered(build):
     @functools.wraps(build)
     def cached(plan, device_id: int):
         key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS, CLUSTER_COOPERATIVE,
-               DIAG_IN_K_TILES_USED, X_BULK)
+               DIAG_IN_K_TILES_USED)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -1356,7 +1352,7 @@ def _graph_mode(variant) -> tuple:
             gpu_blas.SPLIT_BY_WARPS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
             LONG_REDUCTION_CHUNK, STEP_CLOCKS, DIAG_IN_K_TILES_USED, INPUT_PART_K_TILES, INPUT_REG_K_TILES,
-            FORWARD_WARPS, X_BULK, CLUSTER_K, CLUSTER_WARPS,
+            FORWARD_WARPS, CLUSTER_K, CLUSTER_WARPS,
             CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE,
             BATCH_PADDING, rules.MAX_BATCH_PADDING, PAD_READS_X, batch_pad.PAD_BY_KERNEL, CUT_AT_COPY_OUT)
 
