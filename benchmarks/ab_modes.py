@@ -36,7 +36,11 @@ ENGINE_FLAG_DEFAULTS.update({name: getattr(batch_pad, name) for name in PAD_FLAG
 
 
 def set_engine_flags(flags: dict) -> None:
-    """The engine's flags at their defaults, except ``flags``."""
+    """The engine's flags at their defaults, except ``flags``. A name that is no engine flag (e.g. a removed
+    experiment's) is refused: set on the module it would be ignored, and its modes would time the same code."""
+    unknown = sorted(set(flags) - set(ENGINE_FLAG_DEFAULTS))
+    if unknown:
+        raise ValueError(f"engine flags: expected names from ab_modes' flag lists, got unknown {unknown}")
     for name, value in {**ENGINE_FLAG_DEFAULTS, **flags}.items():
         if name in CAPACITY_FLAGS:
             if getattr(capacity, name) != value:

@@ -315,3 +315,14 @@ def test_the_chunked_bench_measures_training_and_projection_cells_under_its_mode
     chunked.measure_cells([str(tmp_path)], "bench_test", modes, [(64, 2)], [(256, 64, 4)], rounds=2)
     assert asked == [(64, 64, 2, True, modes), (256, 64, 4, False, modes)]
     assert saved == [("bench_test", 1), ("bench_test", 2)]
+
+
+def test_a_flag_the_engine_does_not_have_is_refused_not_set():
+    """v53 review: a removed experiment's flag (X_BULK) set on the module would be ignored, and its A/B modes would
+    time the same code; set_engine_flags refuses it and leaves the engine as it was."""
+    import ab_modes
+    from ecornn.engines import persistent
+    with pytest.raises(ValueError, match=r"got unknown \['X_BULK'\]"):
+        ab_modes.set_engine_flags({"X_BULK": 1, "INPUT_REG_K_TILES": 0})
+    assert not hasattr(persistent, "X_BULK")
+    assert persistent.INPUT_REG_K_TILES == ab_modes.ENGINE_FLAG_DEFAULTS["INPUT_REG_K_TILES"]
