@@ -222,6 +222,11 @@ INPUT_REG_K_TILES = "auto"   # v52: 16-bit forwards with the in-kernel projectio
                              # in registers (capacity.with_input_reg_tiles; a build that spills moves them back first):
                              # "auto" where rules.input_reg_k_tiles says, an int n up to the plan's, "all" every one,
                              # 0 none
+INPUT_WARPS = 0         # v54 (forced: benches and tests): 16-bit tagged forwards with the whole projection in the kernel
+                        # run it on this many warps of their own (capacity.with_input_warps); 0: on the recurrent warps
+INPUT_WARP_REGS = 0     # v54: ... those warps keeping this many registers per thread (setmaxnreg, an sm_90a build; the
+                        # recurrent warps take the rest); 0: every warp the launch's share
+INPUT_WARP_REG_K_TILES = 0   # v54: ... and this many of each input warp's W_ih k-tiles in registers
 FORWARD_WARPS = None    # v52 (forced, tests and benches): an unclustered, ungrouped 16-bit tensor-core forward planned
                         # on blocks of this many warps (capacity.forward_on_warps), with the projection in the kernel
                         # where it fits; None: the plan's
@@ -317,6 +322,9 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None, backward
     if plans["forward"].kind == "mma" and plans["forward"].in_kernel_projection:
         plans = {**plans, "forward": _with_input_part(plans["forward"], INPUT_PART_K_TILES, training)}
         plans = {**plans, "forward": _with_input_reg_tiles(plans["forward"], INPUT_REG_K_TILES, training)}
+        if INPUT_WARPS:
+            plans = {**plans, "forward": capacity.with_input_warps(plans["forward"], int(INPUT_WARPS),
+                                                                   int(INPUT_WARP_REGS), int(INPUT_WARP_REG_K_TILES))}
     if not UNITS_FASTEST:
         plans = {k: replace(p, units_fastest=False) if p.kind == "mma" else p for k, p in plans.items()}
     if not PAIRED_SPLIT:
@@ -779,7 +787,8 @@ def _flag_defines() -> dict:
 def _module(plan, cooperative: bool = True):
     """The compiled module of ``plan`` under the engine's flags (cached by gpu.compile_module)."""
     from ..gpu import compile_module
-    return compile_module(plan.kernel_file, {**plan.defines(), **_flag_defines()}, cooperative=cooperative)
+    return compile_module(plan.kernel_file, {**plan.defines(), **_flag_defines()}, cooperative=cooperative,
+                          arch=getattr(plan, "arch", None))
 
 
 def kernel_global(plan, name: str):
@@ -1352,7 +1361,7 @@ def _graph_mode(variant) -> tuple:
             gpu_blas.SPLIT_BY_WARPS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
             LONG_REDUCTION_CHUNK, STEP_CLOCKS, DIAG_IN_K_TILES_USED, INPUT_PART_K_TILES, INPUT_REG_K_TILES,
-            FORWARD_WARPS, CLUSTER_K, CLUSTER_WARPS,
+            INPUT_WARPS, INPUT_WARP_REGS, INPUT_WARP_REG_K_TILES, FORWARD_WARPS, CLUSTER_K, CLUSTER_WARPS,
             CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE,
             BATCH_PADDING, rules.MAX_BATCH_PADDING, PAD_READS_X, batch_pad.PAD_BY_KERNEL, CUT_AT_COPY_OUT)
 

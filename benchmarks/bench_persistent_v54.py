@@ -1,0 +1,13 @@
+"""v54 benchmark: the 16-bit forward's in-kernel input projection on warps of its own (INPUT_WARPS), with the input
+warps' registers set by setmaxnreg (INPUT_WARP_REGS, sm_90a) where the recurrent warps need more than an even share,
+against v53's plans (the projection on the recurrent warps, between a block's publish and its next poll).
+
+    python benchmarks/ab_alternate.py OUT_DIR bench_persistent_v54 --rounds 4 --name ab_alternate_v54
+"""
+ROWS = [("float16", 1024, 16), ("float16", 1024, 8)]
+ALTERNATE_MODES = {
+    "v53": {},
+    "4 input warps, 96 registers": {"INPUT_WARPS": 4, "INPUT_WARP_REGS": 96},
+    "4 input warps, 80 registers": {"INPUT_WARPS": 4, "INPUT_WARP_REGS": 80},
+}
+MODES = ALTERNATE_MODES
