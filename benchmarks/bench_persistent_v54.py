@@ -5,9 +5,11 @@ against v53's plans (the projection on the recurrent warps, between a block's pu
     python benchmarks/ab_alternate.py OUT_DIR bench_persistent_v54 --rounds 4 --name ab_alternate_v54
 """
 ROWS = [("float16", 1024, 16), ("float16", 1024, 8)]
+WARPS = {"INPUT_WARPS": 4, "INPUT_WARP_REGS": 96}
 ALTERNATE_MODES = {
     "v53": {},
-    "4 input warps, 96 registers": {"INPUT_WARPS": 4, "INPUT_WARP_REGS": 96},
-    "4 input warps, 80 registers": {"INPUT_WARPS": 4, "INPUT_WARP_REGS": 80},
+    "4 input warps, 96 registers": WARPS,
+    "72 registers, 2 accumulator sets": {**WARPS, "INPUT_WARP_REGS": 72, "INPUT_WARP_ACC_SPLIT": 2},
+    "the same, no input product (wrong sums)": {**WARPS, "DIAG_IN_K_TILES_USED": 0},
 }
 MODES = ALTERNATE_MODES

@@ -34,6 +34,30 @@ _CUPY_NVRTC_OPTIONS = ("-ftz=true", "--device-as-default-execution-space")
 
 
 @functools.lru_cache(maxsize=None)
+def _cuda_include_options() -> tuple:
+    """-I of a CUDA include directory with cooperative_groups.h (CuPy's RawModule finds it on its own; a bare NVRTC
+    program searches nowhere): CUDA_PATH's, CuPy's CUDA path's, nvcc's, or a pip-installed CUDA runtime's."""
+    import glob
+    import os
+    import shutil
+    cupy = _cupy()
+    roots = [os.environ.get("CUDA_PATH"), cupy.cuda.get_cuda_path(), "/usr/local/cuda"]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        roots.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
+    dirs = [os.path.join(r, "include") for r in roots if r]
+    dirs += glob.glob(os.path.join(os.path.dirname(os.path.dirname(cupy.__file__)), "nvidia", "*", "include"))
+    cuda = next((d for d in dirs if os.path.isfile(os.path.join(d, "cooperative_groups.h"))), None)
+    # its headers include <nv/target> (libcu++): the toolkit's CCCL, else CuPy's copy (what its RawModule uses)
+    cccl = [os.path.join(cuda, "cccl")] if cuda else []
+    cccl.append(os.path.join(os.path.dirname(cupy.__file__), "_core", "include", "cupy", "_cccl", "libcudacxx"))
+    target = next((d for d in [cuda] + cccl if d and os.path.isfile(os.path.join(d, "nv", "target"))), None)
+    if cuda is None or target is None:
+        raise RuntimeError(f"no CUDA include directory with cooperative_groups.h and nv/target among {dirs + cccl}")
+    return tuple(dict.fromkeys((f"-I{cuda}", f"-I{target}")))
+
+
+@functools.lru_cache(maxsize=None)
 def _compiled_for_arch(file: str, digest: str, options: tuple, device: int, cooperative: bool, arch: str):
     """v54: kernels/<file> built by NVRTC for ``arch`` (e.g. "sm_90a", whose architecture-specific instructions such
     as setmaxnreg CuPy's RawModule cannot target: it adds its own -arch=sm_XY, and NVRTC refuses a second -arch),
@@ -41,7 +65,7 @@ def _compiled_for_arch(file: str, digest: str, options: tuple, device: int, coop
     import os
     from cupy.cuda import nvrtc
     cupy = _cupy()
-    flags = ("-std=c++17", f"-arch={arch}") + _CUPY_NVRTC_OPTIONS + options
+    flags = ("-std=c++17", f"-arch={arch}") + _CUPY_NVRTC_OPTIONS + _cuda_include_options() + options
     key = hashlib.sha1("\0".join((source(file),) + flags + (str(nvrtc.getVersion()),)).encode()).hexdigest()
     cache = os.environ.get("CUPY_CACHE_DIR", os.path.expanduser("~/.cupy/kernel_cache"))
     path = os.path.join(cache, f"ecornn-{arch}-{key}.cubin")

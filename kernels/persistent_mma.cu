@@ -343,7 +343,11 @@ static_assert(!kClustered || (PASS == 0 && kTagged && !(kSplit && kInput)),
 static_assert(kRows % (4 * kClusterK) == 0, "CLUSTER_K must divide the virtual block's units");
 static_assert(!kInputWarps || (kInput && kTagged && !kSplit && !kClustered && !kInputPart),
               "IN_WARPS: a 16-bit tagged forward with IN_K_TILES, unclustered, without INPUT_PART");
-constexpr int kRecurrentBarrier = 1, kPartialsBarrier = 2, kPublishedBarrier = 3;   // v54: named barriers
+constexpr int kRecurrentBarrier = 1, kPartialsBarrier = 2, kPublishedBarrier = 3, kStagedXBarrier = 4;   // v54
+#ifndef IN_WARPS_WAIT_X   // v54: the recurrent warps poll only once the input warps staged x_t (kStagedXBarrier): polls
+#define IN_WARPS_WAIT_X 1 // right after the publish, beside x's loads, measured 0.7 us/step slower (call 3; v37's early polls)
+#endif
+constexpr bool kWaitX = kInputWarps && IN_WARPS_WAIT_X != 0;
 
 __device__ __forceinline__ void named_sync(int id, int threads) {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
@@ -382,6 +386,9 @@ __device__ __forceinline__ void set_role_registers(bool input_warp) {
 
 // Whether this thread is one of the input warps' (v54).
 __device__ __forceinline__ bool in_input_warp() { return kInputWarps && threadIdx.x >= 32 * NWARPS; }
+
+// The warp's region of the W_ih tiles and staged x: v54, an input warp's index among them.
+__device__ __forceinline__ unsigned input_region() { return threadIdx.x / 32 - (kInputWarps ? NWARPS : 0); }
 
 #if CLUSTER_K > 1 && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900)
 #define ECORNN_MMA_CLUSTER __cluster_dims__(CLUSTER_K, 1, 1)
@@ -455,8 +462,10 @@ __device__ __forceinline__ SplitInput split_input(const float* xin, int T, int i
 constexpr int kChains = kATiles * kNTiles;
 constexpr int kAccSplitWanted = kChains >= 4 ? 1 : (kChains >= 2 ? 2 : 4);
 constexpr int kAccSplit = kAccSplitWanted < K_TILES ? kAccSplitWanted : K_TILES;
-// v54: an input warp's long product (IN_K_TILES x M_TILES mma) over 4 sets: 4 chains of 32 mma measured latency-bound.
-constexpr int kInAccWanted = kInputWarps ? 4 : kAccSplitWanted;
+#ifndef IN_WARP_ACC_SPLIT   // v54: an input warp's long product (IN_K_TILES x M_TILES mma) over this many accumulator sets
+#define IN_WARP_ACC_SPLIT 4
+#endif
+constexpr int kInAccWanted = kInputWarps ? IN_WARP_ACC_SPLIT : kAccSplitWanted;
 constexpr int kInAccSplit = kInAccWanted < IN_K_TILES ? kInAccWanted : (IN_K_TILES > 0 ? IN_K_TILES : 1);
 
 using RegTiles = unsigned int[kRegKTiles > 0 ? kRegKTiles : 1][kATiles][4];
@@ -464,12 +473,13 @@ using Acc = float[kATiles][kNTiles][4];
 
 // A block's packed fragment tile src [NWARPS][KTiles][Frags][32] (uint4): each warp's first RegKTiles k-tiles into
 // reg, the rest into shared memory dst [NWARPS][KTiles - RegKTiles][Frags][32].
-// v54: Warps own the tile (NWARPS, or the input warps'), warp is this warp's index among them (-1: none of them, no
-// register tiles); every thread of the block copies the shared-memory share.
-template <int KTiles, int RegKTiles, int Frags, typename Regs, int Warps = kWarps>
-__device__ __forceinline__ void load_fragment_tiles(Regs& reg, uint4* dst, const uint4* src, int warp) {
-    const int lane = threadIdx.x % 32;
-    if (warp >= 0)
+// v54: the Warps warps from FirstWarp on own the tile (the recurrent ones, or the input warps); every thread of the
+// block copies the shared-memory share.
+template <int KTiles, int RegKTiles, int Frags, typename Regs, int Warps = kWarps, int FirstWarp = 0>
+__device__ __forceinline__ void load_fragment_tiles(Regs& reg, uint4* dst, const uint4* src) {
+    const int warp = threadIdx.x / 32 - FirstWarp, lane = threadIdx.x % 32;
+    const bool owner = !kInputWarps || (warp >= 0 && warp < Warps);
+    if (owner)
 #pragma unroll
     for (int kt = 0; kt < RegKTiles; ++kt)
 #pragma unroll
@@ -487,9 +497,7 @@ __device__ __forceinline__ void load_fragment_tiles(Regs& reg, uint4* dst, const
 
 // The block's W_hh tile `tile`: register k-tiles into a_reg, the rest into shared memory a_s.
 __device__ __forceinline__ void load_tiles(RegTiles& a_reg, uint4* a_s, const uint4* tiles, size_t tile) {
-    const int warp = threadIdx.x / 32;
-    load_fragment_tiles<kKTiles, kRegKTiles, kATiles>(a_reg, a_s, tiles + tile * kTileU4,
-                                                      kInputWarps && warp >= kWarps ? -1 : warp);
+    load_fragment_tiles<kKTiles, kRegKTiles, kATiles>(a_reg, a_s, tiles + tile * kTileU4);
 }
 
 // ---- v5: tagged exchange (see the header) ----
@@ -609,9 +617,17 @@ __device__ __forceinline__ size_t packed_rows(int d, int step, int k_len) {
 // 16-bit rows src[n * ld + k] (n < Rows, k < k_len, ld and k_len multiples of 8) into its region `mine` (row stride
 // Stride words): 16-byte loads of 8 values, stored as they are. The packed exchange (written by every block before the
 // grid barrier) and, v12, the layer input x_t.
-template <int WarpK, int Stride, int Rows>
-__device__ __forceinline__ void stage_rows(unsigned int* mine, const unsigned short* src, int ld, int k_len, int kw) {
-    const int lane = threadIdx.x % 32;
+// The K-slice a warp stages: slice_warp(), or (v54, InputWarps) an input warp's input_region().
+template <bool InputWarps>
+__device__ __forceinline__ int staging_slice() {
+    if constexpr (InputWarps) return (int)input_region();
+    else return slice_warp();
+}
+
+// InputWarps (v54): the warp's K-slice is its input_region() (an input warp's), not slice_warp().
+template <int WarpK, int Stride, int Rows, bool InputWarps = false>
+__device__ __forceinline__ void stage_rows(unsigned int* mine, const unsigned short* src, int ld, int k_len) {
+    const int kw = staging_slice<InputWarps>(), lane = threadIdx.x % 32;
     constexpr int octs = WarpK / 8, count = Rows * octs;
     constexpr int iters = (count + 31) / 32, chunk = iters < kStageChunk ? iters : kStageChunk;
 #pragma unroll 1
@@ -634,8 +650,7 @@ __device__ __forceinline__ void stage_rows(unsigned int* mine, const unsigned sh
 
 // The warp's K-slice of the packed exchange rows src (k_len values per row) into its vec_s region.
 __device__ __forceinline__ void stage_packed(unsigned int* vec_s, const unsigned short* src, int k_len) {
-    stage_rows<kWarpK, kVecStride, kVecRows>(vec_s + (threadIdx.x / 32) * kVecWordsPerWarp, src, packed_ld(k_len), k_len,
-                                             slice_warp());
+    stage_rows<kWarpK, kVecStride, kVecRows>(vec_s + (threadIdx.x / 32) * kVecWordsPerWarp, src, packed_ld(k_len), k_len);
 }
 
 // mma of k-tile kt of the warp's slice (b0, b1 per the fragment map: n = g, k = 2c (+8); zero
@@ -766,20 +781,15 @@ __device__ __forceinline__ void warp_product(Acc& acc, const RegTiles& a_reg, co
     sum_sets<kAccSplit>(acc, part);
 }
 
-// The warp's region of the W_ih tiles and staged x (v54: an input warp's index among them), and its K-slice of x
-// (v42: its place in a cluster's virtual block).
-__device__ __forceinline__ int input_region() { return (int)(threadIdx.x / 32) - (kInputWarps ? NWARPS : 0); }
-__device__ __forceinline__ int input_slice() { return kInputWarps ? input_region() : slice_warp(); }
-
 // v12: x_t's rows (x rows [B][in_size] 16-bit, in_size a multiple of 8; v29 SPLIT: its hi rows x_rows,
 // then its lo rows lo_rows) into the warp's xs region.
 __device__ __forceinline__ void stage_input(unsigned int* xs, const unsigned short* x_rows,
                                             const unsigned short* lo_rows, int in_size) {
     if constexpr (kInput) {
         unsigned int* x_w = xs + input_region() * kXWordsPerWarp;
-        stage_rows<kInWarpK, kXStride, kBatch>(x_w, x_rows, in_size, in_size, input_slice());
+        stage_rows<kInWarpK, kXStride, kBatch, kInputWarps>(x_w, x_rows, in_size, in_size);
         if constexpr (kSplit)
-            stage_rows<kInWarpK, kXStride, kBatch>(x_w + kBatch * kXStride, lo_rows, in_size, in_size, input_slice());
+            stage_rows<kInWarpK, kXStride, kBatch, kInputWarps>(x_w + kBatch * kXStride, lo_rows, in_size, in_size);
     }
 }
 
@@ -1190,6 +1200,7 @@ __device__ __forceinline__ void input_warp_loop(float* red_s, unsigned int* xs, 
         const int t = reverse ? T - 1 - step : step;
         if (step > 0) named_sync(kPublishedBarrier, kThreads);
         stage_input(xs, x16 + t * x_step, nullptr, in_size);
+        if (kWaitX && step > 0) named_arrive(kStagedXBarrier, kThreads);
         Acc acc;
         input_product(acc, in_reg, in_a, xs);
         store_partials(red_s, acc);
@@ -1241,8 +1252,8 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     load_tiles(a_reg, s.a, tiles, p.tile);
     InRegTiles in_reg;   // v52
     if constexpr (kInput)
-        load_fragment_tiles<kInKTiles, kInRegKTiles, kMTiles, InRegTiles, kInSliceWarps>(   // v52
-            in_reg, s.in_a, in_tiles + p.tile * kInTileU4, !kInputWarps || in_input_warp() ? input_region() : -1);
+        load_fragment_tiles<kInKTiles, kInRegKTiles, kMTiles, InRegTiles, kInSliceWarps, kInputWarps ? NWARPS : 0>(
+            in_reg, s.in_a, in_tiles + p.tile * kInTileU4);   // v52
     // v21, a replayed graph: x_at = the replay ring's fetched {x, h0, c0, tag matched}; the kernel
     // reads the caller's x there instead of a copy (xin, NaN-filled, when the tag did not match).
     const bool x_by_reference = kInput && x_at != nullptr && x_at[3] != 0;
@@ -1324,6 +1335,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
             const float4 x4 = __ldg(reinterpret_cast<const float4*>(sx.lo_product + row * G + 4 * (size_t)p.j));
             xz = make_float4(fmaf(x4.x, f, b4.x), fmaf(x4.y, f, b4.y), fmaf(x4.z, f, b4.z), fmaf(x4.w, f, b4.w));
         }
+        if (kWaitX && step > 0) named_sync(kStagedXBarrier, kThreads);   // v54
         if constexpr (kTagged) {   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1
             tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.x, step - 1, H), H, (step + 1) & 0xffffu,
                            acc, step);

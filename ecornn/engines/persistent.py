@@ -227,6 +227,9 @@ INPUT_WARPS = 0         # v54 (forced: benches and tests): 16-bit tagged forward
 INPUT_WARP_REGS = 0     # v54: ... those warps keeping this many registers per thread (setmaxnreg, an sm_90a build; the
                         # recurrent warps take the rest); 0: every warp the launch's share
 INPUT_WARP_REG_K_TILES = 0   # v54: ... and this many of each input warp's W_ih k-tiles in registers
+INPUT_WARP_ACC_SPLIT = 4     # v54: accumulator sets of an input warp's product (IN_WARP_ACC_SPLIT)
+INPUT_WARPS_WAIT_X = True    # v54: their recurrent warps poll once the input warps staged x_t (IN_WARPS_WAIT_X); False:
+                             # right after their publish (the ablation)
 FORWARD_WARPS = None    # v52 (forced, tests and benches): an unclustered, ungrouped 16-bit tensor-core forward planned
                         # on blocks of this many warps (capacity.forward_on_warps), with the projection in the kernel
                         # where it fits; None: the plan's
@@ -781,6 +784,8 @@ def _flag_defines() -> dict:
     return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0}),
             **({"XW_AT_LOAD": 1} if XW_AT_LOAD else {}), **({} if H0_IN_PRODUCT else {"H0_IN_PRODUCT": 0}),
             **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {}),
+            **({} if INPUT_WARPS_WAIT_X else {"IN_WARPS_WAIT_X": 0}),
+            **({} if INPUT_WARP_ACC_SPLIT == 4 else {"IN_WARP_ACC_SPLIT": int(INPUT_WARP_ACC_SPLIT)}),
             **({} if DIAG_IN_K_TILES_USED is None else {"DIAG_IN_K_TILES_USED": int(DIAG_IN_K_TILES_USED)})}
 
 
@@ -819,7 +824,7 @@ def _remembered(build):
     @functools.wraps(build)
     def cached(plan, device_id: int):
         key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS, CLUSTER_COOPERATIVE,
-               DIAG_IN_K_TILES_USED)
+               DIAG_IN_K_TILES_USED, INPUT_WARPS_WAIT_X, INPUT_WARP_ACC_SPLIT)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -1361,7 +1366,7 @@ def _graph_mode(variant) -> tuple:
             gpu_blas.SPLIT_BY_WARPS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
             LONG_REDUCTION_CHUNK, STEP_CLOCKS, DIAG_IN_K_TILES_USED, INPUT_PART_K_TILES, INPUT_REG_K_TILES,
-            INPUT_WARPS, INPUT_WARP_REGS, INPUT_WARP_REG_K_TILES, FORWARD_WARPS, CLUSTER_K, CLUSTER_WARPS,
+            INPUT_WARPS, INPUT_WARP_REGS, INPUT_WARP_REG_K_TILES, INPUT_WARPS_WAIT_X, INPUT_WARP_ACC_SPLIT, FORWARD_WARPS, CLUSTER_K, CLUSTER_WARPS,
             CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE,
             BATCH_PADDING, rules.MAX_BATCH_PADDING, PAD_READS_X, batch_pad.PAD_BY_KERNEL, CUT_AT_COPY_OUT)
 
