@@ -9,7 +9,7 @@ WARPS = {"INPUT_WARPS": 4, "INPUT_WARP_REGS": 96}
 ALTERNATE_MODES = {
     "v53": {},
     "4 input warps, 96 registers": WARPS,
-    "72 registers, 2 accumulator sets": {**WARPS, "INPUT_WARP_REGS": 72, "INPUT_WARP_ACC_SPLIT": 2},
-    "the same, no input product (wrong sums)": {**WARPS, "DIAG_IN_K_TILES_USED": 0},
+    "64 registers, 2 accumulator sets": {**WARPS, "INPUT_WARP_REGS": 64, "INPUT_WARP_ACC_SPLIT": 2},
+    "96 registers, polls at once": {**WARPS, "INPUT_WARPS_WAIT_X": False},
 }
 MODES = ALTERNATE_MODES

@@ -290,14 +290,17 @@ constexpr int kInWarpK = 16 * IN_K_TILES;
 // after the NWARPS recurrent warps, each owning IN_K_TILES (and IN_REG_K_TILES) k-tiles of W_ih. In the other plans
 // it sat on every block's own loop between its publish and its next poll (~0.8 us of fp16 H=1024 B=16's step,
 // results/persistent_v52); here it runs beside the recurrent warps' poll, staging and product. An input warp stages
-// x_t after the block published h_{t-1} (named barrier kPublishedBarrier: loads near the publishes delay them,
-// v37), stores its product as the partials of warp NWARPS + i and arrives on kPartialsBarrier, where the recurrent
-// warps wait before their pointwise. Its partials region is read by the pointwise of that step only, and the input
-// warp writes it again only after the next publish, so one region suffices.
+// x_t once thread 0 published h_{t-1} (loads near the publishes delay them, v37), stores its product as partial set
+// NWARPS + (t & 1) * IN_WARPS + i and arrives on kPartialsBarrier, where the recurrent warps wait before their
+// pointwise. The two timing signals are shared-memory words (InputWarpSignals), not named barriers: a barrier arrive
+// orders the arriving thread's memory accesses, and right after the publish it waited for the publish's global
+// stores, ~1.1 us (results/persistent_v54, call 5's step clocks). The publish is thread 0's, not every thread's, so
+// the pointwise of step t - 1 may still read when the input warps store step t + 1's sums: two partial sets by step
+// parity (step t + 1's were read at step t - 1, before the partials barrier of step t).
 constexpr bool kInputWarps = kInWarps > 0;
 constexpr bool kInputInLoop = kInput && !kInputWarps;   // the recurrent warps' own input product (v12)
 constexpr int kInSliceWarps = kInputWarps ? kInWarps : NWARPS;   // warps that own W_ih's K-slices
-constexpr int kPartialWarps = NWARPS + IN_WARPS;                 // partial sets the pointwise adds
+constexpr int kPartialWarps = NWARPS + 2 * IN_WARPS;             // partial sets (v54: the input warps' two)
 constexpr int kInTileU4 = kInSliceWarps * kInKTiles * kMTiles * 32;   // one block's packed W_ih tile (uint4)
 #ifndef IN_REG_K_TILES
 #define IN_REG_K_TILES 0
@@ -343,11 +346,39 @@ static_assert(!kClustered || (PASS == 0 && kTagged && !(kSplit && kInput)),
 static_assert(kRows % (4 * kClusterK) == 0, "CLUSTER_K must divide the virtual block's units");
 static_assert(!kInputWarps || (kInput && kTagged && !kSplit && !kClustered && !kInputPart),
               "IN_WARPS: a 16-bit tagged forward with IN_K_TILES, unclustered, without INPUT_PART");
-constexpr int kRecurrentBarrier = 1, kPartialsBarrier = 2, kPublishedBarrier = 3, kStagedXBarrier = 4;   // v54
-#ifndef IN_WARPS_WAIT_X   // v54: the recurrent warps poll only once the input warps staged x_t (kStagedXBarrier): polls
-#define IN_WARPS_WAIT_X 1 // right after the publish, beside x's loads, measured 0.7 us/step slower (call 3; v37's early polls)
+constexpr int kRecurrentBarrier = 1, kPartialsBarrier = 2;   // v54: named barriers
+#ifndef IN_WARPS_WAIT_X   // v54: the recurrent warps poll only once the input warps staged x_t (polls right after the
+#define IN_WARPS_WAIT_X 1 // publish, beside x's loads: v37's early polls)
 #endif
 constexpr bool kWaitX = kInputWarps && IN_WARPS_WAIT_X != 0;
+
+// v54: what the input warps and the recurrent warps tell each other (volatile shared words, no ordering implied).
+struct InputWarpSignals {
+    unsigned int published;   // steps thread 0 has published
+    unsigned int x_staged;    // input warps' stagings of x done (IN_WARPS per step)
+};
+
+__device__ __forceinline__ unsigned int read_signal(const unsigned int* word) {
+    return *reinterpret_cast<const volatile unsigned int*>(word);
+}
+
+__device__ __forceinline__ void set_signal(unsigned int* word, unsigned int value) {
+    *reinterpret_cast<volatile unsigned int*>(word) = value;
+}
+
+// Spin until *word >= target (a shared-memory word another warp of the block sets). Bounded: a recurrent warp waits
+// for the input warps, which wait only for thread 0 (Bounded = false: their spill-free build; a trap in their loop
+// spilled 560 bytes under setmaxnreg).
+template <bool Bounded = true>
+__device__ __forceinline__ void wait_signal(const unsigned int* word, unsigned int target) {
+    if constexpr (Bounded) {
+        for (long long polls = 0; read_signal(word) < target; ++polls)
+            if (polls > kMaxPolls) __trap();
+    } else {
+        while (read_signal(word) < target) {
+        }
+    }
+}
 
 __device__ __forceinline__ void named_sync(int id, int threads) {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
@@ -847,8 +878,9 @@ __device__ __forceinline__ float paired_column(const float (&c_frag)[4], int i) 
 }
 
 // Store the warp's accumulators (C fragments: c0,c1 = C[g][2c, 2c+1], c2,c3 = C[g+8][2c, 2c+1]).
-__device__ __forceinline__ void store_partials(float* red_s, const Acc& acc) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+// v54: `set` the partial set (the warp's own by default; an input warp's by step parity).
+__device__ __forceinline__ void store_partials(float* red_s, const Acc& acc, int set = -1) {
+    const int warp = set >= 0 ? set : threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane / 4, c = lane % 4;
     if constexpr (kPaired) {   // hi.hi + (lo.hi + hi.lo) / 2^11 in column b < B
 #pragma unroll
@@ -1141,14 +1173,16 @@ __device__ __forceinline__ float load_state(const float* state, size_t at, int s
     return state[at];
 }
 
-// The pre-activations of (unit u, batch b): the warps' partials summed in warp order.
-__device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
+// The pre-activations of (unit u, batch b): the warps' partials summed in warp order (v54: then the input warps' set
+// of the step's parity).
+__device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b, int step) {
     float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
     // Partly unrolled: fully unrolled, ptxas hoists all NWARPS loads (4 registers each) and the
     // register tiles spill. The order of the sum is the same either way.
 #pragma unroll 4
-    for (int w = 0; w < kPartialWarps; ++w) {   // v54: the input warps' partials last
-        const float4 p = *reinterpret_cast<const float4*>(red_s + (w * (kRows / 4) + u) * kRedStride + 4 * b);
+    for (int w = 0; w < kWarps + kInWarps; ++w) {
+        const int set = w < kWarps ? w : w + (step & 1) * kInWarps;
+        const float4 p = *reinterpret_cast<const float4*>(red_s + (set * (kRows / 4) + u) * kRedStride + 4 * b);
         z.x += p.x; z.y += p.y; z.z += p.z; z.w += p.w;
     }
     return z;
@@ -1173,7 +1207,7 @@ __device__ __forceinline__ void send_unit_sums(const float* red_s, float* cluste
             const int unit = i / kNPad, b = i % kNPad;
             if (b < kBatch)
                 store_remote4(cluster_s + cluster_partial_index(step, rank, unit % kUnitsPerRank, b),
-                              unit / kUnitsPerRank, unit_sums(red_s, unit, b));
+                              unit / kUnitsPerRank, unit_sums(red_s, unit, b, step));
         }
         cluster_arrive();
         cluster_wait();
@@ -1192,18 +1226,19 @@ __device__ __forceinline__ float4 cluster_unit_sums(const float* cluster_s, int 
 }
 
 #if PASS == 0
-// v54: an input warp's loop: per step, x_t W_ih^T over its K-slice into its partials (warp NWARPS + i), staged once
-// the block published h_{t-1} (kPublishedBarrier), announced on kPartialsBarrier.
+// v54: an input warp's loop: per step, x_t W_ih^T over its K-slice into its partial set of the step's parity, staged
+// once thread 0 published h_{t-1}, announced on kPartialsBarrier.
 __device__ __forceinline__ void input_warp_loop(float* red_s, unsigned int* xs, const InRegTiles& in_reg, const uint4* in_a,
-                                const unsigned short* x16, size_t x_step, int in_size, int T, bool reverse) {
+                                                const unsigned short* x16, size_t x_step, int in_size, int T, bool reverse,
+                                                InputWarpSignals& signals) {
     for (int step = 0; step < T; ++step) {
         const int t = reverse ? T - 1 - step : step;
-        if (step > 0) named_sync(kPublishedBarrier, kThreads);
+        if (step > 0) wait_signal<false>(&signals.published, step);
         stage_input(xs, x16 + t * x_step, nullptr, in_size);
-        if (kWaitX && step > 0) named_arrive(kStagedXBarrier, kThreads);
+        if (kWaitX && threadIdx.x % 32 == 0) atomicAdd(&signals.x_staged, 1u);   // (stage_input ends in __syncwarp)
         Acc acc;
         input_product(acc, in_reg, in_a, xs);
-        store_partials(red_s, acc);
+        store_partials(red_s, acc, (int)(threadIdx.x / 32) + (step & 1) * kInWarps);
         named_arrive(kPartialsBarrier, kThreads);
     }
 }
@@ -1276,6 +1311,8 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     const bool xw_scaled = kSplit && !kInput && xw_row_exp != nullptr;   // v32
     // h0 is "step -1" (above with H0_IN_PRODUCT); the split without it starts from 0 (h0 is then W_hh h0, added at step 0)
     if (!kH0InProduct && p.active) publish_h(xch, p.x, -1, H, p.b, p.j, kSplit ? 0.0f : load_state(h0, p.state_at, states16), 1u);
+    __shared__ InputWarpSignals signals;   // v54 (unused otherwise)
+    if (kInputWarps && threadIdx.x == 0) signals = InputWarpSignals{0u, 0u};   // before the block barrier below
     cg::grid_group grid = cg::this_grid();
     constexpr bool kSplitBarrier = !kTagged && (SPLIT_BARRIER != 0 || kGroupBarriers);
     unsigned int* const counter = barrier_of(barrier, p.x);
@@ -1284,7 +1321,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     else __syncthreads();
     set_role_registers(in_input_warp());
     if (in_input_warp()) {   // v54
-        input_warp_loop(s.red, s.xs, in_reg, s.in_a, x16, x_step, in_size, T, p.reverse);
+        input_warp_loop(s.red, s.xs, in_reg, s.in_a, x16, x_step, in_size, T, p.reverse, signals);
         flush_marks(T);
         return;
     }
@@ -1335,7 +1372,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
             const float4 x4 = __ldg(reinterpret_cast<const float4*>(sx.lo_product + row * G + 4 * (size_t)p.j));
             xz = make_float4(fmaf(x4.x, f, b4.x), fmaf(x4.y, f, b4.y), fmaf(x4.z, f, b4.z), fmaf(x4.w, f, b4.w));
         }
-        if (kWaitX && step > 0) named_sync(kStagedXBarrier, kThreads);   // v54
+        if (kWaitX && step > 0) wait_signal(&signals.x_staged, (step + 1u) * kInWarps);   // v54
         if constexpr (kTagged) {   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1
             tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.x, step - 1, H), H, (step + 1) & 0xffffu,
                            acc, step);
@@ -1346,7 +1383,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         }
         send_unit_sums(s.red, s.cluster, step);   // v42 (clustered plans only)
         if (p.active) {
-            const float4 z = kClustered ? cluster_unit_sums(s.cluster, step, p.u, p.b) : unit_sums(s.red, p.u, p.b);
+            const float4 z = kClustered ? cluster_unit_sums(s.cluster, step, p.u, p.b) : unit_sums(s.red, p.u, p.b, step);
             // v33: xw unscaled (v32) and biased here, after the product, not where loaded (where its ldexpf can
             // wait for the exponents before the step's polls, as the grid kernel's SASS showed): fp32 H=1024 B=4,
             // B=8 and H=1536 B=4 forwards 0.03-0.14 us/step faster (results/persistent_v33, call 10)
@@ -1378,7 +1415,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         block_mark(step, kMarkPointwise);
         block_mark(step, kMarkPublishedNs, true);
         if constexpr (kSplitBarrier) grid_arrive(counter);   // h_t published (also orders the reads of red)
-        if (kInputWarps && step + 1 < T) named_arrive(kPublishedBarrier, kThreads);   // v54: x_{t+1}'s loads may start
+        if (kInputWarps && threadIdx.x == 0) set_signal(&signals.published, step + 1u);   // v54: x_{t+1}'s loads may start
         if (kInputInLoop && step + 1 < T) {   // the next step's input product while the other blocks finish
             if (kInputPart && p.active) xw_next = load_xw_part(xw_part, p, T, H, t_next);
             stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
