@@ -6,10 +6,12 @@ against v53's plans (the projection on the recurrent warps, between a block's pu
 """
 ROWS = [("float16", 1024, 16), ("float16", 1024, 8)]
 WARPS = {"INPUT_WARPS": 4, "INPUT_WARP_REGS": 96}
+AT_ONCE = {**WARPS, "INPUT_WARPS_WAIT_X": False}
 ALTERNATE_MODES = {
     "v53": {},
-    "4 input warps, 96 registers": WARPS,
-    "64 registers, 2 accumulator sets": {**WARPS, "INPUT_WARP_REGS": 64, "INPUT_WARP_ACC_SPLIT": 2},
-    "96 registers, polls at once": {**WARPS, "INPUT_WARPS_WAIT_X": False},
+    "input warps, polls at once": AT_ONCE,
+    "polls after a 300 ns sleep": {**AT_ONCE, "INPUT_WARPS_POLL_DELAY_NS": 300},
+    "polls after a 600 ns sleep": {**AT_ONCE, "INPUT_WARPS_POLL_DELAY_NS": 600},
+    "input warps a step ahead, polls at once": {**AT_ONCE, "INPUT_WARPS_LEAD": 1},
 }
 MODES = ALTERNATE_MODES

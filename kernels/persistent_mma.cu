@@ -300,7 +300,13 @@ constexpr int kInWarpK = 16 * IN_K_TILES;
 constexpr bool kInputWarps = kInWarps > 0;
 constexpr bool kInputInLoop = kInput && !kInputWarps;   // the recurrent warps' own input product (v12)
 constexpr int kInSliceWarps = kInputWarps ? kInWarps : NWARPS;   // warps that own W_ih's K-slices
-constexpr int kPartialWarps = NWARPS + 2 * IN_WARPS;             // partial sets (v54: the input warps' two)
+#ifndef IN_WARPS_LEAD     // v54: the input warps stage x_t once h_{t-1-LEAD} is published (1: a step ahead)
+#define IN_WARPS_LEAD 0
+#endif
+// v54: the input warps' partial sets rotate over the steps: step t's set was last read at step t - kInSets, whose
+// readers all passed the partials barrier of step t - kInSets + 1 before thread 0 published that step.
+constexpr int kInSets = 2 + IN_WARPS_LEAD;
+constexpr int kPartialWarps = NWARPS + kInSets * IN_WARPS;             // partial sets
 constexpr int kInTileU4 = kInSliceWarps * kInKTiles * kMTiles * 32;   // one block's packed W_ih tile (uint4)
 #ifndef IN_REG_K_TILES
 #define IN_REG_K_TILES 0
@@ -1181,7 +1187,7 @@ __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b, in
     // register tiles spill. The order of the sum is the same either way.
 #pragma unroll 4
     for (int w = 0; w < kWarps + kInWarps; ++w) {
-        const int set = w < kWarps ? w : w + (step & 1) * kInWarps;
+        const int set = w < kWarps ? w : w + (step % kInSets) * kInWarps;
         const float4 p = *reinterpret_cast<const float4*>(red_s + (set * (kRows / 4) + u) * kRedStride + 4 * b);
         z.x += p.x; z.y += p.y; z.z += p.z; z.w += p.w;
     }
@@ -1233,12 +1239,12 @@ __device__ __forceinline__ void input_warp_loop(float* red_s, unsigned int* xs, 
                                                 InputWarpSignals& signals) {
     for (int step = 0; step < T; ++step) {
         const int t = reverse ? T - 1 - step : step;
-        if (step > 0) wait_signal<false>(&signals.published, step);
+        if (step > IN_WARPS_LEAD) wait_signal<false>(&signals.published, step - IN_WARPS_LEAD);
         stage_input(xs, x16 + t * x_step, nullptr, in_size);
         if (kWaitX && threadIdx.x % 32 == 0) atomicAdd(&signals.x_staged, 1u);   // (stage_input ends in __syncwarp)
         Acc acc;
         input_product(acc, in_reg, in_a, xs);
-        store_partials(red_s, acc, (int)(threadIdx.x / 32) + (step & 1) * kInWarps);
+        store_partials(red_s, acc, (int)(threadIdx.x / 32) + (step % kInSets) * kInWarps);
         named_arrive(kPartialsBarrier, kThreads);
     }
 }

@@ -880,7 +880,7 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                        smem_bytes=self.smem_bytes - mma_input_smem_bytes(self.batch, self.input_slice_warps,
                                                                          self.m_tiles, self.input_k_tiles, self.parts,
                                                                          self.input_reg_k_tiles)
-                       - input_warp_partial_bytes(self, 2 * self.input_warps),
+                       - input_warp_partial_bytes(self, INPUT_WARP_SETS * self.input_warps),
                        regs_per_thread=self.regs_per_thread - mma_input_registers(self))
 
     def exchange_shape(self, directions: int) -> tuple:
@@ -1020,6 +1020,9 @@ def with_input_reg_tiles(plan, k_tiles: int):
                    regs_per_thread=plan.regs_per_thread + 4 * plan.m_tiles * moved)
 
 
+INPUT_WARP_SETS = 3   # v54: partial sets per input warp, room for the kernel's 2 + IN_WARPS_LEAD (0 or 1)
+
+
 def input_warp_partial_bytes(plan, input_warps: int) -> int:
     """v54: the shared memory of ``input_warps`` more warps' partials (the forward's [warp][unit][b][gate] lines)."""
     return 4 * input_warps * 4 * plan.m_tiles * (4 * 8 * plan.n_tiles + 4)
@@ -1040,7 +1043,7 @@ def with_input_warps(plan, warps: int, registers: int = 0, reg_k_tiles: int = 0)
     reg_k_tiles = max(0, min(int(reg_k_tiles), k_tiles))
     base = plan.without_input_projection()
     smem = (base.smem_bytes + mma_input_smem_bytes(plan.batch, warps, plan.m_tiles, k_tiles, 1, reg_k_tiles)
-            + input_warp_partial_bytes(plan, 2 * warps))   # a set per step parity
+            + input_warp_partial_bytes(plan, INPUT_WARP_SETS * warps))   # sets rotating over the steps
     return replace(plan, input_warps=warps, input_warp_regs=int(registers), input_k_tiles=k_tiles,
                    input_reg_k_tiles=reg_k_tiles, smem_bytes=smem)
 
