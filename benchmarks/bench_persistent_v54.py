@@ -12,6 +12,5 @@ ALTERNATE_MODES = {
     "input warps, polls at once": AT_ONCE,
     "polls after a 300 ns sleep": {**AT_ONCE, "INPUT_WARPS_POLL_DELAY_NS": 300},
     "polls after a 600 ns sleep": {**AT_ONCE, "INPUT_WARPS_POLL_DELAY_NS": 600},
-    "input warps a step ahead, polls at once": {**AT_ONCE, "INPUT_WARPS_LEAD": 1},
 }
 MODES = ALTERNATE_MODES

@@ -300,12 +300,9 @@ constexpr int kInWarpK = 16 * IN_K_TILES;
 constexpr bool kInputWarps = kInWarps > 0;
 constexpr bool kInputInLoop = kInput && !kInputWarps;   // the recurrent warps' own input product (v12)
 constexpr int kInSliceWarps = kInputWarps ? kInWarps : NWARPS;   // warps that own W_ih's K-slices
-#ifndef IN_WARPS_LEAD     // v54: the input warps stage x_t once h_{t-1-LEAD} is published (1: a step ahead)
-#define IN_WARPS_LEAD 0
-#endif
-// v54: the input warps' partial sets rotate over the steps: step t's set was last read at step t - kInSets, whose
-// readers all passed the partials barrier of step t - kInSets + 1 before thread 0 published that step.
-constexpr int kInSets = 2 + IN_WARPS_LEAD;
+// v54: the input warps' partial sets alternate by step parity (see above). Running them a step ahead (a third set)
+// hung: their arrivals on the partials barrier then mix two steps' generations (results/persistent_v54, call 7).
+constexpr int kInSets = 2;
 constexpr int kPartialWarps = NWARPS + kInSets * IN_WARPS;             // partial sets
 constexpr int kInTileU4 = kInSliceWarps * kInKTiles * kMTiles * 32;   // one block's packed W_ih tile (uint4)
 #ifndef IN_REG_K_TILES
@@ -1239,7 +1236,7 @@ __device__ __forceinline__ void input_warp_loop(float* red_s, unsigned int* xs, 
                                                 InputWarpSignals& signals) {
     for (int step = 0; step < T; ++step) {
         const int t = reverse ? T - 1 - step : step;
-        if (step > IN_WARPS_LEAD) wait_signal<false>(&signals.published, step - IN_WARPS_LEAD);
+        if (step > 0) wait_signal<false>(&signals.published, step);
         stage_input(xs, x16 + t * x_step, nullptr, in_size);
         if (kWaitX && threadIdx.x % 32 == 0) atomicAdd(&signals.x_staged, 1u);   // (stage_input ends in __syncwarp)
         Acc acc;

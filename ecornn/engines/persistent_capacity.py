@@ -1020,7 +1020,7 @@ def with_input_reg_tiles(plan, k_tiles: int):
                    regs_per_thread=plan.regs_per_thread + 4 * plan.m_tiles * moved)
 
 
-INPUT_WARP_SETS = 3   # v54: partial sets per input warp, room for the kernel's 2 + IN_WARPS_LEAD (0 or 1)
+INPUT_WARP_SETS = 2   # v54: partial sets per input warp (the kernel's kInSets: one per step parity)
 
 
 def input_warp_partial_bytes(plan, input_warps: int) -> int:
