@@ -7,10 +7,11 @@ against v53's plans (the projection on the recurrent warps, between a block's pu
 ROWS = [("float16", 1024, 16), ("float16", 1024, 8)]
 WARPS = {"INPUT_WARPS": 4, "INPUT_WARP_REGS": 96}
 AT_ONCE = {**WARPS, "INPUT_WARPS_WAIT_X": False}
+WAIT_X = {**WARPS, "INPUT_WARPS_WAIT_SLEEP_NS": 50}
 ALTERNATE_MODES = {
     "v53": {},
-    "input warps, polls at once": AT_ONCE,
-    "polls after a 300 ns sleep": {**AT_ONCE, "INPUT_WARPS_POLL_DELAY_NS": 300},
-    "polls after a 600 ns sleep": {**AT_ONCE, "INPUT_WARPS_POLL_DELAY_NS": 600},
+    "input warps, polls once x is staged (50 ns sleeps)": WAIT_X,
+    "the same, no input product (diagnostic: wrong sums)": {**WAIT_X, "DIAG_IN_K_TILES_USED": 0},
+    "polls at once, no input product (diagnostic)": {**AT_ONCE, "DIAG_IN_K_TILES_USED": 0},
 }
 MODES = ALTERNATE_MODES

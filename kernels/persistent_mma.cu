@@ -354,6 +354,9 @@ constexpr int kRecurrentBarrier = 1, kPartialsBarrier = 2;   // v54: named barri
 #define IN_WARPS_WAIT_X 1 // publish, beside x's loads: v37's early polls)
 #endif
 constexpr bool kWaitX = kInputWarps && IN_WARPS_WAIT_X != 0;
+#ifndef IN_WARPS_WAIT_SLEEP_NS   // v54: that wait's sleep between reads of the signal
+#define IN_WARPS_WAIT_SLEEP_NS 0
+#endif
 
 // v54: what the input warps and the recurrent warps tell each other (volatile shared words, no ordering implied).
 struct InputWarpSignals {
@@ -372,11 +375,14 @@ __device__ __forceinline__ void set_signal(unsigned int* word, unsigned int valu
 // Spin until *word >= target (a shared-memory word another warp of the block sets). Bounded: a recurrent warp waits
 // for the input warps, which wait only for thread 0 (Bounded = false: their spill-free build; a trap in their loop
 // spilled 560 bytes under setmaxnreg).
-template <bool Bounded = true>
+// SleepNs: between reads (shared-memory reads of 8 spinning warps compete with the input warps' staging).
+template <bool Bounded = true, int SleepNs = 0>
 __device__ __forceinline__ void wait_signal(const unsigned int* word, unsigned int target) {
     if constexpr (Bounded) {
-        for (long long polls = 0; read_signal(word) < target; ++polls)
+        for (long long polls = 0; read_signal(word) < target; ++polls) {
             if (polls > kMaxPolls) __trap();
+            if constexpr (SleepNs > 0) __nanosleep(SleepNs);
+        }
     } else {
         while (read_signal(word) < target) {
         }
@@ -1375,7 +1381,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
             const float4 x4 = __ldg(reinterpret_cast<const float4*>(sx.lo_product + row * G + 4 * (size_t)p.j));
             xz = make_float4(fmaf(x4.x, f, b4.x), fmaf(x4.y, f, b4.y), fmaf(x4.z, f, b4.z), fmaf(x4.w, f, b4.w));
         }
-        if (kWaitX && step > 0) wait_signal(&signals.x_staged, (step + 1u) * kInWarps);   // v54
+        if (kWaitX && step > 0) wait_signal<true, IN_WARPS_WAIT_SLEEP_NS>(&signals.x_staged, (step + 1u) * kInWarps);
         if constexpr (kTagged) {   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1
             tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.x, step - 1, H), H, (step + 1) & 0xffffu,
                            acc, step);
