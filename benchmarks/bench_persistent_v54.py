@@ -10,8 +10,9 @@ AT_ONCE = {**WARPS, "INPUT_WARPS_WAIT_X": False}
 WAIT_X = {**WARPS, "INPUT_WARPS_WAIT_SLEEP_NS": 50}
 ALTERNATE_MODES = {
     "v53": {},
-    "input warps, polls once x is staged (50 ns sleeps)": WAIT_X,
-    "the same, no input product (diagnostic: wrong sums)": {**WAIT_X, "DIAG_IN_K_TILES_USED": 0},
-    "polls at once, no input product (diagnostic)": {**AT_ONCE, "DIAG_IN_K_TILES_USED": 0},
+    "input warps sleep 100 ns between signal reads, polls at once": {**AT_ONCE, "INPUT_WARPS_SLEEP_NS": 100},
+    "the same, no input product (diagnostic)": {**AT_ONCE, "INPUT_WARPS_SLEEP_NS": 100, "DIAG_IN_K_TILES_USED": 0},
+    "input warps sleep 100 ns, polls once x is staged": {**WAIT_X, "INPUT_WARPS_SLEEP_NS": 100},
+    "input warps sleep 300 ns, polls at once": {**AT_ONCE, "INPUT_WARPS_SLEEP_NS": 300},
 }
 MODES = ALTERNATE_MODES

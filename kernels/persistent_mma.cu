@@ -357,6 +357,9 @@ constexpr bool kWaitX = kInputWarps && IN_WARPS_WAIT_X != 0;
 #ifndef IN_WARPS_WAIT_SLEEP_NS   // v54: that wait's sleep between reads of the signal
 #define IN_WARPS_WAIT_SLEEP_NS 0
 #endif
+#ifndef IN_WARPS_SLEEP_NS        // v54: the input warps' sleep between reads of thread 0's publish signal
+#define IN_WARPS_SLEEP_NS 0
+#endif
 
 // v54: what the input warps and the recurrent warps tell each other (volatile shared words, no ordering implied).
 struct InputWarpSignals {
@@ -385,6 +388,7 @@ __device__ __forceinline__ void wait_signal(const unsigned int* word, unsigned i
         }
     } else {
         while (read_signal(word) < target) {
+            if constexpr (SleepNs > 0) __nanosleep(SleepNs);
         }
     }
 }
@@ -1242,7 +1246,7 @@ __device__ __forceinline__ void input_warp_loop(float* red_s, unsigned int* xs, 
                                                 InputWarpSignals& signals) {
     for (int step = 0; step < T; ++step) {
         const int t = reverse ? T - 1 - step : step;
-        if (step > 0) wait_signal<false>(&signals.published, step);
+        if (step > 0) wait_signal<false, IN_WARPS_SLEEP_NS>(&signals.published, step);
         stage_input(xs, x16 + t * x_step, nullptr, in_size);
         if (kWaitX && threadIdx.x % 32 == 0) atomicAdd(&signals.x_staged, 1u);   // (stage_input ends in __syncwarp)
         Acc acc;

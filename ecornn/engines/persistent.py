@@ -229,6 +229,7 @@ INPUT_WARP_REGS = 0     # v54: ... those warps keeping this many registers per t
 INPUT_WARP_REG_K_TILES = 0   # v54: ... and this many of each input warp's W_ih k-tiles in registers
 INPUT_WARP_ACC_SPLIT = 4     # v54: accumulator sets of an input warp's product (IN_WARP_ACC_SPLIT)
 INPUT_WARPS_WAIT_SLEEP_NS = 0   # v54: ... sleeping this long between reads of the input warps' signal
+INPUT_WARPS_SLEEP_NS = 0   # v54: the input warps sleep this long between reads of the publish signal
 INPUT_WARPS_POLL_DELAY_NS = 0   # v54: their recurrent warps sleep this long before the first poll (the plan's poll delay)
 INPUT_WARPS_WAIT_X = True    # v54: their recurrent warps poll once the input warps staged x_t (IN_WARPS_WAIT_X); False:
                              # right after their publish (the ablation)
@@ -791,6 +792,7 @@ def _flag_defines() -> dict:
             **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {}),
             **({} if INPUT_WARPS_WAIT_X else {"IN_WARPS_WAIT_X": 0}),
             **({"IN_WARPS_WAIT_SLEEP_NS": int(INPUT_WARPS_WAIT_SLEEP_NS)} if INPUT_WARPS_WAIT_SLEEP_NS else {}),
+            **({"IN_WARPS_SLEEP_NS": int(INPUT_WARPS_SLEEP_NS)} if INPUT_WARPS_SLEEP_NS else {}),
             **({} if INPUT_WARP_ACC_SPLIT == 4 else {"IN_WARP_ACC_SPLIT": int(INPUT_WARP_ACC_SPLIT)}),
             **({} if DIAG_IN_K_TILES_USED is None else {"DIAG_IN_K_TILES_USED": int(DIAG_IN_K_TILES_USED)})}
 
@@ -830,7 +832,7 @@ def _remembered(build):
     @functools.wraps(build)
     def cached(plan, device_id: int):
         key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS, CLUSTER_COOPERATIVE,
-               DIAG_IN_K_TILES_USED, INPUT_WARPS_WAIT_X, INPUT_WARP_ACC_SPLIT, INPUT_WARPS_WAIT_SLEEP_NS)
+               DIAG_IN_K_TILES_USED, INPUT_WARPS_WAIT_X, INPUT_WARP_ACC_SPLIT, INPUT_WARPS_WAIT_SLEEP_NS, INPUT_WARPS_SLEEP_NS)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -1372,7 +1374,8 @@ def _graph_mode(variant) -> tuple:
             gpu_blas.SPLIT_BY_WARPS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
             LONG_REDUCTION_CHUNK, STEP_CLOCKS, DIAG_IN_K_TILES_USED, INPUT_PART_K_TILES, INPUT_REG_K_TILES,
-            INPUT_WARPS, INPUT_WARP_REGS, INPUT_WARP_REG_K_TILES, INPUT_WARPS_WAIT_X, INPUT_WARP_ACC_SPLIT, INPUT_WARPS_POLL_DELAY_NS, INPUT_WARPS_WAIT_SLEEP_NS, FORWARD_WARPS, CLUSTER_K, CLUSTER_WARPS,
+            INPUT_WARPS, INPUT_WARP_REGS, INPUT_WARP_REG_K_TILES, INPUT_WARPS_WAIT_X, INPUT_WARP_ACC_SPLIT, INPUT_WARPS_POLL_DELAY_NS, INPUT_WARPS_WAIT_SLEEP_NS,
+            INPUT_WARPS_SLEEP_NS, FORWARD_WARPS, CLUSTER_K, CLUSTER_WARPS,
             CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE,
             BATCH_PADDING, rules.MAX_BATCH_PADDING, PAD_READS_X, batch_pad.PAD_BY_KERNEL, CUT_AT_COPY_OUT)
 
