@@ -176,9 +176,6 @@ namespace cg = cooperative_groups;
 #ifndef SPLIT_WORDS     // v28: the split's h as one word (hi | lo with the step-parity bit); 0: v13's two rows
 #define SPLIT_WORDS 1
 #endif
-#ifndef IN_WARPS        // v54: warps of their own for the in-kernel input product (see kInputWarps)
-#define IN_WARPS 0
-#endif
 #ifndef GROUPS          // v30: the batch as GROUPS groups of BATCH columns, each on blocks of its own
 #define GROUPS 1
 #endif
@@ -221,8 +218,7 @@ constexpr int kBatchAll = GROUPS * BATCH;
 constexpr int kNTiles = (BATCH + 7) / 8;
 constexpr int kNPad = 8 * kNTiles;                 // batch padded to the mma's N
 constexpr int kWarps = NWARPS;
-constexpr int kInWarps = IN_WARPS;
-constexpr int kThreads = 32 * (NWARPS + IN_WARPS);   // v54: the input warps after the NWARPS recurrent ones
+constexpr int kThreads = 32 * NWARPS;
 constexpr int kMTiles = M_TILES;
 constexpr int kRows = 16 * M_TILES;               // padded rows per block
 constexpr int kKTiles = K_TILES;
@@ -286,25 +282,7 @@ static_assert(!kInputPart || (kInput && PASS == 0 && !kSplit), "INPUT_PART: a 16
 // first DIAG_IN_K_TILES_USED k-tiles, to see what a cheaper in-kernel projection would save.
 constexpr int kInKTilesUsed = DIAG_IN_K_TILES_USED;
 constexpr int kInWarpK = 16 * IN_K_TILES;
-// v54, IN_WARPS > 0 (16-bit tagged forwards with IN_K_TILES): the input product runs on IN_WARPS warps of their own,
-// after the NWARPS recurrent warps, each owning IN_K_TILES (and IN_REG_K_TILES) k-tiles of W_ih. In the other plans
-// it sat on every block's own loop between its publish and its next poll (~0.8 us of fp16 H=1024 B=16's step,
-// results/persistent_v52); here it runs beside the recurrent warps' poll, staging and product. An input warp stages
-// x_t once thread 0 published h_{t-1} (loads near the publishes delay them, v37), stores its product as partial set
-// NWARPS + (t & 1) * IN_WARPS + i and arrives on kPartialsBarrier, where the recurrent warps wait before their
-// pointwise. The two timing signals are shared-memory words (InputWarpSignals), not named barriers: a barrier arrive
-// orders the arriving thread's memory accesses, and right after the publish it waited for the publish's global
-// stores, ~1.1 us (results/persistent_v54, call 5's step clocks). The publish is thread 0's, not every thread's, so
-// the pointwise of step t - 1 may still read when the input warps store step t + 1's sums: two partial sets by step
-// parity (step t + 1's were read at step t - 1, before the partials barrier of step t).
-constexpr bool kInputWarps = kInWarps > 0;
-constexpr bool kInputInLoop = kInput && !kInputWarps;   // the recurrent warps' own input product (v12)
-constexpr int kInSliceWarps = kInputWarps ? kInWarps : NWARPS;   // warps that own W_ih's K-slices
-// v54: the input warps' partial sets alternate by step parity (see above). Running them a step ahead (a third set)
-// hung: their arrivals on the partials barrier then mix two steps' generations (results/persistent_v54, call 7).
-constexpr int kInSets = 2;
-constexpr int kPartialWarps = NWARPS + kInSets * IN_WARPS;             // partial sets
-constexpr int kInTileU4 = kInSliceWarps * kInKTiles * kMTiles * 32;   // one block's packed W_ih tile (uint4)
+constexpr int kInTileU4 = kWarps * kInKTiles * kMTiles * 32;   // one block's packed W_ih tile (uint4)
 #ifndef IN_REG_K_TILES
 #define IN_REG_K_TILES 0
 #endif
@@ -317,7 +295,7 @@ constexpr int kInRegKTiles = IN_REG_K_TILES;
 static_assert(kInRegKTiles >= 0 && kInRegKTiles <= kInKTiles, "IN_REG_K_TILES must be in [0, IN_K_TILES]");
 static_assert(kInRegKTiles == 0 || !kSplit, "IN_REG_K_TILES: 16-bit forwards only");
 static_assert(kInRegKTiles <= kInKTilesUsed, "IN_REG_K_TILES: not with a shorter diagnostic product");
-constexpr int kInSmemTileU4 = kInSliceWarps * (kInKTiles - kInRegKTiles) * kMTiles * 32;   // the shared-memory share
+constexpr int kInSmemTileU4 = kWarps * (kInKTiles - kInRegKTiles) * kMTiles * 32;   // the shared-memory share
 using InRegTiles = unsigned int[kInRegKTiles > 0 ? kInRegKTiles : 1][kMTiles][4];
 // v29, SPLIT with IN_K_TILES (only when forced: slower than the GEMM, persistent_rules.split_projection_pays):
 // the block keeps only W_ih's hi fragments (its own power-of-two scale; hi and lo tiles, 2x v12's
@@ -347,92 +325,6 @@ constexpr int kUnitsPerRank = kRows / 4 / kClusterK;   // a block's own units
 static_assert(!kClustered || (PASS == 0 && kTagged && !(kSplit && kInput)),
               "CLUSTER_K: tagged forwards, not with v29's in-kernel split projection");
 static_assert(kRows % (4 * kClusterK) == 0, "CLUSTER_K must divide the virtual block's units");
-static_assert(!kInputWarps || (kInput && kTagged && !kSplit && !kClustered && !kInputPart),
-              "IN_WARPS: a 16-bit tagged forward with IN_K_TILES, unclustered, without INPUT_PART");
-constexpr int kRecurrentBarrier = 1, kPartialsBarrier = 2;   // v54: named barriers
-#ifndef IN_WARPS_WAIT_X   // v54: the recurrent warps poll only once the input warps staged x_t (polls right after the
-#define IN_WARPS_WAIT_X 1 // publish, beside x's loads: v37's early polls)
-#endif
-constexpr bool kWaitX = kInputWarps && IN_WARPS_WAIT_X != 0;
-#ifndef IN_WARPS_WAIT_SLEEP_NS   // v54: that wait's sleep between reads of the signal
-#define IN_WARPS_WAIT_SLEEP_NS 0
-#endif
-#ifndef IN_WARPS_SLEEP_NS        // v54: the input warps' sleep between reads of thread 0's publish signal
-#define IN_WARPS_SLEEP_NS 0
-#endif
-
-// v54: what the input warps and the recurrent warps tell each other (volatile shared words, no ordering implied).
-struct InputWarpSignals {
-    unsigned int published;   // steps thread 0 has published
-    unsigned int x_staged;    // input warps' stagings of x done (IN_WARPS per step)
-};
-
-__device__ __forceinline__ unsigned int read_signal(const unsigned int* word) {
-    return *reinterpret_cast<const volatile unsigned int*>(word);
-}
-
-__device__ __forceinline__ void set_signal(unsigned int* word, unsigned int value) {
-    *reinterpret_cast<volatile unsigned int*>(word) = value;
-}
-
-// Spin until *word >= target (a shared-memory word another warp of the block sets). Bounded: a recurrent warp waits
-// for the input warps, which wait only for thread 0 (Bounded = false: their spill-free build; a trap in their loop
-// spilled 560 bytes under setmaxnreg).
-// SleepNs: between reads (shared-memory reads of 8 spinning warps compete with the input warps' staging).
-template <bool Bounded = true, int SleepNs = 0>
-__device__ __forceinline__ void wait_signal(const unsigned int* word, unsigned int target) {
-    if constexpr (Bounded) {
-        for (long long polls = 0; read_signal(word) < target; ++polls) {
-            if (polls > kMaxPolls) __trap();
-            if constexpr (SleepNs > 0) __nanosleep(SleepNs);
-        }
-    } else {
-        while (read_signal(word) < target) {
-            if constexpr (SleepNs > 0) __nanosleep(SleepNs);
-        }
-    }
-}
-
-__device__ __forceinline__ void named_sync(int id, int threads) {
-    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
-__device__ __forceinline__ void named_arrive(int id, int threads) {
-    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
-// A barrier of the recurrent warps (v54: without the input warps, which keep their own loop).
-__device__ __forceinline__ void recurrent_sync() {
-    if constexpr (kInputWarps) named_sync(kRecurrentBarrier, 32 * NWARPS);
-    else __syncthreads();
-}
-
-#ifndef IN_WARP_REGS   // v54: registers per thread of the input warps (setmaxnreg, sm_90a); 0: every warp keeps the launch's
-#define IN_WARP_REGS 0
-#endif
-constexpr int kInWarpRegs = IN_WARP_REGS;
-// The recurrent warps take what the input warps give back, in multiples of 8 (kernel launched with 1 block per SM at
-// the cap 65536 / kThreads, rounded down to 8 per thread).
-constexpr int kLaunchRegs = (65536 / kThreads) / 8 * 8 > 255 ? 248 : (65536 / kThreads) / 8 * 8;
-constexpr int kRecurrentRegs0 = (kLaunchRegs * kThreads - kInWarpRegs * 32 * IN_WARPS) / (32 * NWARPS) / 8 * 8;
-constexpr int kRecurrentRegs = kRecurrentRegs0 > 248 ? 248 : kRecurrentRegs0;
-static_assert(kInWarpRegs == 0 || (IN_WARPS % 4 == 0 && NWARPS % 4 == 0), "IN_WARP_REGS: whole warpgroups");
-
-// v54: the input and the recurrent warps' share of the registers (sm_90a; a no-op elsewhere and at IN_WARP_REGS 0).
-__device__ __forceinline__ void set_role_registers(bool input_warp) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    if constexpr (kInWarpRegs > 0) {
-        if (input_warp) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kInWarpRegs));
-        else asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRecurrentRegs));
-    }
-#endif
-}
-
-// Whether this thread is one of the input warps' (v54).
-__device__ __forceinline__ bool in_input_warp() { return kInputWarps && threadIdx.x >= 32 * NWARPS; }
-
-// The warp's region of the W_ih tiles and staged x: v54, an input warp's index among them.
-__device__ __forceinline__ unsigned input_region() { return threadIdx.x / 32 - (kInputWarps ? NWARPS : 0); }
 
 #if CLUSTER_K > 1 && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900)
 #define ECORNN_MMA_CLUSTER __cluster_dims__(CLUSTER_K, 1, 1)
@@ -462,7 +354,7 @@ constexpr bool kH0InProduct = kSplit && !kInput && H0_IN_PRODUCT != 0;
 // padding per unit make the fragment stores conflict-free (the two units of one store are 36
 // floats apart: banks +4).
 constexpr int kRedStride = 4 * kNPad + 4;          // floats per (warp, unit)
-constexpr int kRedFloats = kPartialWarps * (kRows / 4) * kRedStride;
+constexpr int kRedFloats = kWarps * (kRows / 4) * kRedStride;
 #else
 // Partials [warp][unit][b] (+4 floats of padding per unit against bank conflicts of the stores).
 constexpr int kRedStride = kNPad + 4;
@@ -506,24 +398,16 @@ __device__ __forceinline__ SplitInput split_input(const float* xin, int T, int i
 constexpr int kChains = kATiles * kNTiles;
 constexpr int kAccSplitWanted = kChains >= 4 ? 1 : (kChains >= 2 ? 2 : 4);
 constexpr int kAccSplit = kAccSplitWanted < K_TILES ? kAccSplitWanted : K_TILES;
-#ifndef IN_WARP_ACC_SPLIT   // v54: an input warp's long product (IN_K_TILES x M_TILES mma) over this many accumulator sets
-#define IN_WARP_ACC_SPLIT 4
-#endif
-constexpr int kInAccWanted = kInputWarps ? IN_WARP_ACC_SPLIT : kAccSplitWanted;
-constexpr int kInAccSplit = kInAccWanted < IN_K_TILES ? kInAccWanted : (IN_K_TILES > 0 ? IN_K_TILES : 1);
+constexpr int kInAccSplit = kAccSplitWanted < IN_K_TILES ? kAccSplitWanted : (IN_K_TILES > 0 ? IN_K_TILES : 1);
 
 using RegTiles = unsigned int[kRegKTiles > 0 ? kRegKTiles : 1][kATiles][4];
 using Acc = float[kATiles][kNTiles][4];
 
 // A block's packed fragment tile src [NWARPS][KTiles][Frags][32] (uint4): each warp's first RegKTiles k-tiles into
 // reg, the rest into shared memory dst [NWARPS][KTiles - RegKTiles][Frags][32].
-// v54: the Warps warps from FirstWarp on own the tile (the recurrent ones, or the input warps); every thread of the
-// block copies the shared-memory share.
-template <int KTiles, int RegKTiles, int Frags, typename Regs, int Warps = kWarps, int FirstWarp = 0>
+template <int KTiles, int RegKTiles, int Frags, typename Regs>
 __device__ __forceinline__ void load_fragment_tiles(Regs& reg, uint4* dst, const uint4* src) {
-    const int warp = threadIdx.x / 32 - FirstWarp, lane = threadIdx.x % 32;
-    const bool owner = !kInputWarps || (warp >= 0 && warp < Warps);
-    if (owner)
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
     for (int kt = 0; kt < RegKTiles; ++kt)
 #pragma unroll
@@ -532,7 +416,7 @@ __device__ __forceinline__ void load_fragment_tiles(Regs& reg, uint4* dst, const
             reg[kt][mt][0] = q.x; reg[kt][mt][1] = q.y; reg[kt][mt][2] = q.z; reg[kt][mt][3] = q.w;
         }
     constexpr int per_warp = (KTiles - RegKTiles) * Frags * 32 > 0 ? (KTiles - RegKTiles) * Frags * 32 : 1;
-    constexpr int total = Warps * (KTiles - RegKTiles) * Frags * 32;
+    constexpr int total = kWarps * (KTiles - RegKTiles) * Frags * 32;
     for (int idx = threadIdx.x; idx < total; idx += kThreads) {
         const int wi = idx / per_warp, rest = idx % per_warp;
         dst[idx] = src[(wi * KTiles + RegKTiles) * Frags * 32 + rest];
@@ -661,17 +545,9 @@ __device__ __forceinline__ size_t packed_rows(int d, int step, int k_len) {
 // 16-bit rows src[n * ld + k] (n < Rows, k < k_len, ld and k_len multiples of 8) into its region `mine` (row stride
 // Stride words): 16-byte loads of 8 values, stored as they are. The packed exchange (written by every block before the
 // grid barrier) and, v12, the layer input x_t.
-// The K-slice a warp stages: slice_warp(), or (v54, InputWarps) an input warp's input_region().
-template <bool InputWarps>
-__device__ __forceinline__ int staging_slice() {
-    if constexpr (InputWarps) return (int)input_region();
-    else return slice_warp();
-}
-
-// InputWarps (v54): the warp's K-slice is its input_region() (an input warp's), not slice_warp().
-template <int WarpK, int Stride, int Rows, bool InputWarps = false>
+template <int WarpK, int Stride, int Rows>
 __device__ __forceinline__ void stage_rows(unsigned int* mine, const unsigned short* src, int ld, int k_len) {
-    const int kw = staging_slice<InputWarps>(), lane = threadIdx.x % 32;
+    const int kw = slice_warp(), lane = threadIdx.x % 32;
     constexpr int octs = WarpK / 8, count = Rows * octs;
     constexpr int iters = (count + 31) / 32, chunk = iters < kStageChunk ? iters : kStageChunk;
 #pragma unroll 1
@@ -814,7 +690,7 @@ __device__ __forceinline__ void warp_product(Acc& acc, const RegTiles& a_reg, co
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const unsigned int* vec_w = vec_s + warp * kVecWordsPerWarp;
     float part[kAccSplit][kATiles][kNTiles][4];
-    start_sets<kAccSplit>(part, acc, kInputInLoop);
+    start_sets<kAccSplit>(part, acc, kInput);
 #pragma unroll
     for (int kt = 0; kt < kRegKTiles; ++kt)
 #pragma unroll
@@ -830,10 +706,10 @@ __device__ __forceinline__ void warp_product(Acc& acc, const RegTiles& a_reg, co
 __device__ __forceinline__ void stage_input(unsigned int* xs, const unsigned short* x_rows,
                                             const unsigned short* lo_rows, int in_size) {
     if constexpr (kInput) {
-        unsigned int* x_w = xs + input_region() * kXWordsPerWarp;
-        stage_rows<kInWarpK, kXStride, kBatch, kInputWarps>(x_w, x_rows, in_size, in_size);
+        unsigned int* x_w = xs + (threadIdx.x / 32) * kXWordsPerWarp;
+        stage_rows<kInWarpK, kXStride, kBatch>(x_w, x_rows, in_size, in_size);
         if constexpr (kSplit)
-            stage_rows<kInWarpK, kXStride, kBatch, kInputWarps>(x_w + kBatch * kXStride, lo_rows, in_size, in_size);
+            stage_rows<kInWarpK, kXStride, kBatch>(x_w + kBatch * kXStride, lo_rows, in_size, in_size);
     }
 }
 
@@ -843,7 +719,7 @@ __device__ __forceinline__ void stage_input(unsigned int* xs, const unsigned sho
 __device__ __forceinline__ void input_product(Acc& acc, const InRegTiles& in_reg, const uint4* in_s,
                                               const unsigned int* xs) {
     if constexpr (kInput) {
-        const int warp = input_region(), lane = threadIdx.x % 32;
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
         const unsigned int* x_w = xs + warp * kXWordsPerWarp;
         float part[kInAccSplit][kATiles][kNTiles][4];
         start_sets<kInAccSplit>(part, acc, false);
@@ -891,9 +767,8 @@ __device__ __forceinline__ float paired_column(const float (&c_frag)[4], int i) 
 }
 
 // Store the warp's accumulators (C fragments: c0,c1 = C[g][2c, 2c+1], c2,c3 = C[g+8][2c, 2c+1]).
-// v54: `set` the partial set (the warp's own by default; an input warp's by step parity).
-__device__ __forceinline__ void store_partials(float* red_s, const Acc& acc, int set = -1) {
-    const int warp = set >= 0 ? set : threadIdx.x / 32, lane = threadIdx.x % 32;
+__device__ __forceinline__ void store_partials(float* red_s, const Acc& acc) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane / 4, c = lane % 4;
     if constexpr (kPaired) {   // hi.hi + (lo.hi + hi.lo) / 2^11 in column b < B
 #pragma unroll
@@ -966,10 +841,9 @@ __device__ __forceinline__ void staged_product(float* red_s, const unsigned int*
     warp_mark(step, staged_ns_slot(threadIdx.x / 32), true);
     warp_product(acc, a_reg, a_s, vec_s);
     warp_mark(step, product_slot(threadIdx.x / 32));
-    if constexpr (kTagged) recurrent_sync();   // v4: the grid barrier orders the reads
+    if constexpr (kTagged) __syncthreads();   // v4: the grid barrier orders the reads
     store_partials(red_s, acc);
-    if constexpr (kInputWarps) named_sync(kPartialsBarrier, kThreads);   // v54: the input warps' partials too
-    else __syncthreads();
+    __syncthreads();
     block_mark(step, kMarkPartials);
 }
 
@@ -1058,7 +932,6 @@ __device__ __forceinline__ Slot slot_of(int H, int units, int blocks_per_dir, in
     s.b = units_fastest ? threadIdx.x / units : threadIdx.x % kBatch;
     s.j = blk * units + s.u;
     s.active = s.b < kBatch && s.u < units && s.j < H;
-    if constexpr (kInputWarps) s.active = s.active && !in_input_warp();   // v54: input warps run no pointwise
     s.state_at = ((size_t)s.d * kBatchAll + batch_column(s)) * H + s.j;
     s.tile = (size_t)s.d * blocks_per_dir + blk;
     return s;
@@ -1082,7 +955,7 @@ __device__ __forceinline__ Carve carve(uint4* smem) {
     s.vec = reinterpret_cast<unsigned int*>(s.red + kRedFloats);
     s.in_a = reinterpret_cast<uint4*>(s.vec + kWarps * kVecWordsPerWarp);
     s.xs = reinterpret_cast<unsigned int*>(s.in_a + kInSmemTileU4);
-    s.cluster = reinterpret_cast<float*>(s.xs + kInSliceWarps * kXWordsPerWarp);
+    s.cluster = reinterpret_cast<float*>(s.xs + kWarps * kXWordsPerWarp);
     return s;
 }
 
@@ -1186,16 +1059,14 @@ __device__ __forceinline__ float load_state(const float* state, size_t at, int s
     return state[at];
 }
 
-// The pre-activations of (unit u, batch b): the warps' partials summed in warp order (v54: then the input warps' set
-// of the step's parity).
-__device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b, int step) {
+// The pre-activations of (unit u, batch b): the warps' partials summed in warp order.
+__device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
     float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
     // Partly unrolled: fully unrolled, ptxas hoists all NWARPS loads (4 registers each) and the
     // register tiles spill. The order of the sum is the same either way.
 #pragma unroll 4
-    for (int w = 0; w < kWarps + kInWarps; ++w) {
-        const int set = w < kWarps ? w : w + (step % kInSets) * kInWarps;
-        const float4 p = *reinterpret_cast<const float4*>(red_s + (set * (kRows / 4) + u) * kRedStride + 4 * b);
+    for (int w = 0; w < kWarps; ++w) {
+        const float4 p = *reinterpret_cast<const float4*>(red_s + (w * (kRows / 4) + u) * kRedStride + 4 * b);
         z.x += p.x; z.y += p.y; z.z += p.z; z.w += p.w;
     }
     return z;
@@ -1220,7 +1091,7 @@ __device__ __forceinline__ void send_unit_sums(const float* red_s, float* cluste
             const int unit = i / kNPad, b = i % kNPad;
             if (b < kBatch)
                 store_remote4(cluster_s + cluster_partial_index(step, rank, unit % kUnitsPerRank, b),
-                              unit / kUnitsPerRank, unit_sums(red_s, unit, b, step));
+                              unit / kUnitsPerRank, unit_sums(red_s, unit, b));
         }
         cluster_arrive();
         cluster_wait();
@@ -1237,25 +1108,6 @@ __device__ __forceinline__ float4 cluster_unit_sums(const float* cluster_s, int 
     }
     return z;
 }
-
-#if PASS == 0
-// v54: an input warp's loop: per step, x_t W_ih^T over its K-slice into its partial set of the step's parity, staged
-// once thread 0 published h_{t-1}, announced on kPartialsBarrier.
-__device__ __forceinline__ void input_warp_loop(float* red_s, unsigned int* xs, const InRegTiles& in_reg, const uint4* in_a,
-                                                const unsigned short* x16, size_t x_step, int in_size, int T, bool reverse,
-                                                InputWarpSignals& signals) {
-    for (int step = 0; step < T; ++step) {
-        const int t = reverse ? T - 1 - step : step;
-        if (step > 0) wait_signal<false, IN_WARPS_SLEEP_NS>(&signals.published, step);
-        stage_input(xs, x16 + t * x_step, nullptr, in_size);
-        if (kWaitX && threadIdx.x % 32 == 0) atomicAdd(&signals.x_staged, 1u);   // (stage_input ends in __syncwarp)
-        Acc acc;
-        input_product(acc, in_reg, in_a, xs);
-        store_partials(red_s, acc, (int)(threadIdx.x / 32) + (step % kInSets) * kInWarps);
-        named_arrive(kPartialsBarrier, kThreads);
-    }
-}
-#endif
 
 // tiles [D][blocks][NWARPS][K_TILES][M_TILES][32] uint4; xin: xw [D][T][B][4H] fp32 (gate-interleaved,
 // without biases), or with IN_K_TILES the layer input x [T][B][in_size] as 16-bit values (in_size a
@@ -1300,8 +1152,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     load_tiles(a_reg, s.a, tiles, p.tile);
     InRegTiles in_reg;   // v52
     if constexpr (kInput)
-        load_fragment_tiles<kInKTiles, kInRegKTiles, kMTiles, InRegTiles, kInSliceWarps, kInputWarps ? NWARPS : 0>(
-            in_reg, s.in_a, in_tiles + p.tile * kInTileU4);   // v52
+        load_fragment_tiles<kInKTiles, kInRegKTiles, kMTiles>(in_reg, s.in_a, in_tiles + p.tile * kInTileU4);   // v52
     // v21, a replayed graph: x_at = the replay ring's fetched {x, h0, c0, tag matched}; the kernel
     // reads the caller's x there instead of a copy (xin, NaN-filled, when the tag did not match).
     const bool x_by_reference = kInput && x_at != nullptr && x_at[3] != 0;
@@ -1324,25 +1175,17 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     const bool xw_scaled = kSplit && !kInput && xw_row_exp != nullptr;   // v32
     // h0 is "step -1" (above with H0_IN_PRODUCT); the split without it starts from 0 (h0 is then W_hh h0, added at step 0)
     if (!kH0InProduct && p.active) publish_h(xch, p.x, -1, H, p.b, p.j, kSplit ? 0.0f : load_state(h0, p.state_at, states16), 1u);
-    __shared__ InputWarpSignals signals;   // v54 (unused otherwise)
-    if (kInputWarps && threadIdx.x == 0) signals = InputWarpSignals{0u, 0u};   // before the block barrier below
     cg::grid_group grid = cg::this_grid();
     constexpr bool kSplitBarrier = !kTagged && (SPLIT_BARRIER != 0 || kGroupBarriers);
     unsigned int* const counter = barrier_of(barrier, p.x);
     const unsigned int arrivals = barrier_blocks(blocks_per_dir);
     if constexpr (kSplitBarrier) grid_arrive(counter);   // every block's h0 is published ...
     else __syncthreads();
-    set_role_registers(in_input_warp());
-    if (in_input_warp()) {   // v54
-        input_warp_loop(s.red, s.xs, in_reg, s.in_a, x16, x_step, in_size, T, p.reverse, signals);
-        flush_marks(T);
-        return;
-    }
     Acc acc;   // kInput: this warp's slice of the next step's input product
     // v51 (INPUT_PART): the unit's 4 xw_part values of the next step, loaded in the window after the publish (at the
     // step's top their round trip sat on the pointwise: whole forwards 0.2-0.3 us/step slower, call 7)
     float4 xw_next = make_float4(0.f, 0.f, 0.f, 0.f);
-    if constexpr (kInputInLoop) {   // (the W_ih tiles are in shared memory after the block barrier above)
+    if constexpr (kInput) {   // (the W_ih tiles are in shared memory after the block barrier above)
         const int t0 = p.reverse ? T - 1 : 0;
         if (kInputPart && p.active) xw_next = load_xw_part(xw_part, p, T, H, t0);
         stage_input(s.xs, x16 + t0 * x_step, sx.lo + t0 * x_step, in_size);
@@ -1385,7 +1228,6 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
             const float4 x4 = __ldg(reinterpret_cast<const float4*>(sx.lo_product + row * G + 4 * (size_t)p.j));
             xz = make_float4(fmaf(x4.x, f, b4.x), fmaf(x4.y, f, b4.y), fmaf(x4.z, f, b4.z), fmaf(x4.w, f, b4.w));
         }
-        if (kWaitX && step > 0) wait_signal<true, IN_WARPS_WAIT_SLEEP_NS>(&signals.x_staged, (step + 1u) * kInWarps);
         if constexpr (kTagged) {   // h_{step-1} (h0 at step 0): slot (step-1) & 1, tag step+1
             tagged_product(s.red, s.vec, a_reg, s.a, xch + xch_rows(p.x, step - 1, H), H, (step + 1) & 0xffffu,
                            acc, step);
@@ -1396,7 +1238,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         }
         send_unit_sums(s.red, s.cluster, step);   // v42 (clustered plans only)
         if (p.active) {
-            const float4 z = kClustered ? cluster_unit_sums(s.cluster, step, p.u, p.b) : unit_sums(s.red, p.u, p.b, step);
+            const float4 z = kClustered ? cluster_unit_sums(s.cluster, step, p.u, p.b) : unit_sums(s.red, p.u, p.b);
             // v33: xw unscaled (v32) and biased here, after the product, not where loaded (where its ldexpf can
             // wait for the exponents before the step's polls, as the grid kernel's SASS showed): fp32 H=1024 B=4,
             // B=8 and H=1536 B=4 forwards 0.03-0.14 us/step faster (results/persistent_v33, call 10)
@@ -1428,8 +1270,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         block_mark(step, kMarkPointwise);
         block_mark(step, kMarkPublishedNs, true);
         if constexpr (kSplitBarrier) grid_arrive(counter);   // h_t published (also orders the reads of red)
-        if (kInputWarps && threadIdx.x == 0) set_signal(&signals.published, step + 1u);   // v54: x_{t+1}'s loads may start
-        if (kInputInLoop && step + 1 < T) {   // the next step's input product while the other blocks finish
+        if (kInput && step + 1 < T) {   // the next step's input product while the other blocks finish
             if (kInputPart && p.active) xw_next = load_xw_part(xw_part, p, T, H, t_next);
             stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
             input_product(acc, in_reg, s.in_a, s.xs);

@@ -222,17 +222,6 @@ INPUT_REG_K_TILES = "auto"   # v52: 16-bit forwards with the in-kernel projectio
                              # in registers (capacity.with_input_reg_tiles; a build that spills moves them back first):
                              # "auto" where rules.input_reg_k_tiles says, an int n up to the plan's, "all" every one,
                              # 0 none
-INPUT_WARPS = 0         # v54 (forced: benches and tests): 16-bit tagged forwards with the whole projection in the kernel
-                        # run it on this many warps of their own (capacity.with_input_warps); 0: on the recurrent warps
-INPUT_WARP_REGS = 0     # v54: ... those warps keeping this many registers per thread (setmaxnreg, an sm_90a build; the
-                        # recurrent warps take the rest); 0: every warp the launch's share
-INPUT_WARP_REG_K_TILES = 0   # v54: ... and this many of each input warp's W_ih k-tiles in registers
-INPUT_WARP_ACC_SPLIT = 4     # v54: accumulator sets of an input warp's product (IN_WARP_ACC_SPLIT)
-INPUT_WARPS_WAIT_SLEEP_NS = 0   # v54: ... sleeping this long between reads of the input warps' signal
-INPUT_WARPS_SLEEP_NS = 0   # v54: the input warps sleep this long between reads of the publish signal
-INPUT_WARPS_POLL_DELAY_NS = 0   # v54: their recurrent warps sleep this long before the first poll (the plan's poll delay)
-INPUT_WARPS_WAIT_X = True    # v54: their recurrent warps poll once the input warps staged x_t (IN_WARPS_WAIT_X); False:
-                             # right after their publish (the ablation)
 FORWARD_WARPS = None    # v52 (forced, tests and benches): an unclustered, ungrouped 16-bit tensor-core forward planned
                         # on blocks of this many warps (capacity.forward_on_warps), with the projection in the kernel
                         # where it fits; None: the plan's
@@ -328,9 +317,6 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None, backward
     if plans["forward"].kind == "mma" and plans["forward"].in_kernel_projection:
         plans = {**plans, "forward": _with_input_part(plans["forward"], INPUT_PART_K_TILES, training)}
         plans = {**plans, "forward": _with_input_reg_tiles(plans["forward"], INPUT_REG_K_TILES, training)}
-        if INPUT_WARPS:
-            plans = {**plans, "forward": capacity.with_input_warps(plans["forward"], int(INPUT_WARPS),
-                                                                   int(INPUT_WARP_REGS), int(INPUT_WARP_REG_K_TILES))}
     if not UNITS_FASTEST:
         plans = {k: replace(p, units_fastest=False) if p.kind == "mma" else p for k, p in plans.items()}
     if not PAIRED_SPLIT:
@@ -349,9 +335,6 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None, backward
                                                 POLL_SPIN_CYCLES)}
     plans = {k: capacity.with_poll_delay(p, POLL_DELAY, POLL_SPIN_CYCLES) if p.kind in ("mma", "grid") else p
              for k, p in plans.items()}
-    if INPUT_WARPS_POLL_DELAY_NS and getattr(plans["forward"], "input_warps", 0):   # v54: a sleep, no spin
-        plans = {**plans, "forward": replace(plans["forward"], poll_delay_ns=int(INPUT_WARPS_POLL_DELAY_NS),
-                                             poll_spin_cycles=0)}
     if CLUSTER_POLL_DELAY_NS is not None and getattr(plans["forward"], "cluster_k", 1) > 1:   # a sleep, no spin
         plans = {**plans, "forward": replace(plans["forward"], poll_delay_ns=int(CLUSTER_POLL_DELAY_NS),
                                              poll_spin_cycles=0)}
@@ -790,18 +773,13 @@ def _flag_defines() -> dict:
     return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0}),
             **({"XW_AT_LOAD": 1} if XW_AT_LOAD else {}), **({} if H0_IN_PRODUCT else {"H0_IN_PRODUCT": 0}),
             **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {}),
-            **({} if INPUT_WARPS_WAIT_X else {"IN_WARPS_WAIT_X": 0}),
-            **({"IN_WARPS_WAIT_SLEEP_NS": int(INPUT_WARPS_WAIT_SLEEP_NS)} if INPUT_WARPS_WAIT_SLEEP_NS else {}),
-            **({"IN_WARPS_SLEEP_NS": int(INPUT_WARPS_SLEEP_NS)} if INPUT_WARPS_SLEEP_NS else {}),
-            **({} if INPUT_WARP_ACC_SPLIT == 4 else {"IN_WARP_ACC_SPLIT": int(INPUT_WARP_ACC_SPLIT)}),
             **({} if DIAG_IN_K_TILES_USED is None else {"DIAG_IN_K_TILES_USED": int(DIAG_IN_K_TILES_USED)})}
 
 
 def _module(plan, cooperative: bool = True):
     """The compiled module of ``plan`` under the engine's flags (cached by gpu.compile_module)."""
     from ..gpu import compile_module
-    return compile_module(plan.kernel_file, {**plan.defines(), **_flag_defines()}, cooperative=cooperative,
-                          arch=getattr(plan, "arch", None))
+    return compile_module(plan.kernel_file, {**plan.defines(), **_flag_defines()}, cooperative=cooperative)
 
 
 def kernel_global(plan, name: str):
@@ -832,7 +810,7 @@ def _remembered(build):
     @functools.wraps(build)
     def cached(plan, device_id: int):
         key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS, CLUSTER_COOPERATIVE,
-               DIAG_IN_K_TILES_USED, INPUT_WARPS_WAIT_X, INPUT_WARP_ACC_SPLIT, INPUT_WARPS_WAIT_SLEEP_NS, INPUT_WARPS_SLEEP_NS)
+               DIAG_IN_K_TILES_USED)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -1374,8 +1352,7 @@ def _graph_mode(variant) -> tuple:
             gpu_blas.SPLIT_BY_WARPS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
             LONG_REDUCTION_CHUNK, STEP_CLOCKS, DIAG_IN_K_TILES_USED, INPUT_PART_K_TILES, INPUT_REG_K_TILES,
-            INPUT_WARPS, INPUT_WARP_REGS, INPUT_WARP_REG_K_TILES, INPUT_WARPS_WAIT_X, INPUT_WARP_ACC_SPLIT, INPUT_WARPS_POLL_DELAY_NS, INPUT_WARPS_WAIT_SLEEP_NS,
-            INPUT_WARPS_SLEEP_NS, FORWARD_WARPS, CLUSTER_K, CLUSTER_WARPS,
+            FORWARD_WARPS, CLUSTER_K, CLUSTER_WARPS,
             CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE,
             BATCH_PADDING, rules.MAX_BATCH_PADDING, PAD_READS_X, batch_pad.PAD_BY_KERNEL, CUT_AT_COPY_OUT)
 

@@ -760,11 +760,6 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
     cluster_k: int = 1          # v42 (tagged forwards, sm_90): clusters of cluster_k blocks each run one virtual
                                 # block of cluster_k x warps warps and m_tiles m-tiles, a rank 1/cluster_k of K
                                 # (with_cluster_k); units and blocks_per_dir stay a real block's and the grid's
-    input_warps: int = 0        # v54: the in-kernel projection on this many warps of its own after the ``warps``
-                                # recurrent ones (with_input_warps, IN_WARPS); input_k_tiles and input_reg_k_tiles are
-                                # then per input warp
-    input_warp_regs: int = 0    # v54: registers per thread the input warps keep (setmaxnreg, sm_90a: the recurrent
-                                # warps take the rest); 0: every warp has the launch's share
 
     kind = "mma"
     kernel_file = "persistent_mma.cu"
@@ -772,20 +767,6 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
     @property
     def grid(self) -> int:
         return self.blocks_per_dir * self.directions_per_launch * self.batch_groups
-
-    @property
-    def threads(self) -> int:
-        return 32 * (self.warps + self.input_warps)
-
-    @property
-    def input_slice_warps(self) -> int:
-        """Warps that own W_ih's K-slices: the input warps (v54), else the block's."""
-        return self.input_warps or self.warps
-
-    @property
-    def arch(self) -> str | None:
-        """An architecture-specific build target the plan needs (v54: setmaxnreg, sm_90a), None: the device's."""
-        return "sm_90a" if self.input_warp_regs else None
 
     @property
     def n_tiles(self) -> int:
@@ -836,8 +817,6 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                 **({"IN_K_TILES": self.input_k_tiles} if self.input_k_tiles else {}),
                 **({"INPUT_PART": 1} if self.input_part else {}),
                 **({"IN_REG_K_TILES": self.input_reg_k_tiles} if self.input_reg_k_tiles else {}),
-                **({"IN_WARPS": self.input_warps} if self.input_warps else {}),
-                **({"IN_WARP_REGS": self.input_warp_regs} if self.input_warp_regs else {}),
                 **({} if self.units_fastest else {"UNITS_FASTEST": 0}),
                 **({"PAIRED_SPLIT": 0} if self.parts == 2 and not self.paired_split else {}),
                 **({"SPLIT_WORDS": 0} if self.parts == 2 and not self.split_words else {}),
@@ -864,7 +843,7 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
 
     def input_tile_shape(self) -> MmaTileShape:
         """How W_ih's rows of a block are cut (the same rows as tile_shape, input columns)."""
-        return replace(self.tile_shape(), k_tiles=self.input_k_tiles, warps=self.input_slice_warps * self.cluster_k)
+        return replace(self.tile_shape(), k_tiles=self.input_k_tiles)
 
     @property
     def input_part_from(self) -> int:
@@ -876,11 +855,10 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
         """The same plan with the input projection as a GEMM before the kernel (the ablation)."""
         if not self.input_k_tiles:
             return self
-        return replace(self, input_k_tiles=0, input_part=False, input_reg_k_tiles=0, input_warps=0, input_warp_regs=0,
-                       smem_bytes=self.smem_bytes - mma_input_smem_bytes(self.batch, self.input_slice_warps,
-                                                                         self.m_tiles, self.input_k_tiles, self.parts,
-                                                                         self.input_reg_k_tiles)
-                       - input_warp_partial_bytes(self, INPUT_WARP_SETS * self.input_warps),
+        return replace(self, input_k_tiles=0, input_part=False, input_reg_k_tiles=0,
+                       smem_bytes=self.smem_bytes - mma_input_smem_bytes(self.batch, self.warps, self.m_tiles,
+                                                                         self.input_k_tiles, self.parts,
+                                                                         self.input_reg_k_tiles),
                        regs_per_thread=self.regs_per_thread - mma_input_registers(self))
 
     def exchange_shape(self, directions: int) -> tuple:
@@ -901,10 +879,6 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                           f"({self.input_k_tiles} k-tiles), a GEMM over the rest")
         if self.input_reg_k_tiles:
             projection += f", {self.input_reg_k_tiles} of its k-tiles in registers"
-        if self.input_warps:
-            projection += f", on {self.input_warps} warps of its own"
-            if self.input_warp_regs:
-                projection += f" at {self.input_warp_regs} registers"
         split = "" if self.parts == 1 else f" as fp16 hi/lo halves, {self.mma_per_tile} mma per tile"
         if self.batch_groups > 1:
             split += f", the batch as {self.batch_groups} groups of {self.batch} on blocks of their own"
@@ -999,7 +973,7 @@ def with_input_part(plan, k_tiles: int):
     taking the inputs past them (INPUT_PART), where it has a 16-bit in-kernel projection of more k-tiles on
     unclustered blocks; else ``plan`` as it is. The W_ih tiles and x_t staged shrink with the k-tiles."""
     if not (plan.kind == "mma" and plan.parts == 1 and plan.in_kernel_projection and plan.cluster_k == 1
-            and 0 < k_tiles < plan.input_k_tiles and not plan.input_warps):
+            and 0 < k_tiles < plan.input_k_tiles):
         return plan
     plan = with_input_reg_tiles(plan, min(plan.input_reg_k_tiles, k_tiles))
     freed = (mma_input_smem_bytes(plan.batch, plan.warps, plan.m_tiles, plan.input_k_tiles, 1, plan.input_reg_k_tiles)
@@ -1015,37 +989,8 @@ def with_input_reg_tiles(plan, k_tiles: int):
         return plan
     k_tiles = max(0, min(int(k_tiles), plan.input_k_tiles))
     moved = k_tiles - plan.input_reg_k_tiles
-    return replace(plan, input_reg_k_tiles=k_tiles,
-                   smem_bytes=plan.smem_bytes - moved * plan.m_tiles * 32 * plan.input_slice_warps * 16,
+    return replace(plan, input_reg_k_tiles=k_tiles, smem_bytes=plan.smem_bytes - moved * plan.m_tiles * plan.threads * 16,
                    regs_per_thread=plan.regs_per_thread + 4 * plan.m_tiles * moved)
-
-
-INPUT_WARP_SETS = 2   # v54: partial sets per input warp (the kernel's kInSets: one per step parity)
-
-
-def input_warp_partial_bytes(plan, input_warps: int) -> int:
-    """v54: the shared memory of ``input_warps`` more warps' partials (the forward's [warp][unit][b][gate] lines)."""
-    return 4 * input_warps * 4 * plan.m_tiles * (4 * 8 * plan.n_tiles + 4)
-
-
-def with_input_warps(plan, warps: int, registers: int = 0, reg_k_tiles: int = 0):
-    """v54: ``plan`` with its in-kernel projection on ``warps`` warps of its own (IN_WARPS), each owning 1/warps of
-    W_ih's k-tiles (``reg_k_tiles`` of them in registers), and, with ``registers`` > 0, those warps keeping that many
-    registers per thread (setmaxnreg, sm_90a; whole warpgroups: warps and the plan's a multiple of 4), where ``plan``
-    is a 16-bit tagged forward with the whole projection in the kernel on unclustered blocks; else ``plan``."""
-    if not (plan.kind == "mma" and plan.pass_name == "forward" and plan.parts == 1 and plan.in_kernel_projection
-            and plan.tagged and plan.cluster_k == 1 and not plan.input_part and not plan.input_warps and warps > 0):
-        return plan
-    k_total = plan.input_k_tiles * plan.warps
-    if k_total % warps or (registers and (warps % 4 or plan.warps % 4)):
-        return plan
-    k_tiles = k_total // warps
-    reg_k_tiles = max(0, min(int(reg_k_tiles), k_tiles))
-    base = plan.without_input_projection()
-    smem = (base.smem_bytes + mma_input_smem_bytes(plan.batch, warps, plan.m_tiles, k_tiles, 1, reg_k_tiles)
-            + input_warp_partial_bytes(plan, INPUT_WARP_SETS * warps))   # sets rotating over the steps
-    return replace(plan, input_warps=warps, input_warp_regs=int(registers), input_k_tiles=k_tiles,
-                   input_reg_k_tiles=reg_k_tiles, smem_bytes=smem)
 
 
 def layer_input_sizes(config) -> list:
