@@ -6,7 +6,7 @@
 ROWS = [("float16", 1024, 16), ("bfloat16", 1024, 16), ("float16", 768, 16), ("float16", 512, 16)]
 ALTERNATE_MODES = {
     "v53": {},
-    "paired input product": {"PAIR_INPUT": True},
-    "paired, 1 W_ih register k-tile": {"PAIR_INPUT": True, "INPUT_REG_K_TILES": 1},
+    "paired input product (1 W_ih register k-tile after the back-off)": {"PAIR_INPUT": True},
+    "paired, no W_ih register k-tile": {"PAIR_INPUT": True, "INPUT_REG_K_TILES": 0},
 }
 MODES = ALTERNATE_MODES

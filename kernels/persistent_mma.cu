@@ -758,10 +758,12 @@ __device__ __forceinline__ void input_product(Acc& acc, const InRegTiles& in_reg
 // inputs, into the warp's xs region (zeros past in_size).
 __device__ __forceinline__ void stage_pair_input(unsigned int* xs, const unsigned short* x_all, int in_size,
                                                  unsigned rank) {
-    constexpr int half = kInWarpK * NWARPS;
-    const int from = (int)rank * half;
-    stage_rows<kInWarpK, kXStride, 2 * kBatch>(xs + (threadIdx.x / 32) * kXWordsPerWarp, x_all + from, in_size,
-                                               in_size - from);
+    if constexpr (kPairInput) {
+        constexpr int half = kInWarpK * NWARPS;
+        const int from = (int)rank * half;
+        stage_rows<kInWarpK, kXStride, 2 * kBatch>(xs + (threadIdx.x / 32) * kXWordsPerWarp, x_all + from, in_size,
+                                                   in_size - from);
+    }
 }
 
 // v54b: m-tile mt of k-tile kt times both groups' staged columns (n-tile g: group g's 8 rows).
@@ -803,16 +805,32 @@ __device__ __forceinline__ void pair_input_product(Acc& acc, const InRegTiles& i
             const unsigned int a[4] = {q.x, q.y, q.z, q.w};
             pair_mma(acc2, a, x_w, kInRegKTiles + ks, mt);
         }
-    const int g = lane / 4, c = lane % 4, parity = step & 1;
+    // The partner's n-tile as float4s of a unit's 4 gates: lane 4g + c holds gate g % 4 of rows g, g + 8 (units
+    // 4 mt + g / 4 + 2 (i / 2)) at columns 2c, 2c + 1; the 4 lanes of one (g / 4, c) hold the 4 gates of 4 such
+    // (unit, column) pairs, so a 4 x 4 transpose by shuffles gives lane q the pair q's gates (one 16-byte st.async
+    // instead of four 4-byte ones: the first form's 4096 small remote stores a step measured 2.79 us/step).
+    const int g = lane / 4, c = lane % 4, q = g % 4, parity = step & 1;
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
+    for (int mt = 0; mt < kMTiles; ++mt) {
+        float theirs[4], gates[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             acc[mt][0][i] = rank == 0 ? acc2[0][mt][i] : acc2[1][mt][i];
-            const int row = mt * 16 + g + 8 * (i / 2), col = 2 * c + (i % 2);
-            store_async(pair_s + ((parity * NWARPS + warp) * (kRows / 4) + row / 4) * kRedStride + col * 4 + row % 4,
-                        rank ^ 1u, rank == 0 ? acc2[1][mt][i] : acc2[0][mt][i], bars + parity);
+            theirs[i] = rank == 0 ? acc2[1][mt][i] : acc2[0][mt][i];
         }
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {   // round r: lane q takes gate (q + r) & 3 of pair q from that gate's lane
+            const int send = (q - r) & 3, from = (q + r) & 3;
+            const float mine = send == 0 ? theirs[0] : send == 1 ? theirs[1] : send == 2 ? theirs[2] : theirs[3];
+            const float got = __shfl_sync(0xffffffffu, mine, (lane & ~12) | (from << 2));
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+                if (k == from) gates[k] = got;
+        }
+        const int unit = 4 * mt + g / 4 + 2 * (q / 2), col = 2 * c + (q % 2);
+        store_async4(pair_s + ((parity * NWARPS + warp) * (kRows / 4) + unit) * kRedStride + col * 4, rank ^ 1u,
+                     make_float4(gates[0], gates[1], gates[2], gates[3]), bars + parity);
+    }
 }
 
 // Gate nonlinearities on the hardware tanh (MUFU.TANH, relative error ~2^-11): this kernel's values
