@@ -326,27 +326,7 @@ static_assert(!kClustered || (PASS == 0 && kTagged && !(kSplit && kInput)),
               "CLUSTER_K: tagged forwards, not with v29's in-kernel split projection");
 static_assert(kRows % (4 * kClusterK) == 0, "CLUSTER_K must divide the virtual block's units");
 
-#ifndef PAIR_INPUT      // v54b: the two batch groups' blocks of the same units share the input product (kPairInput)
-#define PAIR_INPUT 0
-#endif
-// v54b, PAIR_INPUT (16-bit tagged forwards in 2 batch groups of 8 with IN_K_TILES): the blocks of group 0 and group 1
-// that own the same units hold the same W_ih rows, and each read all of them from shared memory every step (96 KB,
-// bandwidth-bound on every block's loop; half as many reads measured 2.33 -> 2.07 us/step, results/persistent_v54
-// call 12). Paired as a cluster of 2 (rank = group), rank r multiplies only its half r of the inputs (IN_K_TILES per
-// warp of that half), for both groups' columns (2 n-tiles: each tile read serves 16 columns; x staged for both
-// groups' 16 rows, the same 16 KB as one group's whole row), keeps its own group's n-tile as the start of the
-// recurrent product and hands the other to the partner by st.async (pair region, by step parity) onto the partner's
-// mbarrier, which the partner's pointwise waits for and adds after its own warps' partials. No write-after-read
-// barrier: a rank writes parity p for step t + 1 after its own step t, which needed every h_{t-1} of its partner,
-// i.e. after the partner's pointwise of step t - 1, the last reader of p.
-constexpr bool kPairInput = PAIR_INPUT != 0;
-static_assert(!kPairInput || (PASS == 0 && kTagged && IN_K_TILES > 0 && !kSplit && !kClustered && INPUT_PART == 0
-                              && GROUPS == 2 && BATCH == 8), "PAIR_INPUT: a 16-bit tagged forward in 2 groups of 8");
-constexpr unsigned kPairBytes = NWARPS * 32 * M_TILES * 4 * 4;   // st.async bytes into the partner per step
-
-#if PAIR_INPUT && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900)
-#define ECORNN_MMA_CLUSTER __cluster_dims__(2, 1, 1)
-#elif CLUSTER_K > 1 && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900)
+#if CLUSTER_K > 1 && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900)
 #define ECORNN_MMA_CLUSTER __cluster_dims__(CLUSTER_K, 1, 1)
 #else
 #define ECORNN_MMA_CLUSTER
@@ -389,7 +369,7 @@ constexpr int kVecWordsPerWarp = kVecRows * kVecStride;
 constexpr int kStageChunk = 8;                    // float4 loads per lane in flight while staging
 // Per-warp staged input x_t (IN_K_TILES > 0), the same format: row stride kInWarpK/2 + 4 words.
 constexpr int kXStride = kInWarpK / 2 + 4;
-constexpr int kXWordsPerWarp = kInput ? (kPairInput ? 2 * kBatch : kVecRows) * kXStride : 0;   // v54b: both groups' rows
+constexpr int kXWordsPerWarp = kInput ? kVecRows * kXStride : 0;
 
 #if PASS == 0
 // v29: the parts of the split input (see kInTileU4).
@@ -754,85 +734,6 @@ __device__ __forceinline__ void input_product(Acc& acc, const InRegTiles& in_reg
     }
 }
 
-// v54b (PAIR_INPUT): x_t's rows of both groups (x_all: group 0's first row), the columns of this rank's half of the
-// inputs, into the warp's xs region (zeros past in_size).
-__device__ __forceinline__ void stage_pair_input(unsigned int* xs, const unsigned short* x_all, int in_size,
-                                                 unsigned rank) {
-    if constexpr (kPairInput) {
-        constexpr int half = kInWarpK * NWARPS;
-        const int from = (int)rank * half;
-        stage_rows<kInWarpK, kXStride, 2 * kBatch>(xs + (threadIdx.x / 32) * kXWordsPerWarp, x_all + from, in_size,
-                                                   in_size - from);
-    }
-}
-
-// v54b: m-tile mt of k-tile kt times both groups' staged columns (n-tile g: group g's 8 rows).
-__device__ __forceinline__ void pair_mma(float (&acc2)[2][kMTiles][4], const unsigned int (&a)[4],
-                                         const unsigned int* x_w, int kt, int mt) {
-    const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-        const unsigned int* p = x_w + (nt * 8 + g) * kXStride + kt * 8 + c;
-        mma_16816<kBf16>(acc2[nt][mt], a, p[0], p[4]);
-    }
-}
-
-// v54b: this warp's slice of W_ih . x over the rank's half of the inputs for both groups: its own group's n-tile into
-// acc (the start of the recurrent product, as v12's), the partner's sent by st.async into the partner's pair region
-// of the parity of `step` (the step the sums are for), completing on the partner's mbarrier of that parity.
-__device__ __forceinline__ void pair_input_product(Acc& acc, const InRegTiles& in_reg, const uint4* in_s,
-                                                   const unsigned int* xs, float* pair_s, unsigned long long* bars,
-                                                   unsigned rank, int step) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const unsigned int* x_w = xs + warp * kXWordsPerWarp;
-    float acc2[2][kMTiles][4];
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) acc2[nt][mt][i] = 0.0f;
-#pragma unroll
-    for (int kt = 0; kt < kInRegKTiles; ++kt)
-#pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) pair_mma(acc2, in_reg[kt][mt], x_w, kt, mt);
-    const uint4* ws = in_s + warp * (kInKTiles - kInRegKTiles) * kMTiles * 32 + lane;
-#pragma unroll 2
-    for (int ks = 0; ks < kInKTiles - kInRegKTiles; ++ks)
-#pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) {
-            const uint4 q = ws[(ks * kMTiles + mt) * 32];
-            const unsigned int a[4] = {q.x, q.y, q.z, q.w};
-            pair_mma(acc2, a, x_w, kInRegKTiles + ks, mt);
-        }
-    // The partner's n-tile as float4s of a unit's 4 gates: lane 4g + c holds gate g % 4 of rows g, g + 8 (units
-    // 4 mt + g / 4 + 2 (i / 2)) at columns 2c, 2c + 1; the 4 lanes of one (g / 4, c) hold the 4 gates of 4 such
-    // (unit, column) pairs, so a 4 x 4 transpose by shuffles gives lane q the pair q's gates (one 16-byte st.async
-    // instead of four 4-byte ones: the first form's 4096 small remote stores a step measured 2.79 us/step).
-    const int g = lane / 4, c = lane % 4, q = g % 4, parity = step & 1;
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
-        float theirs[4], gates[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            acc[mt][0][i] = rank == 0 ? acc2[0][mt][i] : acc2[1][mt][i];
-            theirs[i] = rank == 0 ? acc2[1][mt][i] : acc2[0][mt][i];
-        }
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {   // round r: lane q takes gate (q + r) & 3 of pair q from that gate's lane
-            const int send = (q - r) & 3, from = (q + r) & 3;
-            const float mine = send == 0 ? theirs[0] : send == 1 ? theirs[1] : send == 2 ? theirs[2] : theirs[3];
-            const float got = __shfl_sync(0xffffffffu, mine, (lane & ~12) | (from << 2));
-#pragma unroll
-            for (int k = 0; k < 4; ++k)
-                if (k == from) gates[k] = got;
-        }
-        const int unit = 4 * mt + g / 4 + 2 * (q / 2), col = 2 * c + (q % 2);
-        store_async4(pair_s + ((parity * NWARPS + warp) * (kRows / 4) + unit) * kRedStride + col * 4, rank ^ 1u,
-                     make_float4(gates[0], gates[1], gates[2], gates[3]), bars + parity);
-    }
-}
-
 // Gate nonlinearities on the hardware tanh (MUFU.TANH, relative error ~2^-11): this kernel's values
 // are 16-bit (h and dz are exchanged as fp16/bf16, y is returned as such), so the fp32 kernels'
 // gates (sigmoidf_, tanhf_: ~2^-21) buy nothing here and sit on every step's critical path.
@@ -1017,18 +918,9 @@ __device__ __forceinline__ int batch_column(const Slot& s) { return s.g * kBatch
 
 __device__ __forceinline__ Slot slot_of(int H, int units, int blocks_per_dir, int dir0) {
     Slot s;
-    int blk;
-    if constexpr (kPairInput) {   // v54b: the groups' blocks of the same units adjoin (a cluster, rank = group)
-        const int pair = blockIdx.x / 2;
-        blk = pair % blocks_per_dir;
-        s.g = blockIdx.x % 2;
-        s.d = dir0 + pair / blocks_per_dir;
-    } else {
-        blk = blockIdx.x % blocks_per_dir;
-        const int group_of_grid = blockIdx.x / blocks_per_dir;
-        s.g = group_of_grid % kGroups;   // v30: blocks_per_dir is per group; the groups of a direction adjoin
-        s.d = dir0 + group_of_grid / kGroups;
-    }
+    const int blk = blockIdx.x % blocks_per_dir, group_of_grid = blockIdx.x / blocks_per_dir;
+    s.g = group_of_grid % kGroups;   // v30: blocks_per_dir is per group; the groups of a direction adjoin
+    s.d = dir0 + group_of_grid / kGroups;
     s.x = s.d * kGroups + s.g;
     s.reverse = s.d == 1;
     // Units fastest only under grid.sync (its fence waits for the block's stores; the tagged
@@ -1045,13 +937,6 @@ __device__ __forceinline__ Slot slot_of(int H, int units, int blocks_per_dir, in
     return s;
 }
 
-// The packed W_ih tile of this block: its W_hh tile's, or (v54b, PAIR_INPUT) that tile's half of the inputs for its
-// rank (group).
-__device__ __forceinline__ size_t input_tile(const Slot& s) {
-    if constexpr (kPairInput) return s.tile * 2 + s.g;
-    else return s.tile;
-}
-
 // Shared memory: A tiles (uint4) | partials (float) | staged vectors (words) | v12: W_ih tiles
 // (uint4) | staged inputs (words), each 16-byte aligned.
 struct Carve {
@@ -1061,7 +946,6 @@ struct Carve {
     uint4* in_a;
     unsigned int* xs;
     float* cluster;   // v42: the cluster partials [2][CLUSTER_K][own units][kNPad][4]
-    float* pair;      // v54b: the partner's input sums [2][NWARPS][units][kRedStride] (where the cluster's would be)
 };
 
 __device__ __forceinline__ Carve carve(uint4* smem) {
@@ -1072,7 +956,6 @@ __device__ __forceinline__ Carve carve(uint4* smem) {
     s.in_a = reinterpret_cast<uint4*>(s.vec + kWarps * kVecWordsPerWarp);
     s.xs = reinterpret_cast<unsigned int*>(s.in_a + kInSmemTileU4);
     s.cluster = reinterpret_cast<float*>(s.xs + kWarps * kXWordsPerWarp);
-    s.pair = s.cluster;
     return s;
 }
 
@@ -1189,19 +1072,6 @@ __device__ __forceinline__ float4 unit_sums(const float* red_s, int u, int b) {
     return z;
 }
 
-// v54b: z plus the partner's sums of (unit u, batch b) for `step` (its warps' sets in warp order); z without pairs.
-__device__ __forceinline__ float4 with_pair_sums(float4 z, const float* pair_s, int u, int b, int step) {
-    if constexpr (kPairInput) {
-#pragma unroll 4
-        for (int w = 0; w < NWARPS; ++w) {
-            const float4 p = *reinterpret_cast<const float4*>(
-                pair_s + (((step & 1) * NWARPS + w) * (kRows / 4) + u) * kRedStride + 4 * b);
-            z.x += p.x; z.y += p.y; z.z += p.z; z.w += p.w;
-        }
-    }
-    return z;
-}
-
 // v42: float offset of (sender rank, own unit, batch column) in slot step & 1 of the cluster partials.
 __device__ __forceinline__ int cluster_partial_index(int step, int rank, int unit, int b) {
     return (((step & 1) * kClusterK + rank) * kUnitsPerRank + unit) * (4 * kNPad) + 4 * b;
@@ -1282,7 +1152,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     load_tiles(a_reg, s.a, tiles, p.tile);
     InRegTiles in_reg;   // v52
     if constexpr (kInput)
-        load_fragment_tiles<kInKTiles, kInRegKTiles, kMTiles>(in_reg, s.in_a, in_tiles + input_tile(p) * kInTileU4);   // v52
+        load_fragment_tiles<kInKTiles, kInRegKTiles, kMTiles>(in_reg, s.in_a, in_tiles + p.tile * kInTileU4);   // v52
     // v21, a replayed graph: x_at = the replay ring's fetched {x, h0, c0, tag matched}; the kernel
     // reads the caller's x there instead of a copy (xin, NaN-filled, when the tag did not match).
     const bool x_by_reference = kInput && x_at != nullptr && x_at[3] != 0;
@@ -1311,12 +1181,6 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     const unsigned int arrivals = barrier_blocks(blocks_per_dir);
     if constexpr (kSplitBarrier) grid_arrive(counter);   // every block's h0 is published ...
     else __syncthreads();
-    __shared__ unsigned long long pair_bars[2];   // v54b: the pair region's mbarriers, by step parity
-    if constexpr (kPairInput) {   // every rank's mbarriers are set before any st.async into it
-        if (threadIdx.x < 2) mbarrier_init_for_cluster(pair_bars + threadIdx.x, 1);
-        cluster_arrive();
-        cluster_wait();
-    }
     Acc acc;   // kInput: this warp's slice of the next step's input product
     // v51 (INPUT_PART): the unit's 4 xw_part values of the next step, loaded in the window after the publish (at the
     // step's top their round trip sat on the pointwise: whole forwards 0.2-0.3 us/step slower, call 7)
@@ -1324,13 +1188,8 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     if constexpr (kInput) {   // (the W_ih tiles are in shared memory after the block barrier above)
         const int t0 = p.reverse ? T - 1 : 0;
         if (kInputPart && p.active) xw_next = load_xw_part(xw_part, p, T, H, t0);
-        if constexpr (kPairInput) {   // v54b
-            stage_pair_input(s.xs, x_layer + t0 * x_step, in_size, p.g);
-            pair_input_product(acc, in_reg, s.in_a, s.xs, s.pair, pair_bars, p.g, 0);
-        } else {
-            stage_input(s.xs, x16 + t0 * x_step, sx.lo + t0 * x_step, in_size);
-            input_product(acc, in_reg, s.in_a, s.xs);
-        }
+        stage_input(s.xs, x16 + t0 * x_step, sx.lo + t0 * x_step, in_size);
+        input_product(acc, in_reg, s.in_a, s.xs);
         ColumnFactors first;
         load_column_factors(first, sx.factors + (size_t)t0 * kBatch, input_ratio);
         input_in_recurrent_units(acc, first);
@@ -1378,14 +1237,8 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
                            step);
         }
         send_unit_sums(s.red, s.cluster, step);   // v42 (clustered plans only)
-        if constexpr (kPairInput) {   // v54b: the partner's sums of this step
-            if (threadIdx.x == 0) mbarrier_arrive_expect_bytes(pair_bars + (step & 1), kPairBytes);
-            if (p.active) mbarrier_wait_parity(pair_bars + (step & 1), (step >> 1) & 1, kMaxPolls);
-        }
         if (p.active) {
-            const float4 z = with_pair_sums(
-                kClustered ? cluster_unit_sums(s.cluster, step, p.u, p.b) : unit_sums(s.red, p.u, p.b), s.pair, p.u,
-                p.b, step);
+            const float4 z = kClustered ? cluster_unit_sums(s.cluster, step, p.u, p.b) : unit_sums(s.red, p.u, p.b);
             // v33: xw unscaled (v32) and biased here, after the product, not where loaded (where its ldexpf can
             // wait for the exponents before the step's polls, as the grid kernel's SASS showed): fp32 H=1024 B=4,
             // B=8 and H=1536 B=4 forwards 0.03-0.14 us/step faster (results/persistent_v33, call 10)
@@ -1419,22 +1272,13 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         if constexpr (kSplitBarrier) grid_arrive(counter);   // h_t published (also orders the reads of red)
         if (kInput && step + 1 < T) {   // the next step's input product while the other blocks finish
             if (kInputPart && p.active) xw_next = load_xw_part(xw_part, p, T, H, t_next);
-            if constexpr (kPairInput) {   // v54b
-                stage_pair_input(s.xs, x_layer + t_next * x_step, in_size, p.g);
-                pair_input_product(acc, in_reg, s.in_a, s.xs, s.pair, pair_bars, p.g, step + 1);
-            } else {
-                stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
-                input_product(acc, in_reg, s.in_a, s.xs);
-            }
+            stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
+            input_product(acc, in_reg, s.in_a, s.xs);
             input_in_recurrent_units(acc, next_factors);
         }
         if constexpr (kSplitBarrier) grid_wait(counter, step + 2u, arrivals);
         else if constexpr (!kTagged) grid.sync();   // also orders this step's reads of red before the next stores
         block_mark(step, kMarkEnd);
-    }
-    if constexpr (kPairInput) {   // v54b: neither rank leaves while the other may still address its shared memory
-        cluster_arrive();
-        cluster_wait();
     }
     flush_marks(T);
 }

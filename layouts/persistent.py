@@ -133,19 +133,6 @@ def _padded_block_tiles(matrix, shape: MmaTileShape):
     return xp.pad(per_block, ((0, 0), (0, s.tile_rows - s.rows_per_block), (0, 0)))
 
 
-def paired_input_halves(matrix, blocks: int, rows_per_block: int, half: int):
-    """v54b (PAIR_INPUT): [R, K] -> [blocks * 2 * rows_per_block, half]: block b's rows with the columns of half r
-    (r * half ..) as matrix block 2b + r (zero padded), so that a block pair's ranks each pack their half of W_ih."""
-    xp = _xp(matrix)
-    rows, cols = matrix.shape
-    if rows > blocks * rows_per_block or cols > 2 * half:
-        raise ValueError(f"paired_input_halves: expected at most {blocks * rows_per_block} x {2 * half}, "
-                         f"got {rows} x {cols}")
-    padded = xp.pad(matrix, ((0, blocks * rows_per_block - rows), (0, 2 * half - cols)))
-    return padded.reshape(blocks, rows_per_block, 2, half).transpose(0, 2, 1, 3).reshape(2 * blocks * rows_per_block,
-                                                                                          half)
-
-
 def pack_mma_fragments(matrix, shape: MmaTileShape, bf16: bool):
     """[R, K] float -> uint32 [blocks, warps, k_tiles, m_tiles, 32, 4]: lane l = 4g + c of warp w
     holds registers a0..a3 of tile (m, k) = (m-tile, w * k_tiles + k-tile) per the fragment map

@@ -74,7 +74,7 @@ from ..arrays import data_address, is_gpu_array
 from ..errors import NotSupported
 from ..layouts import gate_deinterleave_as, gate_deinterleave_copy, gate_interleave, pad_columns
 from ..layouts.persistent import (gather, gather_index, mma_fragment_order, pack_block_rows, pack_column_tiles,
-                                 pack_mma_fragments, pack_split_fragments, paired_input_halves)
+                                 pack_mma_fragments, pack_split_fragments)
 from ..weights import LayerWeights, slot
 from . import persistent_capacity as capacity
 from . import persistent_rules as rules
@@ -222,9 +222,6 @@ INPUT_REG_K_TILES = "auto"   # v52: 16-bit forwards with the in-kernel projectio
                              # in registers (capacity.with_input_reg_tiles; a build that spills moves them back first):
                              # "auto" where rules.input_reg_k_tiles says, an int n up to the plan's, "all" every one,
                              # 0 none
-PAIR_INPUT = False      # v54b (forced: benches and tests): 16-bit tagged forwards in 2 batch groups of 8 pair the groups'
-                        # blocks of the same units as clusters of 2, each multiplying half of the inputs for both
-                        # groups (capacity.with_pair_input)
 FORWARD_WARPS = None    # v52 (forced, tests and benches): an unclustered, ungrouped 16-bit tensor-core forward planned
                         # on blocks of this many warps (capacity.forward_on_warps), with the projection in the kernel
                         # where it fits; None: the plan's
@@ -320,8 +317,6 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None, backward
     if plans["forward"].kind == "mma" and plans["forward"].in_kernel_projection:
         plans = {**plans, "forward": _with_input_part(plans["forward"], INPUT_PART_K_TILES, training)}
         plans = {**plans, "forward": _with_input_reg_tiles(plans["forward"], INPUT_REG_K_TILES, training)}
-        if PAIR_INPUT:
-            plans = {**plans, "forward": capacity.with_pair_input(plans["forward"])}
     if not UNITS_FASTEST:
         plans = {k: replace(p, units_fastest=False) if p.kind == "mma" else p for k, p in plans.items()}
     if not PAIRED_SPLIT:
@@ -731,10 +726,6 @@ def _pack(plan, matrix_values, order_only=False, matrix="w_hh"):
     transpose = matrix == "w_hh" and plan.pass_name == "backward" and plan.kind != "rows"
     if matrix == "w_ih" and getattr(plan, "input_part", False):   # v51: the kernel's share of the inputs only
         matrix_values = matrix_values[:, :plan.input_part_from]
-    if matrix == "w_ih" and getattr(plan, "pair_input", False):   # v54b: each rank's half of the inputs as a block
-        base = plan.tile_shape()
-        matrix_values = paired_input_halves(matrix_values, base.blocks, base.rows_per_block,
-                                            16 * plan.input_k_tiles * plan.warps)
     m = cp.ascontiguousarray(matrix_values.T if transpose else matrix_values)
     if plan.kind == "rows":
         return pack_column_tiles(m, shape)
@@ -838,13 +829,13 @@ def _kernel(plan, device_id: int):
     plans: the same kernel names and arguments in persistent_lstm.cu and persistent_mma.cu)."""
     props = _props()
     function = f"persistent_lstm_{'fwd' if plan.pass_name == 'forward' else 'bwd'}"
-    clustered = getattr(plan, "cluster_size", 1) > 1   # v42; v54b: the paired input product
+    clustered = getattr(plan, "cluster_k", 1) > 1
     plan, kern = _compile_without_spills(plan, function, cooperative=CLUSTER_COOPERATIVE or not clustered)
     per_sm = _occupancy(kern, plan)
-    if clustered and plan.cluster_size > 1:   # (a spill back-off may have dropped the pairing)
+    if clustered:
         clusters = _max_active_clusters(kern, plan)
-        if clusters is None or clusters * plan.cluster_size < plan.grid:
-            raise NotSupported(name, f"{plan.pass_name} grid of {plan.grid} blocks in clusters of {plan.cluster_size} "
+        if clusters is None or clusters * plan.cluster_k < plan.grid:
+            raise NotSupported(name, f"{plan.pass_name} grid of {plan.grid} blocks in clusters of {plan.cluster_k} "
                                      f"cannot be co-resident ({clusters} active clusters; kernel uses "
                                      f"{kern.num_regs} registers/thread, {plan.smem_bytes} B shared memory)")
     if per_sm * props["sm_count"] < plan.grid:
@@ -1361,7 +1352,7 @@ def _graph_mode(variant) -> tuple:
             gpu_blas.SPLIT_BY_WARPS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
             LONG_REDUCTION_CHUNK, STEP_CLOCKS, DIAG_IN_K_TILES_USED, INPUT_PART_K_TILES, INPUT_REG_K_TILES,
-            PAIR_INPUT, FORWARD_WARPS, CLUSTER_K, CLUSTER_WARPS,
+            FORWARD_WARPS, CLUSTER_K, CLUSTER_WARPS,
             CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE,
             BATCH_PADDING, rules.MAX_BATCH_PADDING, PAD_READS_X, batch_pad.PAD_BY_KERNEL, CUT_AT_COPY_OUT)
 

@@ -761,17 +761,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                                 # block of cluster_k x warps warps and m_tiles m-tiles, a rank 1/cluster_k of K
                                 # (with_cluster_k); units and blocks_per_dir stay a real block's and the grid's
 
-    pair_input: bool = False    # v54b: the two batch groups' blocks of the same units as a cluster of 2, each
-                                # multiplying half of the inputs for both groups (with_pair_input, PAIR_INPUT);
-                                # input_k_tiles is then per warp of that half
-
     kind = "mma"
     kernel_file = "persistent_mma.cu"
-
-    @property
-    def cluster_size(self) -> int:
-        """Blocks per thread-block cluster of the launch: cluster_k (v42), 2 with pair_input (v54b), else 1."""
-        return 2 if self.pair_input else self.cluster_k
 
     @property
     def grid(self) -> int:
@@ -826,7 +817,6 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                 **({"IN_K_TILES": self.input_k_tiles} if self.input_k_tiles else {}),
                 **({"INPUT_PART": 1} if self.input_part else {}),
                 **({"IN_REG_K_TILES": self.input_reg_k_tiles} if self.input_reg_k_tiles else {}),
-                **({"PAIR_INPUT": 1} if self.pair_input else {}),
                 **({} if self.units_fastest else {"UNITS_FASTEST": 0}),
                 **({"PAIRED_SPLIT": 0} if self.parts == 2 and not self.paired_split else {}),
                 **({"SPLIT_WORDS": 0} if self.parts == 2 and not self.split_words else {}),
@@ -853,8 +843,7 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
 
     def input_tile_shape(self) -> MmaTileShape:
         """How W_ih's rows of a block are cut (the same rows as tile_shape, input columns)."""
-        shape = replace(self.tile_shape(), k_tiles=self.input_k_tiles)
-        return replace(shape, blocks=2 * shape.blocks) if self.pair_input else shape   # v54b: a half per rank
+        return replace(self.tile_shape(), k_tiles=self.input_k_tiles)
 
     @property
     def input_part_from(self) -> int:
@@ -866,11 +855,10 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
         """The same plan with the input projection as a GEMM before the kernel (the ablation)."""
         if not self.input_k_tiles:
             return self
-        return replace(self, input_k_tiles=0, input_part=False, input_reg_k_tiles=0, pair_input=False,
+        return replace(self, input_k_tiles=0, input_part=False, input_reg_k_tiles=0,
                        smem_bytes=self.smem_bytes - mma_input_smem_bytes(self.batch, self.warps, self.m_tiles,
                                                                          self.input_k_tiles, self.parts,
-                                                                         self.input_reg_k_tiles)
-                       - pair_input_extra_bytes(self),
+                                                                         self.input_reg_k_tiles),
                        regs_per_thread=self.regs_per_thread - mma_input_registers(self))
 
     def exchange_shape(self, directions: int) -> tuple:
@@ -891,8 +879,6 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                           f"({self.input_k_tiles} k-tiles), a GEMM over the rest")
         if self.input_reg_k_tiles:
             projection += f", {self.input_reg_k_tiles} of its k-tiles in registers"
-        if self.pair_input:
-            projection += ", the groups' blocks paired (clusters of 2), each half of the inputs for both"
         split = "" if self.parts == 1 else f" as fp16 hi/lo halves, {self.mma_per_tile} mma per tile"
         if self.batch_groups > 1:
             split += f", the batch as {self.batch_groups} groups of {self.batch} on blocks of their own"
@@ -1005,32 +991,6 @@ def with_input_reg_tiles(plan, k_tiles: int):
     moved = k_tiles - plan.input_reg_k_tiles
     return replace(plan, input_reg_k_tiles=k_tiles, smem_bytes=plan.smem_bytes - moved * plan.m_tiles * plan.threads * 16,
                    regs_per_thread=plan.regs_per_thread + 4 * plan.m_tiles * moved)
-
-
-def pair_input_extra_bytes(plan) -> int:
-    """v54b: the shared memory PAIR_INPUT adds to the projection's: x staged for both groups' rows (a second copy of
-    mma_input_smem_bytes' one-group staging) and the partner's sums [2][warps][units][4 B + 4] floats."""
-    if not plan.pair_input:
-        return 0
-    staging = 4 * plan.warps * plan.batch * (8 * plan.input_k_tiles + 4)
-    return staging + 4 * 2 * plan.warps * 4 * plan.m_tiles * (4 * 8 * plan.n_tiles + 4)
-
-
-def with_pair_input(plan):
-    """v54b: ``plan`` with the two batch groups' blocks of the same units paired (PAIR_INPUT), each multiplying half
-    of W_ih's k-tiles for both groups' columns, where ``plan`` is a 16-bit tagged forward in 2 groups of 8 with the
-    whole projection in the kernel on unclustered blocks; else ``plan``. Its register k-tiles stay (at most the half's)."""
-    if not (plan.kind == "mma" and plan.pass_name == "forward" and plan.parts == 1 and plan.in_kernel_projection
-            and plan.tagged and plan.cluster_k == 1 and not plan.input_part and not plan.pair_input
-            and plan.batch_groups == 2 and plan.batch == 8):
-        return plan
-    k_half = -(-plan.input_k_tiles // 2)
-    reg = min(plan.input_reg_k_tiles, k_half)
-    base = plan.without_input_projection()
-    paired = replace(plan, input_k_tiles=k_half, input_reg_k_tiles=reg, pair_input=True)
-    smem = (base.smem_bytes + mma_input_smem_bytes(plan.batch, plan.warps, plan.m_tiles, k_half, 1, reg)
-            + pair_input_extra_bytes(paired))
-    return replace(paired, smem_bytes=smem)
 
 
 def layer_input_sizes(config) -> list:
