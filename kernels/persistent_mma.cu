@@ -281,6 +281,25 @@ static_assert(!kInputPart || (kInput && PASS == 0 && !kSplit), "INPUT_PART: a 16
 // v51 diagnostic (persistent.DIAG_IN_K_TILES_USED; timing only, the sums are wrong): the input product over its
 // first DIAG_IN_K_TILES_USED k-tiles, to see what a cheaper in-kernel projection would save.
 constexpr int kInKTilesUsed = DIAG_IN_K_TILES_USED;
+#ifndef DIAG_X_STAGE_EVERY
+#define DIAG_X_STAGE_EVERY 1
+#endif
+// v55 diagnostic (persistent.DIAG_X_STAGE_EVERY; timing only, the sums are wrong): x_{t+1} staged after the publish
+// only on every n-th step (the other steps multiply the x left from before), to bound what staging x of several
+// steps at once would save.
+constexpr int kXStageEvery = DIAG_X_STAGE_EVERY;
+#ifndef X_STEPS
+#define X_STEPS 1
+#endif
+// v55, X_STEPS (16-bit forwards with IN_K_TILES, unclustered): x of X_STEPS steps staged at once, by cp.async into
+// X_STEPS slots, every X_STEPS-th step after the publish. x_{t+1}'s staging was ~280 ns of every block's loop at
+// fp16 H=1024 B=16 (16 KB, one round trip); staging x only every 4th step (v55's diagnostic, wrong sums) read 1.98
+// against 2.27 us/step, and one block's 64 KB in flight take ~1030 SM cycles against ~500 for 16 KB (v55's probe).
+// cp.async holds no registers, so the grouped plan's 250 stay.
+constexpr int kXSteps = X_STEPS;
+static_assert(kXSteps == 1 || (kInput && !kSplit && !kInputPart && PASS == 0 && CLUSTER_K == 1),
+              "X_STEPS: an unclustered 16-bit forward with IN_K_TILES over all its inputs");
+static_assert(kXSteps == 1 || kXStageEvery == 1, "X_STEPS: not with DIAG_X_STAGE_EVERY");
 constexpr int kInWarpK = 16 * IN_K_TILES;
 constexpr int kInTileU4 = kWarps * kInKTiles * kMTiles * 32;   // one block's packed W_ih tile (uint4)
 #ifndef IN_REG_K_TILES
@@ -370,6 +389,7 @@ constexpr int kStageChunk = 8;                    // float4 loads per lane in fl
 // Per-warp staged input x_t (IN_K_TILES > 0), the same format: row stride kInWarpK/2 + 4 words.
 constexpr int kXStride = kInWarpK / 2 + 4;
 constexpr int kXWordsPerWarp = kInput ? kVecRows * kXStride : 0;
+constexpr int kXSlotWords = kWarps * kXWordsPerWarp;   // one step's staged x (v55: kXSteps slots)
 
 #if PASS == 0
 // v29: the parts of the split input (see kInTileU4).
@@ -713,6 +733,43 @@ __device__ __forceinline__ void stage_input(unsigned int* xs, const unsigned sho
     }
 }
 
+__device__ __forceinline__ void cp_async16(void* smem_dst, const void* src) {
+    const unsigned int dst = (unsigned int)__cvta_generic_to_shared(smem_dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+}
+
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// v55 (X_STEPS): x of the n <= kXSteps steps t, t + dir, ... into the warp's region of slots 0 .. n-1 (stage_rows'
+// layout), by cp.async: no registers wait on the copies, so all n steps' are in flight at once.
+__device__ __forceinline__ void stage_input_steps(unsigned int* xs, const unsigned short* x16, size_t x_step, int t,
+                                                  int dir, int n, int in_size) {
+    if constexpr (kInput && kXSteps > 1) {
+        const int kw = slice_warp(), lane = threadIdx.x % 32;
+        constexpr int octs = kInWarpK / 8, count = kBatch * octs;
+        unsigned int* x_w = xs + (threadIdx.x / 32) * kXWordsPerWarp;
+        for (int q = 0; q < n; ++q) {
+            const unsigned short* src = x16 + (size_t)(t + q * dir) * x_step;
+            unsigned int* mine = x_w + q * kXSlotWords;
+#pragma unroll
+            for (int i = lane; i < count; i += 32) {
+                const int row = i / octs, k = kw * kInWarpK + 8 * (i % octs);
+                unsigned int* dst = mine + row * kXStride + 4 * (i % octs);
+                if (k < in_size) cp_async16(dst, src + (size_t)row * in_size + k);
+                else *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);   // the zero-padded k-tiles
+            }
+        }
+        cp_async_wait_all();
+        __syncwarp();
+    }
+}
+
+// v55: the staged x of loop step q (slot q % kXSteps).
+__device__ __forceinline__ const unsigned int* x_slot(const unsigned int* xs, int q) {
+    if constexpr (kXSteps == 1) return xs;
+    else return xs + (q % kXSteps) * kXSlotWords;
+}
+
 // v12: acc = this warp's slice of W_ih . x_t, every k-tile from shared memory in_s, x_t staged by
 // stage_input. v29 (SPLIT): the hi tiles times x_t's hi and lo rows.
 // v52: the first kInRegKTiles k-tiles from in_reg, the rest from shared memory.
@@ -955,7 +1012,7 @@ __device__ __forceinline__ Carve carve(uint4* smem) {
     s.vec = reinterpret_cast<unsigned int*>(s.red + kRedFloats);
     s.in_a = reinterpret_cast<uint4*>(s.vec + kWarps * kVecWordsPerWarp);
     s.xs = reinterpret_cast<unsigned int*>(s.in_a + kInSmemTileU4);
-    s.cluster = reinterpret_cast<float*>(s.xs + kWarps * kXWordsPerWarp);
+    s.cluster = reinterpret_cast<float*>(s.xs + kXSteps * kXSlotWords);
     return s;
 }
 
@@ -1188,7 +1245,8 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     if constexpr (kInput) {   // (the W_ih tiles are in shared memory after the block barrier above)
         const int t0 = p.reverse ? T - 1 : 0;
         if (kInputPart && p.active) xw_next = load_xw_part(xw_part, p, T, H, t0);
-        stage_input(s.xs, x16 + t0 * x_step, sx.lo + t0 * x_step, in_size);
+        if constexpr (kXSteps > 1) stage_input_steps(s.xs, x16, x_step, t0, p.reverse ? -1 : 1, min(kXSteps, T), in_size);
+        else stage_input(s.xs, x16 + t0 * x_step, sx.lo + t0 * x_step, in_size);
         input_product(acc, in_reg, s.in_a, s.xs);
         ColumnFactors first;
         load_column_factors(first, sx.factors + (size_t)t0 * kBatch, input_ratio);
@@ -1272,8 +1330,16 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         if constexpr (kSplitBarrier) grid_arrive(counter);   // h_t published (also orders the reads of red)
         if (kInput && step + 1 < T) {   // the next step's input product while the other blocks finish
             if (kInputPart && p.active) xw_next = load_xw_part(xw_part, p, T, H, t_next);
-            stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
-            input_product(acc, in_reg, s.in_a, s.xs);
+            if constexpr (kXSteps > 1) {   // v55: the next kXSteps steps' x at once
+                if ((step + 1) % kXSteps == 0)
+                    stage_input_steps(s.xs, x16, x_step, t_next, p.reverse ? -1 : 1, min(kXSteps, T - 1 - step),
+                                      in_size);
+            } else if constexpr (kXStageEvery <= 1) {
+                stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
+            } else if ((step + 1) % kXStageEvery == 0) {
+                stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
+            }
+            input_product(acc, in_reg, s.in_a, x_slot(s.xs, step + 1));
             input_in_recurrent_units(acc, next_factors);
         }
         if constexpr (kSplitBarrier) grid_wait(counter, step + 2u, arrivals);
