@@ -1,7 +1,8 @@
-"""v55 diagnostic: v37's step clocks of one forward split by step % X_STEPS, to see what the steps that stage x of
-several steps at once (X_STEPS) cost against the steps that stage none.
+"""v55 diagnostic: v37's step clocks of one forward split by step % period, to see what the steps that staged x of
+several steps at once (X_STEPS, commit 8d9e3f5, removed: slower) cost against the steps that staged none. The period is
+the flags' X_STEPS where given (that commit's engine), else 4; on this engine DIAG_X_STAGE_EVERY=4 is the analogue.
 
-    python benchmarks/diag_x_steps_v55.py OUT_DIR [--cells float16:1024:16 ...] [--flags '{"X_STEPS": 4}']
+    python benchmarks/diag_x_steps_v55.py OUT_DIR [--cells float16:1024:16 ...] [--flags '{"DIAG_X_STAGE_EVERY": 4}']
 Writes OUT_DIR/diag_x_steps_v55.{json,md}.
 """
 from __future__ import annotations
@@ -33,8 +34,10 @@ def main(argv=None):
     from ecornn.engines import persistent
     import cupy as cp
     for flag, value in args.flags.items():
+        if not hasattr(persistent, flag):   # set, it would be ignored: the timings would be the default's
+            raise ValueError(f"--flags: expected engine flags of ecornn.engines.persistent, got {flag!r}")
         setattr(persistent, flag, value)
-    steps = args.flags.get("X_STEPS", 1)
+    steps = args.flags.get("X_STEPS", args.flags.get("DIAG_X_STAGE_EVERY", 1))
     period = int(steps) if str(steps).isdigit() and int(steps) > 1 else 4   # one step at a time: residues of 4
     rows = []
     for dtype, hidden, batch in args.cells:

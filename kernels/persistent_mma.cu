@@ -286,20 +286,8 @@ constexpr int kInKTilesUsed = DIAG_IN_K_TILES_USED;
 #endif
 // v55 diagnostic (persistent.DIAG_X_STAGE_EVERY; timing only, the sums are wrong): x_{t+1} staged after the publish
 // only on every n-th step (the other steps multiply the x left from before), to bound what staging x of several
-// steps at once would save.
+// steps at once would save. (v55's X_STEPS staged 4 steps at once by cp.async: slower, code in commit 8d9e3f5.)
 constexpr int kXStageEvery = DIAG_X_STAGE_EVERY;
-#ifndef X_STEPS
-#define X_STEPS 1
-#endif
-// v55, X_STEPS (16-bit forwards with IN_K_TILES, unclustered): x of X_STEPS steps staged at once, by cp.async into
-// X_STEPS slots, every X_STEPS-th step after the publish. x_{t+1}'s staging was ~280 ns of every block's loop at
-// fp16 H=1024 B=16 (16 KB, one round trip); staging x only every 4th step (v55's diagnostic, wrong sums) read 1.98
-// against 2.27 us/step, and one block's 64 KB in flight take ~1030 SM cycles against ~500 for 16 KB (v55's probe).
-// cp.async holds no registers, so the grouped plan's 250 stay.
-constexpr int kXSteps = X_STEPS;
-static_assert(kXSteps == 1 || (kInput && !kSplit && !kInputPart && PASS == 0 && CLUSTER_K == 1),
-              "X_STEPS: an unclustered 16-bit forward with IN_K_TILES over all its inputs");
-static_assert(kXSteps == 1 || kXStageEvery == 1, "X_STEPS: not with DIAG_X_STAGE_EVERY");
 constexpr int kInWarpK = 16 * IN_K_TILES;
 constexpr int kInTileU4 = kWarps * kInKTiles * kMTiles * 32;   // one block's packed W_ih tile (uint4)
 #ifndef IN_REG_K_TILES
@@ -389,7 +377,6 @@ constexpr int kStageChunk = 8;                    // float4 loads per lane in fl
 // Per-warp staged input x_t (IN_K_TILES > 0), the same format: row stride kInWarpK/2 + 4 words.
 constexpr int kXStride = kInWarpK / 2 + 4;
 constexpr int kXWordsPerWarp = kInput ? kVecRows * kXStride : 0;
-constexpr int kXSlotWords = kWarps * kXWordsPerWarp;   // one step's staged x (v55: kXSteps slots)
 
 #if PASS == 0
 // v29: the parts of the split input (see kInTileU4).
@@ -503,6 +490,30 @@ __device__ __forceinline__ void first_poll_delay() {
     }
 }
 
+#ifndef POLL_STALE_ONLY
+#define POLL_STALE_ONLY 0
+#endif
+// v55 (POLL_STALE_ONLY): a repoll of the tagged exchange reloads only the quads the lane's last poll found stale,
+// not its whole chunk. A block that polls before the data is there otherwise reads its whole slice again every
+// round trip (32 KB a block at fp16 B=16), L2 traffic that the late blocks' loads and publishes then queue behind
+// (v55: x of 4 steps staged at once took 2.1 us after the publish inside the kernel, 0.65 us alone in the probe).
+template <int Chunk, typename LoadQuad, typename QuadReady>
+__device__ __forceinline__ void poll_stale_quads(uint4 (&v)[Chunk], LoadQuad load_quad, QuadReady quad_ready) {
+    unsigned int stale = (1u << Chunk) - 1u;
+    for (long long polls = 0;; ++polls) {
+#pragma unroll
+        for (int j = 0; j < Chunk; ++j)
+            if (stale & (1u << j)) v[j] = load_quad(j);
+        unsigned int still = 0u;
+#pragma unroll
+        for (int j = 0; j < Chunk; ++j)
+            if ((stale & (1u << j)) && !quad_ready(v[j], j)) still |= 1u << j;
+        stale = still;
+        if (stale == 0u) break;
+        if (polls > kMaxPolls) __trap();
+    }
+}
+
 // The warp's K-slice of the tagged exchange rows src[n * ld + k] (n < kVecRows, k < k_len): waits until
 // every word of the warp's K-slice carries `tag`, then keeps the 16-bit halves (no conversion).
 __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned int* src, int k_len,
@@ -517,25 +528,37 @@ __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned
 #pragma unroll 1
     for (int base = 0; base < iters; base += chunk) {
         uint4 v[chunk];
-        // The whole chunk is reloaded until all of it is ready: no load address stays live across
-        // the checks (keeping them spilled the 16-warp plans). Spinning on the first stale quad
-        // alone and then reloading measured 1.4-2x slower on the H100 (serial round trips).
-        for (long long polls = 0;; ++polls) {
-#pragma unroll
-            for (int j = 0; j < chunk; ++j) {
+        if constexpr (POLL_STALE_ONLY != 0) {
+            poll_stale_quads<chunk>(v, [&](int j) {
                 const int i = (base + j) * 32 + lane, n = i / quads, k = kw * kWarpK + 4 * (i % quads);
-                v[j] = i < count && k < k_len ? load_relaxed(src + (size_t)n * ld + k) : make_uint4(0, 0, 0, 0);
-            }
-            bool ready = true;
-#pragma unroll
-            for (int j = 0; j < chunk; ++j) {
+                return i < count && k < k_len ? load_relaxed(src + (size_t)n * ld + k) : make_uint4(0, 0, 0, 0);
+            }, [&](const uint4& q, int j) {
                 const int i = (base + j) * 32 + lane, k = kw * kWarpK + 4 * (i % quads);
                 const int valid = k_len - k < 4 ? k_len - k : 4;
-                if (i < count && k < k_len)
-                    ready &= kSplitWords ? split_words_ready(v[j], bit, valid) : tagged_ready(v[j], tag, valid);
+                return !(i < count && k < k_len)
+                       || (kSplitWords ? split_words_ready(q, bit, valid) : tagged_ready(q, tag, valid));
+            });
+        } else {
+            // The whole chunk is reloaded until all of it is ready: no load address stays live across
+            // the checks (keeping them spilled the 16-warp plans). Spinning on the first stale quad
+            // alone and then reloading measured 1.4-2x slower on the H100 (serial round trips).
+            for (long long polls = 0;; ++polls) {
+#pragma unroll
+                for (int j = 0; j < chunk; ++j) {
+                    const int i = (base + j) * 32 + lane, n = i / quads, k = kw * kWarpK + 4 * (i % quads);
+                    v[j] = i < count && k < k_len ? load_relaxed(src + (size_t)n * ld + k) : make_uint4(0, 0, 0, 0);
+                }
+                bool ready = true;
+#pragma unroll
+                for (int j = 0; j < chunk; ++j) {
+                    const int i = (base + j) * 32 + lane, k = kw * kWarpK + 4 * (i % quads);
+                    const int valid = k_len - k < 4 ? k_len - k : 4;
+                    if (i < count && k < k_len)
+                        ready &= kSplitWords ? split_words_ready(v[j], bit, valid) : tagged_ready(v[j], tag, valid);
+                }
+                if (ready) break;
+                if (polls > kMaxPolls) __trap();
             }
-            if (ready) break;
-            if (polls > kMaxPolls) __trap();
         }
 #pragma unroll
         for (int j = 0; j < chunk; ++j) {
@@ -731,43 +754,6 @@ __device__ __forceinline__ void stage_input(unsigned int* xs, const unsigned sho
         if constexpr (kSplit)
             stage_rows<kInWarpK, kXStride, kBatch>(x_w + kBatch * kXStride, lo_rows, in_size, in_size);
     }
-}
-
-__device__ __forceinline__ void cp_async16(void* smem_dst, const void* src) {
-    const unsigned int dst = (unsigned int)__cvta_generic_to_shared(smem_dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
-}
-
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-
-// v55 (X_STEPS): x of the n <= kXSteps steps t, t + dir, ... into the warp's region of slots 0 .. n-1 (stage_rows'
-// layout), by cp.async: no registers wait on the copies, so all n steps' are in flight at once.
-__device__ __forceinline__ void stage_input_steps(unsigned int* xs, const unsigned short* x16, size_t x_step, int t,
-                                                  int dir, int n, int in_size) {
-    if constexpr (kInput && kXSteps > 1) {
-        const int kw = slice_warp(), lane = threadIdx.x % 32;
-        constexpr int octs = kInWarpK / 8, count = kBatch * octs;
-        unsigned int* x_w = xs + (threadIdx.x / 32) * kXWordsPerWarp;
-        for (int q = 0; q < n; ++q) {
-            const unsigned short* src = x16 + (size_t)(t + q * dir) * x_step;
-            unsigned int* mine = x_w + q * kXSlotWords;
-#pragma unroll
-            for (int i = lane; i < count; i += 32) {
-                const int row = i / octs, k = kw * kInWarpK + 8 * (i % octs);
-                unsigned int* dst = mine + row * kXStride + 4 * (i % octs);
-                if (k < in_size) cp_async16(dst, src + (size_t)row * in_size + k);
-                else *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);   // the zero-padded k-tiles
-            }
-        }
-        cp_async_wait_all();
-        __syncwarp();
-    }
-}
-
-// v55: the staged x of loop step q (slot q % kXSteps).
-__device__ __forceinline__ const unsigned int* x_slot(const unsigned int* xs, int q) {
-    if constexpr (kXSteps == 1) return xs;
-    else return xs + (q % kXSteps) * kXSlotWords;
 }
 
 // v12: acc = this warp's slice of W_ih . x_t, every k-tile from shared memory in_s, x_t staged by
@@ -1012,7 +998,7 @@ __device__ __forceinline__ Carve carve(uint4* smem) {
     s.vec = reinterpret_cast<unsigned int*>(s.red + kRedFloats);
     s.in_a = reinterpret_cast<uint4*>(s.vec + kWarps * kVecWordsPerWarp);
     s.xs = reinterpret_cast<unsigned int*>(s.in_a + kInSmemTileU4);
-    s.cluster = reinterpret_cast<float*>(s.xs + kXSteps * kXSlotWords);
+    s.cluster = reinterpret_cast<float*>(s.xs + kWarps * kXWordsPerWarp);
     return s;
 }
 
@@ -1245,8 +1231,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     if constexpr (kInput) {   // (the W_ih tiles are in shared memory after the block barrier above)
         const int t0 = p.reverse ? T - 1 : 0;
         if (kInputPart && p.active) xw_next = load_xw_part(xw_part, p, T, H, t0);
-        if constexpr (kXSteps > 1) stage_input_steps(s.xs, x16, x_step, t0, p.reverse ? -1 : 1, min(kXSteps, T), in_size);
-        else stage_input(s.xs, x16 + t0 * x_step, sx.lo + t0 * x_step, in_size);
+        stage_input(s.xs, x16 + t0 * x_step, sx.lo + t0 * x_step, in_size);
         input_product(acc, in_reg, s.in_a, s.xs);
         ColumnFactors first;
         load_column_factors(first, sx.factors + (size_t)t0 * kBatch, input_ratio);
@@ -1330,16 +1315,12 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         if constexpr (kSplitBarrier) grid_arrive(counter);   // h_t published (also orders the reads of red)
         if (kInput && step + 1 < T) {   // the next step's input product while the other blocks finish
             if (kInputPart && p.active) xw_next = load_xw_part(xw_part, p, T, H, t_next);
-            if constexpr (kXSteps > 1) {   // v55: the next kXSteps steps' x at once
-                if ((step + 1) % kXSteps == 0)
-                    stage_input_steps(s.xs, x16, x_step, t_next, p.reverse ? -1 : 1, min(kXSteps, T - 1 - step),
-                                      in_size);
-            } else if constexpr (kXStageEvery <= 1) {
+            if constexpr (kXStageEvery <= 1) {
                 stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
             } else if ((step + 1) % kXStageEvery == 0) {
                 stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
             }
-            input_product(acc, in_reg, s.in_a, x_slot(s.xs, step + 1));
+            input_product(acc, in_reg, s.in_a, s.xs);
             input_in_recurrent_units(acc, next_factors);
         }
         if constexpr (kSplitBarrier) grid_wait(counter, step + 2u, arrivals);

@@ -227,8 +227,8 @@ FORWARD_WARPS = None    # v52 (forced, tests and benches): an unclustered, ungro
                         # where it fits; None: the plan's
 DIAG_IN_K_TILES_USED = None   # v51 diagnostic (timing only, wrong sums): the tensor-core kernel's in-kernel input
                               # product over only its first n k-tiles (0: none), to bound what a cheaper one saves
-X_STEPS = "auto"   # v55: 16-bit forwards with the whole projection in the kernel stage x of this many steps at once
-                   # (capacity.with_x_steps): "auto" where rules.x_steps says, an int every such forward, 1 never
+POLL_STALE_ONLY = False   # v55: the tensor-core forwards' repolls of the tagged exchange reload only the quads found
+                          # stale (kernel define POLL_STALE_ONLY), not the warp's whole chunk
 DIAG_X_STAGE_EVERY = None   # v55 diagnostic (timing only, wrong sums): the in-kernel projection stages x_{t+1} only
                             # every n-th step, to bound what staging several steps of x at once would save
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
@@ -321,7 +321,6 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None, backward
     if plans["forward"].kind == "mma" and plans["forward"].in_kernel_projection:
         plans = {**plans, "forward": _with_input_part(plans["forward"], INPUT_PART_K_TILES, training)}
         plans = {**plans, "forward": _with_input_reg_tiles(plans["forward"], INPUT_REG_K_TILES, training)}
-        plans = {**plans, "forward": _with_x_steps(props_items, plans["forward"], X_STEPS, training)}
     if not UNITS_FASTEST:
         plans = {k: replace(p, units_fastest=False) if p.kind == "mma" else p for k, p in plans.items()}
     if not PAIRED_SPLIT:
@@ -367,15 +366,6 @@ def _with_input_reg_tiles(forward, k_tiles, training: bool):
     elif k_tiles == "all":
         k_tiles = forward.input_k_tiles
     return capacity.with_input_reg_tiles(forward, k_tiles) if k_tiles else forward
-
-
-@functools.lru_cache(maxsize=256)
-def _with_x_steps(props_items: tuple, forward, steps, training: bool):
-    """v55: ``forward`` staging x of ``steps`` steps at once (X_STEPS; "auto": rules.x_steps), where
-    capacity.with_x_steps applies. Cached: _plans runs on every eager call."""
-    if steps == "auto":
-        steps = rules.x_steps(forward, training)
-    return capacity.with_x_steps(dict(props_items), forward, steps) if int(steps) > 1 else forward
 
 
 @functools.lru_cache(maxsize=256)
@@ -787,6 +777,7 @@ def _flag_defines() -> dict:
     return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0}),
             **({"XW_AT_LOAD": 1} if XW_AT_LOAD else {}), **({} if H0_IN_PRODUCT else {"H0_IN_PRODUCT": 0}),
             **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {}),
+            **({"POLL_STALE_ONLY": 1} if POLL_STALE_ONLY else {}),
             **({} if DIAG_IN_K_TILES_USED is None else {"DIAG_IN_K_TILES_USED": int(DIAG_IN_K_TILES_USED)}),
             **({} if DIAG_X_STAGE_EVERY is None else {"DIAG_X_STAGE_EVERY": int(DIAG_X_STAGE_EVERY)})}
 
@@ -825,7 +816,7 @@ def _remembered(build):
     @functools.wraps(build)
     def cached(plan, device_id: int):
         key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS, CLUSTER_COOPERATIVE,
-               DIAG_IN_K_TILES_USED, DIAG_X_STAGE_EVERY)
+               DIAG_IN_K_TILES_USED, DIAG_X_STAGE_EVERY, POLL_STALE_ONLY)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -1366,7 +1357,7 @@ def _graph_mode(variant) -> tuple:
             XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
             gpu_blas.SPLIT_BY_WARPS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
-            LONG_REDUCTION_CHUNK, STEP_CLOCKS, DIAG_IN_K_TILES_USED, DIAG_X_STAGE_EVERY, X_STEPS, INPUT_PART_K_TILES, INPUT_REG_K_TILES,
+            LONG_REDUCTION_CHUNK, STEP_CLOCKS, DIAG_IN_K_TILES_USED, DIAG_X_STAGE_EVERY, POLL_STALE_ONLY, INPUT_PART_K_TILES, INPUT_REG_K_TILES,
             FORWARD_WARPS, CLUSTER_K, CLUSTER_WARPS,
             CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE,
             BATCH_PADDING, rules.MAX_BATCH_PADDING, PAD_READS_X, batch_pad.PAD_BY_KERNEL, CUT_AT_COPY_OUT)

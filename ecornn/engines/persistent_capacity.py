@@ -760,8 +760,6 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
     cluster_k: int = 1          # v42 (tagged forwards, sm_90): clusters of cluster_k blocks each run one virtual
                                 # block of cluster_k x warps warps and m_tiles m-tiles, a rank 1/cluster_k of K
                                 # (with_cluster_k); units and blocks_per_dir stay a real block's and the grid's
-    x_steps: int = 1            # v55 (16-bit forwards with the whole projection in the kernel): x of this many
-                                # steps staged at once, in as many slots (with_x_steps, X_STEPS)
 
     kind = "mma"
     kernel_file = "persistent_mma.cu"
@@ -819,7 +817,6 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                 **({"IN_K_TILES": self.input_k_tiles} if self.input_k_tiles else {}),
                 **({"INPUT_PART": 1} if self.input_part else {}),
                 **({"IN_REG_K_TILES": self.input_reg_k_tiles} if self.input_reg_k_tiles else {}),
-                **({"X_STEPS": self.x_steps} if self.x_steps > 1 else {}),
                 **({} if self.units_fastest else {"UNITS_FASTEST": 0}),
                 **({"PAIRED_SPLIT": 0} if self.parts == 2 and not self.paired_split else {}),
                 **({"SPLIT_WORDS": 0} if self.parts == 2 and not self.split_words else {}),
@@ -858,17 +855,11 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
         """The same plan with the input projection as a GEMM before the kernel (the ablation)."""
         if not self.input_k_tiles:
             return self
-        return replace(self, input_k_tiles=0, input_part=False, input_reg_k_tiles=0, x_steps=1,
+        return replace(self, input_k_tiles=0, input_part=False, input_reg_k_tiles=0,
                        smem_bytes=self.smem_bytes - mma_input_smem_bytes(self.batch, self.warps, self.m_tiles,
                                                                          self.input_k_tiles, self.parts,
-                                                                         self.input_reg_k_tiles)
-                       - (self.x_steps - 1) * self.x_slot_bytes,
+                                                                         self.input_reg_k_tiles),
                        regs_per_thread=self.regs_per_thread - mma_input_registers(self))
-
-    @property
-    def x_slot_bytes(self) -> int:
-        """Shared memory of one step's staged x (the in-kernel projection's; v55: x_steps of them)."""
-        return self.parts * 4 * self.warps * self.batch * (8 * self.input_k_tiles + 4) if self.input_k_tiles else 0
 
     def exchange_shape(self, directions: int) -> tuple:
         """uint32 words of the exchange buffer [D][2][B][row] (zeroed before each launch) through which
@@ -888,8 +879,6 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                           f"({self.input_k_tiles} k-tiles), a GEMM over the rest")
         if self.input_reg_k_tiles:
             projection += f", {self.input_reg_k_tiles} of its k-tiles in registers"
-        if self.x_steps > 1:
-            projection += f", x of {self.x_steps} steps staged at once"
         split = "" if self.parts == 1 else f" as fp16 hi/lo halves, {self.mma_per_tile} mma per tile"
         if self.batch_groups > 1:
             split += f", the batch as {self.batch_groups} groups of {self.batch} on blocks of their own"
@@ -986,7 +975,7 @@ def with_input_part(plan, k_tiles: int):
     if not (plan.kind == "mma" and plan.parts == 1 and plan.in_kernel_projection and plan.cluster_k == 1
             and 0 < k_tiles < plan.input_k_tiles):
         return plan
-    plan = with_input_reg_tiles(without_x_steps(plan), min(plan.input_reg_k_tiles, k_tiles))
+    plan = with_input_reg_tiles(plan, min(plan.input_reg_k_tiles, k_tiles))
     freed = (mma_input_smem_bytes(plan.batch, plan.warps, plan.m_tiles, plan.input_k_tiles, 1, plan.input_reg_k_tiles)
              - mma_input_smem_bytes(plan.batch, plan.warps, plan.m_tiles, k_tiles, 1, plan.input_reg_k_tiles))
     return replace(plan, input_k_tiles=k_tiles, input_part=True, smem_bytes=plan.smem_bytes - freed)
@@ -1002,27 +991,6 @@ def with_input_reg_tiles(plan, k_tiles: int):
     moved = k_tiles - plan.input_reg_k_tiles
     return replace(plan, input_reg_k_tiles=k_tiles, smem_bytes=plan.smem_bytes - moved * plan.m_tiles * plan.threads * 16,
                    regs_per_thread=plan.regs_per_thread + 4 * plan.m_tiles * moved)
-
-
-def with_x_steps(props: dict, plan, steps: int):
-    """v55: ``plan`` staging x of ``steps`` steps at once (X_STEPS), where it is a 16-bit tensor-core forward with its
-    whole input projection in the kernel on unclustered blocks and the added slots fit shared memory; else ``plan``
-    as it is. 1 goes back to one step at a time."""
-    steps = max(1, int(steps))
-    if not (plan.kind == "mma" and plan.parts == 1 and plan.in_kernel_projection and not plan.input_part
-            and plan.cluster_k == 1):
-        return plan
-    smem = plan.smem_bytes + (steps - plan.x_steps) * plan.x_slot_bytes
-    if smem > props["smem_per_block_optin"] - SMEM_RESERVED_PER_BLOCK:
-        return plan
-    return replace(plan, x_steps=steps, smem_bytes=smem)
-
-
-def without_x_steps(plan):
-    """``plan`` staging x one step at a time (v55's slots given back)."""
-    if getattr(plan, "x_steps", 1) == 1:
-        return plan
-    return replace(plan, x_steps=1, smem_bytes=plan.smem_bytes - (plan.x_steps - 1) * plan.x_slot_bytes)
 
 
 def layer_input_sizes(config) -> list:
@@ -1095,7 +1063,6 @@ def with_cluster_k(props: dict, plan, cluster: int, warps: int | None = None):
             + MMA_FULL_REG_OVERHEAD_V19[("forward", 16)])
     clustered = replace(plan, warps=warps, m_tiles=rows // 16, k_tiles=k_tiles, reg_k_tiles=k_tiles,
                         blocks_per_dir=blocks, input_k_tiles=in_k, input_reg_k_tiles=0, cluster_k=cluster, tagged=True,
-                        x_steps=1,
                         smem_bytes=smem, regs_per_thread=min(regs, 255))
     kept = cluster_kept_k_tiles(clustered)
     if kept is not None and clustered.with_reg_tiles(kept).smem_bytes > props["smem_per_block_optin"]:

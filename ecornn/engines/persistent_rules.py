@@ -317,22 +317,6 @@ def input_reg_k_tiles(plan, training: bool = False) -> int:
     return min(INPUT_REG_RULE_K_TILES, plan.input_k_tiles) if grouped or ungrouped else 0
 
 
-X_STEPS_RULE = 4                 # v55: x of this many steps staged at once ...
-X_STEPS_MIN_HIDDEN = 768         # ... by 16-bit forwards in batch groups from this hidden size (x_steps)
-
-
-def x_steps(plan, training: bool = False) -> int:
-    """v55: how many steps of x a 16-bit forward with its whole projection in the kernel stages at once
-    (capacity.with_x_steps), or 1. x_{t+1}'s staging is one L2 round trip on every block's loop; in batch groups the
-    input product after it is long enough that the polls do not come too early without it, and staging x only every
-    4th step (a wrong-sums diagnostic) read fp16 H=1024 B=16 1.980 and bf16 B=16 2.009 against 2.265 and 2.333 us/step
-    (results/persistent_v55 call 4). Ungrouped fp16 H=1024 B=8 read slower without it (1.978 against 1.858): not
-    there."""
-    if plan.parts != 1 or not plan.in_kernel_projection or plan.input_part:
-        return 1
-    return X_STEPS_RULE if plan.batch_groups > 1 and plan.hidden >= X_STEPS_MIN_HIDDEN else 1
-
-
 def poll_delay_ns(plan) -> int:
     """The forward's first-poll delay: CLUSTER_POLL_DELAY_NS (v42), POLL_DELAY_NS (v16), split_poll_delay_ns (v26,
     v28), LONG_POLL_DELAY_NS (v18) or none."""
