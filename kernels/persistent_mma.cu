@@ -499,8 +499,16 @@ __device__ __forceinline__ void first_poll_delay() {
 // (v55: x of 4 steps staged at once took 2.1 us after the publish inside the kernel, 0.65 us alone in the probe).
 template <int Chunk, typename LoadQuad, typename QuadReady>
 __device__ __forceinline__ void poll_stale_quads(uint4 (&v)[Chunk], LoadQuad load_quad, QuadReady quad_ready) {
-    unsigned int stale = (1u << Chunk) - 1u;
-    for (long long polls = 0;; ++polls) {
+    // The first poll loads every quad unconditionally (all in flight at once, as the whole-chunk poll does): call 8's
+    // form, which predicated every poll's loads on the stale mask, read 0.2-1.1 us/step slower everywhere.
+#pragma unroll
+    for (int j = 0; j < Chunk; ++j) v[j] = load_quad(j);
+    unsigned int stale = 0u;
+#pragma unroll
+    for (int j = 0; j < Chunk; ++j)
+        if (!quad_ready(v[j], j)) stale |= 1u << j;
+    for (long long polls = 0; stale != 0u; ++polls) {
+        if (polls > kMaxPolls) __trap();
 #pragma unroll
         for (int j = 0; j < Chunk; ++j)
             if (stale & (1u << j)) v[j] = load_quad(j);
@@ -509,8 +517,6 @@ __device__ __forceinline__ void poll_stale_quads(uint4 (&v)[Chunk], LoadQuad loa
         for (int j = 0; j < Chunk; ++j)
             if ((stale & (1u << j)) && !quad_ready(v[j], j)) still |= 1u << j;
         stale = still;
-        if (stale == 0u) break;
-        if (polls > kMaxPolls) __trap();
     }
 }
 
