@@ -490,35 +490,13 @@ __device__ __forceinline__ void first_poll_delay() {
     }
 }
 
-#ifndef POLL_STALE_ONLY
-#define POLL_STALE_ONLY 0
+#ifndef POLL_BACKOFF_NS
+#define POLL_BACKOFF_NS 0
 #endif
-// v55 (POLL_STALE_ONLY): a repoll of the tagged exchange reloads only the quads the lane's last poll found stale,
-// not its whole chunk. A block that polls before the data is there otherwise reads its whole slice again every
-// round trip (32 KB a block at fp16 B=16), L2 traffic that the late blocks' loads and publishes then queue behind
-// (v55: x of 4 steps staged at once took 2.1 us after the publish inside the kernel, 0.65 us alone in the probe).
-template <int Chunk, typename LoadQuad, typename QuadReady>
-__device__ __forceinline__ void poll_stale_quads(uint4 (&v)[Chunk], LoadQuad load_quad, QuadReady quad_ready) {
-    // The first poll loads every quad unconditionally (all in flight at once, as the whole-chunk poll does): call 8's
-    // form, which predicated every poll's loads on the stale mask, read 0.2-1.1 us/step slower everywhere.
-#pragma unroll
-    for (int j = 0; j < Chunk; ++j) v[j] = load_quad(j);
-    unsigned int stale = 0u;
-#pragma unroll
-    for (int j = 0; j < Chunk; ++j)
-        if (!quad_ready(v[j], j)) stale |= 1u << j;
-    for (long long polls = 0; stale != 0u; ++polls) {
-        if (polls > kMaxPolls) __trap();
-#pragma unroll
-        for (int j = 0; j < Chunk; ++j)
-            if (stale & (1u << j)) v[j] = load_quad(j);
-        unsigned int still = 0u;
-#pragma unroll
-        for (int j = 0; j < Chunk; ++j)
-            if ((stale & (1u << j)) && !quad_ready(v[j], j)) still |= 1u << j;
-        stale = still;
-    }
-}
+// v55 (POLL_BACKOFF_NS): a lane sleeps this long after a poll that found its chunk incomplete. Repolls reloading
+// only the stale quads (v55's POLL_STALE_ONLY, commits 495b4f7 and 98bce4d) polled the late lines more often and
+// read 0.2-1.1 us/step slower everywhere: how often the blocks poll the lines still being published slows those
+// publishes.
 
 // The warp's K-slice of the tagged exchange rows src[n * ld + k] (n < kVecRows, k < k_len): waits until
 // every word of the warp's K-slice carries `tag`, then keeps the 16-bit halves (no conversion).
@@ -534,37 +512,26 @@ __device__ __forceinline__ void stage_tagged(unsigned int* vec_s, const unsigned
 #pragma unroll 1
     for (int base = 0; base < iters; base += chunk) {
         uint4 v[chunk];
-        if constexpr (POLL_STALE_ONLY != 0) {
-            poll_stale_quads<chunk>(v, [&](int j) {
+        // The whole chunk is reloaded until all of it is ready: no load address stays live across
+        // the checks (keeping them spilled the 16-warp plans). Spinning on the first stale quad
+        // alone and then reloading measured 1.4-2x slower on the H100 (serial round trips).
+        for (long long polls = 0;; ++polls) {
+#pragma unroll
+            for (int j = 0; j < chunk; ++j) {
                 const int i = (base + j) * 32 + lane, n = i / quads, k = kw * kWarpK + 4 * (i % quads);
-                return i < count && k < k_len ? load_relaxed(src + (size_t)n * ld + k) : make_uint4(0, 0, 0, 0);
-            }, [&](const uint4& q, int j) {
+                v[j] = i < count && k < k_len ? load_relaxed(src + (size_t)n * ld + k) : make_uint4(0, 0, 0, 0);
+            }
+            bool ready = true;
+#pragma unroll
+            for (int j = 0; j < chunk; ++j) {
                 const int i = (base + j) * 32 + lane, k = kw * kWarpK + 4 * (i % quads);
                 const int valid = k_len - k < 4 ? k_len - k : 4;
-                return !(i < count && k < k_len)
-                       || (kSplitWords ? split_words_ready(q, bit, valid) : tagged_ready(q, tag, valid));
-            });
-        } else {
-            // The whole chunk is reloaded until all of it is ready: no load address stays live across
-            // the checks (keeping them spilled the 16-warp plans). Spinning on the first stale quad
-            // alone and then reloading measured 1.4-2x slower on the H100 (serial round trips).
-            for (long long polls = 0;; ++polls) {
-#pragma unroll
-                for (int j = 0; j < chunk; ++j) {
-                    const int i = (base + j) * 32 + lane, n = i / quads, k = kw * kWarpK + 4 * (i % quads);
-                    v[j] = i < count && k < k_len ? load_relaxed(src + (size_t)n * ld + k) : make_uint4(0, 0, 0, 0);
-                }
-                bool ready = true;
-#pragma unroll
-                for (int j = 0; j < chunk; ++j) {
-                    const int i = (base + j) * 32 + lane, k = kw * kWarpK + 4 * (i % quads);
-                    const int valid = k_len - k < 4 ? k_len - k : 4;
-                    if (i < count && k < k_len)
-                        ready &= kSplitWords ? split_words_ready(v[j], bit, valid) : tagged_ready(v[j], tag, valid);
-                }
-                if (ready) break;
-                if (polls > kMaxPolls) __trap();
+                if (i < count && k < k_len)
+                    ready &= kSplitWords ? split_words_ready(v[j], bit, valid) : tagged_ready(v[j], tag, valid);
             }
+            if (ready) break;
+            if (polls > kMaxPolls) __trap();
+            if constexpr (POLL_BACKOFF_NS > 0) __nanosleep(POLL_BACKOFF_NS);
         }
 #pragma unroll
         for (int j = 0; j < chunk; ++j) {

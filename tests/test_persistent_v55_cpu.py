@@ -1,5 +1,6 @@
-"""v55 on the CPU: the x-staging diagnostic (DIAG_X_STAGE_EVERY, timing only) reaches the kernel's defines, the build
-cache key and the graph key and is an A/B flag; the kernel stages x as before unless it is set; the step-clock split
+"""v55 on the CPU: the x-staging diagnostic (DIAG_X_STAGE_EVERY, timing only) and the repoll backoff
+(POLL_BACKOFF_NS) reach the kernel's defines, the build cache key and the graph key and are A/B flags; the kernel
+stages x and polls as before unless they are set; the step-clock split
 by residue (benchmarks/diag_x_steps_v55) finds the one long step of every period in a synthetic record; the L2 intake
 probe's rows say what they measured."""
 import sys
@@ -25,6 +26,18 @@ def test_the_x_staging_diagnostic_is_a_define_and_keys_graphs_builds_and_ab_mode
     assert "DIAG_X_STAGE_EVERY" in ab_modes.ENGINE_FLAGS
     ab_modes.set_engine_flags({})   # back to the default, as every A/B mode starts
     assert persistent.DIAG_X_STAGE_EVERY is None
+
+
+def test_the_repoll_backoff_is_a_define_and_keys_graphs_builds_and_ab_modes(monkeypatch):
+    mode = persistent._graph_mode("auto")
+    assert persistent.POLL_BACKOFF_NS is None and "POLL_BACKOFF_NS" not in persistent._flag_defines()
+    monkeypatch.setattr(persistent, "POLL_BACKOFF_NS", 100)
+    assert persistent._flag_defines()["POLL_BACKOFF_NS"] == 100 and persistent._graph_mode("auto") != mode
+    assert "POLL_BACKOFF_NS" in ab_modes.ENGINE_FLAGS
+    from ecornn.kernels import sources
+    text = next(p for p in sources() if p.name == "persistent_mma.cu").read_text()
+    assert "#define POLL_BACKOFF_NS 0" in text
+    assert "if constexpr (POLL_BACKOFF_NS > 0) __nanosleep(POLL_BACKOFF_NS);" in text
 
 
 def test_the_kernel_stages_x_every_step_unless_the_diagnostic_is_set():

@@ -1,8 +1,7 @@
-"""`persistent` v55 on the GPU: the tagged exchange's repolls reload only the quads a lane found stale
-(POLL_STALE_ONLY, kernel define of the same name), in the tensor-core forwards and backwards. Forward, final states and
-every gradient within tolerance of float64 (fp32 splits clustered and paired, 16-bit grouped and with the input
-projection, odd sizes, two layers bidirectional, T=1) and bitwise the default's (the data polled are the same); graph
-replays."""
+"""`persistent` v55 on the GPU: a sleep after every incomplete poll of the tagged exchange (POLL_BACKOFF_NS, kernel
+define of the same name), in the tensor-core forwards and backwards. Forward, final states and every gradient within
+tolerance of float64 (fp32 splits clustered and paired, 16-bit grouped and with the input projection, odd sizes, two
+layers bidirectional, T=1) and bitwise the default's (the data polled are the same); graph replays."""
 import numpy as np
 import pytest
 
@@ -35,30 +34,30 @@ def _tagged_forward(config):
 
 
 @pytest.mark.parametrize("inp, hidden, layers, bidir, dtype, batch, steps", CONFIGS)
-def test_stale_only_repolls_train_within_tolerance_of_float64(rng, monkeypatch, inp, hidden, layers, bidir, dtype,
+def test_backoff_polls_train_within_tolerance_of_float64(rng, monkeypatch, inp, hidden, layers, bidir, dtype,
                                                               batch, steps):
     config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)
-    monkeypatch.setattr(persistent, "POLL_STALE_ONLY", True)
-    assert persistent._flag_defines()["POLL_STALE_ONLY"] == 1
+    monkeypatch.setattr(persistent, "POLL_BACKOFF_NS", 200)
+    assert persistent._flag_defines()["POLL_BACKOFF_NS"] == 200
     _compare(rng, config, _tol(dtype))
 
 
 @pytest.mark.parametrize("inp, hidden, layers, bidir, dtype, batch, steps", CONFIGS)
-def test_stale_only_repolls_give_the_bits_of_whole_chunk_repolls(rng, monkeypatch, inp, hidden, layers, bidir, dtype,
+def test_backoff_polls_give_the_bits_of_polling_at_once(rng, monkeypatch, inp, hidden, layers, bidir, dtype,
                                                                  batch, steps):
     config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)
     weights, x, h0, c0 = random_problem(rng, config)
     seeds = _gradient_seeds(rng, config, config.dtype)
-    whole = _run("persistent", x, weights, h0, c0, *seeds, config.bidirectional)
-    monkeypatch.setattr(persistent, "POLL_STALE_ONLY", True)
-    stale = _run("persistent", x, weights, h0, c0, *seeds, config.bidirectional)
-    for name, a, b in zip(NAMES + ["dW"] * 99, stale, whole):
+    at_once = _run("persistent", x, weights, h0, c0, *seeds, config.bidirectional)
+    monkeypatch.setattr(persistent, "POLL_BACKOFF_NS", 100)
+    backoff = _run("persistent", x, weights, h0, c0, *seeds, config.bidirectional)
+    for name, a, b in zip(NAMES + ["dW"] * 99, backoff, at_once):
         assert np.array_equal(np.asarray(a), np.asarray(b)), name
 
 
 @pytest.mark.parametrize("dtype, batch", [("float32", 8), ("float16", 16)])
-def test_stale_only_repolls_replay_from_graphs_within_tolerance(rng, monkeypatch, dtype, batch):
+def test_backoff_polls_replay_from_graphs_within_tolerance(rng, monkeypatch, dtype, batch):
     config = LSTMConfig(1024, 1024, 1, False, dtype, batch, 23)
-    monkeypatch.setattr(persistent, "POLL_STALE_ONLY", True)
+    monkeypatch.setattr(persistent, "POLL_BACKOFF_NS", 200)
     assert _tagged_forward(config).tagged
     _assert_graph_replays_match_float64(rng, config, "mma", _tol(dtype))

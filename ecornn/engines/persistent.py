@@ -227,8 +227,8 @@ FORWARD_WARPS = None    # v52 (forced, tests and benches): an unclustered, ungro
                         # where it fits; None: the plan's
 DIAG_IN_K_TILES_USED = None   # v51 diagnostic (timing only, wrong sums): the tensor-core kernel's in-kernel input
                               # product over only its first n k-tiles (0: none), to bound what a cheaper one saves
-POLL_STALE_ONLY = False   # v55: the tensor-core forwards' repolls of the tagged exchange reload only the quads found
-                          # stale (kernel define POLL_STALE_ONLY), not the warp's whole chunk
+POLL_BACKOFF_NS = None   # v55: the tensor-core kernels' lanes sleep this long after an incomplete poll of the tagged
+                         # exchange (kernel define POLL_BACKOFF_NS); None: they poll again at once
 DIAG_X_STAGE_EVERY = None   # v55 diagnostic (timing only, wrong sums): the in-kernel projection stages x_{t+1} only
                             # every n-th step, to bound what staging several steps of x at once would save
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
@@ -777,7 +777,7 @@ def _flag_defines() -> dict:
     return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0}),
             **({"XW_AT_LOAD": 1} if XW_AT_LOAD else {}), **({} if H0_IN_PRODUCT else {"H0_IN_PRODUCT": 0}),
             **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {}),
-            **({"POLL_STALE_ONLY": 1} if POLL_STALE_ONLY else {}),
+            **({"POLL_BACKOFF_NS": int(POLL_BACKOFF_NS)} if POLL_BACKOFF_NS else {}),
             **({} if DIAG_IN_K_TILES_USED is None else {"DIAG_IN_K_TILES_USED": int(DIAG_IN_K_TILES_USED)}),
             **({} if DIAG_X_STAGE_EVERY is None else {"DIAG_X_STAGE_EVERY": int(DIAG_X_STAGE_EVERY)})}
 
@@ -816,7 +816,7 @@ def _remembered(build):
     @functools.wraps(build)
     def cached(plan, device_id: int):
         key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS, CLUSTER_COOPERATIVE,
-               DIAG_IN_K_TILES_USED, DIAG_X_STAGE_EVERY, POLL_STALE_ONLY)
+               DIAG_IN_K_TILES_USED, DIAG_X_STAGE_EVERY, POLL_BACKOFF_NS)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -1357,7 +1357,7 @@ def _graph_mode(variant) -> tuple:
             XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
             gpu_blas.SPLIT_BY_WARPS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
-            LONG_REDUCTION_CHUNK, STEP_CLOCKS, DIAG_IN_K_TILES_USED, DIAG_X_STAGE_EVERY, POLL_STALE_ONLY, INPUT_PART_K_TILES, INPUT_REG_K_TILES,
+            LONG_REDUCTION_CHUNK, STEP_CLOCKS, DIAG_IN_K_TILES_USED, DIAG_X_STAGE_EVERY, POLL_BACKOFF_NS, INPUT_PART_K_TILES, INPUT_REG_K_TILES,
             FORWARD_WARPS, CLUSTER_K, CLUSTER_WARPS,
             CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE,
             BATCH_PADDING, rules.MAX_BATCH_PADDING, PAD_READS_X, batch_pad.PAD_BY_KERNEL, CUT_AT_COPY_OUT)
