@@ -1,9 +1,10 @@
 """v52: training (forward + backward, ms per call) with the forward's W_ih k-tiles in registers against the rule's
 training plans (none), alternated over rounds in one process (ab_modes.alternate_rounds; fresh prepared weights per
-mode and round, the training graphs replayed as the quick bench's fwd+bwd).
+mode and round, the training graphs replayed as the quick bench's fwd+bwd). ``--set v55``: the fp32 H=1024 B=4
+training forward with and without v55's repoll backoff (rules.poll_backoff_ns) instead.
 
-    python benchmarks/ab_train_v52.py OUT_DIR [--rounds N] [--repeats N]
-Writes OUT_DIR/ab_train_v52.{json,md} and prints the table.
+    python benchmarks/ab_train_v52.py OUT_DIR [--rounds N] [--repeats N] [--set v52|v55]
+Writes OUT_DIR/ab_train_{set}.{json,md} and prints the table.
 """
 from __future__ import annotations
 
@@ -22,9 +23,11 @@ from ecornn.engines import persistent  # noqa: E402
 ROWS = [("float16", 1024, 16), ("bfloat16", 1024, 16), ("float16", 1024, 12), ("bfloat16", 1024, 4),
         ("float16", 1024, 4), ("float16", 1024, 8)]
 MODES = {"training forward as the rule (none)": {}, "2 W_ih k-tiles in registers": {"INPUT_REG_K_TILES": 2}}
+SETS = {"v52": (ROWS, MODES),
+        "v55": ([("float32", 1024, 4)], {"the rule (repolls after 100 ns)": {}, "no backoff": {"POLL_BACKOFF_NS": 0}})}
 
 
-def measure_cell(cell, rounds: int, repeats: int) -> dict:
+def measure_cell(cell, rounds: int, repeats: int, modes=MODES) -> dict:
     config, weights, x, h0, c0 = bp._problem(*cell, seed=cell[1] + cell[2])
 
     def measure():
@@ -32,11 +35,11 @@ def measure_cell(cell, rounds: int, repeats: int) -> dict:
         prepared = persistent.prepare(config, weights)
         return {"train_ms": _train_ms(config, weights, x, h0, c0, prepared, repeats),
                 "reg_k_tiles": plan.input_reg_k_tiles}
-    return ab_modes.alternate_rounds(MODES, rounds, measure)
+    return ab_modes.alternate_rounds(modes, rounds, measure)
 
 
-def markdown(rows) -> str:
-    names = list(MODES)
+def markdown(rows, modes=MODES) -> str:
+    names = list(modes)
     lines = ["| dtype | H | B | " + " | ".join(f"fwd+bwd ms, {m} (median; rounds; register k-tiles)" for m in names)
              + " |", "|---|---|---|" + "---|" * len(names)]
     for r in rows:
@@ -47,13 +50,15 @@ def markdown(rows) -> str:
 
 
 def main(argv=None):
-    args, out = bp.bench_args(argv, repeats=10, configure=lambda p: p.add_argument("--rounds", type=int, default=4))
+    args, out = bp.bench_args(argv, repeats=10, configure=lambda p: (
+        p.add_argument("--rounds", type=int, default=4), p.add_argument("--set", choices=sorted(SETS), default="v52")))
+    cells, modes = SETS[args.set]
     rows = []
-    for cell in ROWS:
-        rows.append({"dtype": cell[0], "hidden": cell[1], "batch": cell[2], **measure_cell(cell, args.rounds,
-                                                                                          args.repeats)})
-        bp.save_rows(out, "ab_train_v52", bp.bench_meta(), rows, markdown(rows))
-    print(markdown(rows))
+    for cell in cells:
+        rows.append({"dtype": cell[0], "hidden": cell[1], "batch": cell[2],
+                     **measure_cell(cell, args.rounds, args.repeats, modes)})
+        bp.save_rows(out, f"ab_train_{args.set}", bp.bench_meta(), rows, markdown(rows, modes))
+    print(markdown(rows, modes))
 
 
 if __name__ == "__main__":

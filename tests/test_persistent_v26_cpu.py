@@ -107,8 +107,8 @@ def test_the_emulated_engine_on_a_v26_plan_matches_float64(cpu_engine, rng, monk
     ("float16", 1024, 8, False, ["tensor cores, float16)", "tagged exchange", "input projection in the kernel"],
      ["first poll", "grid.sync"]),
     ("float16", 1024, 32, False, ["grid.sync exchange", "2 groups of 16"], ["tagged", "input projection"]),
-    ("float32", 1024, 4, False, ["float32 as fp16 hi/lo halves, 2 mma per tile", "tagged exchange (first poll after 400 ns)"],
-     ["grid.sync"]),
+    ("float32", 1024, 4, False, ["float32 as fp16 hi/lo halves, 2 mma per tile",
+                                 "tagged exchange (first poll after 400 ns, repolls after 100 ns)"], ["grid.sync"]),
     ("float32", 1024, 8, False, ["float32 as fp16 hi/lo halves, 3 mma per tile", "grid.sync exchange"], ["tagged"]),
     ("float32", 512, 1, True, ["columns in registers", "tagged exchange (first poll after 250 ns)"], ["tensor cores"]),
 ])

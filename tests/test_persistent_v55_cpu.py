@@ -9,7 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ecornn import LSTMConfig
 from ecornn.engines import persistent
+from ecornn.engines import persistent_capacity as cap
+from tests.test_persistent_mma_emulated import cpu_engine  # noqa: F401 (fixture)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import ab_modes  # noqa: E402
@@ -28,12 +31,37 @@ def test_the_x_staging_diagnostic_is_a_define_and_keys_graphs_builds_and_ab_mode
     assert persistent.DIAG_X_STAGE_EVERY is None
 
 
-def test_the_repoll_backoff_is_a_define_and_keys_graphs_builds_and_ab_modes(monkeypatch):
+@pytest.mark.parametrize("dtype, hidden, batch, training, backoff", [
+    ("float32", 1024, 4, False, 100), ("float32", 1024, 4, True, 100),   # the paired split, 2 m-tiles, a 400 ns sleep
+    ("float32", 1536, 4, False, 0),     # 3 m-tiles: the first poll after a spin
+    ("float32", 1024, 8, False, 0),     # on clusters
+    ("float32", 512, 4, False, 0),      # in batch groups
+    ("float16", 1024, 16, False, 0), ("bfloat16", 1024, 4, False, 0), ("float16", 1024, 8, False, 0),
+])
+def test_the_repoll_backoff_rule(cpu_engine, dtype, hidden, batch, training, backoff):  # noqa: F811 - the fixture
+    plans = cpu_engine.plans_for(LSTMConfig(hidden, hidden, 1, False, dtype, batch, 16), training)
+    forward = plans["forward"]
+    assert getattr(forward, "poll_backoff_ns", 0) == backoff, forward.describe()
+    assert (forward.defines().get("POLL_BACKOFF_NS") == backoff) if backoff else "POLL_BACKOFF_NS" not in forward.defines()
+    assert ("repolls after 100 ns" in forward.describe()) == bool(backoff)
+    if training:   # the backward polls at once (not measured with a backoff)
+        assert getattr(plans["backward"], "poll_backoff_ns", 0) == 0
+
+
+def test_the_repoll_backoff_flag_forces_every_tagged_forward_and_keys_graphs(cpu_engine, monkeypatch):  # noqa: F811
+    config = LSTMConfig(1024, 1024, 1, False, "float16", 8, 16)
     mode = persistent._graph_mode("auto")
-    assert persistent.POLL_BACKOFF_NS is None and "POLL_BACKOFF_NS" not in persistent._flag_defines()
-    monkeypatch.setattr(persistent, "POLL_BACKOFF_NS", 100)
-    assert persistent._flag_defines()["POLL_BACKOFF_NS"] == 100 and persistent._graph_mode("auto") != mode
-    assert "POLL_BACKOFF_NS" in ab_modes.ENGINE_FLAGS
+    assert persistent.POLL_BACKOFF_NS == "auto" and "POLL_BACKOFF_NS" in ab_modes.ENGINE_FLAGS
+    monkeypatch.setattr(persistent, "POLL_BACKOFF_NS", 200)
+    assert persistent._graph_mode("auto") != mode
+    forward = cpu_engine.plans_for(config, True)["forward"]
+    assert forward.tagged and forward.defines()["POLL_BACKOFF_NS"] == 200
+    assert cpu_engine.plans_for(config, True)["backward"].poll_backoff_ns == 0
+    monkeypatch.setattr(persistent, "POLL_BACKOFF_NS", 0)   # the ablation: none, the rule's cell too
+    assert cpu_engine.plans_for(LSTMConfig(1024, 1024, 1, False, "float32", 4, 16))["forward"].poll_backoff_ns == 0
+    grid = cap.plan_grid_config(cap.h100_properties(), LSTMConfig(100, 100, 1, False, "float32", 1, 4), False)["forward"]
+    grid = cap.with_poll_delay(grid, backoff=300)
+    assert not hasattr(grid, "poll_backoff_ns")   # the FFMA grid kernel polls as before
     from ecornn.kernels import sources
     text = next(p for p in sources() if p.name == "persistent_mma.cu").read_text()
     assert "#define POLL_BACKOFF_NS 0" in text

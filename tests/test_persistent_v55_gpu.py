@@ -1,5 +1,5 @@
 """`persistent` v55 on the GPU: a sleep after every incomplete poll of the tagged exchange (POLL_BACKOFF_NS, kernel
-define of the same name), in the tensor-core forwards and backwards. Forward, final states and every gradient within
+define of the same name; rules.poll_backoff_ns: the fp32 paired split at H=1024 B=4), in the tensor-core forwards. Forward, final states and every gradient within
 tolerance of float64 (fp32 splits clustered and paired, 16-bit grouped and with the input projection, odd sizes, two
 layers bidirectional, T=1) and bitwise the default's (the data polled are the same); graph replays."""
 import numpy as np
@@ -38,7 +38,8 @@ def test_backoff_polls_train_within_tolerance_of_float64(rng, monkeypatch, inp, 
                                                               batch, steps):
     config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)
     monkeypatch.setattr(persistent, "POLL_BACKOFF_NS", 200)
-    assert persistent._flag_defines()["POLL_BACKOFF_NS"] == 200
+    forward = _tagged_forward(config)
+    assert not forward.tagged or forward.defines()["POLL_BACKOFF_NS"] == 200, forward.describe()
     _compare(rng, config, _tol(dtype))
 
 
@@ -48,6 +49,7 @@ def test_backoff_polls_give_the_bits_of_polling_at_once(rng, monkeypatch, inp, h
     config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)
     weights, x, h0, c0 = random_problem(rng, config)
     seeds = _gradient_seeds(rng, config, config.dtype)
+    monkeypatch.setattr(persistent, "POLL_BACKOFF_NS", 0)
     at_once = _run("persistent", x, weights, h0, c0, *seeds, config.bidirectional)
     monkeypatch.setattr(persistent, "POLL_BACKOFF_NS", 100)
     backoff = _run("persistent", x, weights, h0, c0, *seeds, config.bidirectional)
@@ -61,3 +63,15 @@ def test_backoff_polls_replay_from_graphs_within_tolerance(rng, monkeypatch, dty
     monkeypatch.setattr(persistent, "POLL_BACKOFF_NS", 200)
     assert _tagged_forward(config).tagged
     _assert_graph_replays_match_float64(rng, config, "mma", _tol(dtype))
+
+
+def test_the_rules_backoff_builds_and_trains_within_tolerance(rng):
+    """Unforced: rules.poll_backoff_ns gives fp32 H=1024 B=4's forward (inference and training) 100 ns, built
+    without spills; the backward polls at once."""
+    config = LSTMConfig(1024, 1024, 1, False, "float32", 4, 24)
+    for training in (False, True):
+        asked = persistent._built_plans(persistent.run_config(config, training), training, "auto")
+        assert persistent._final(asked["forward"]).poll_backoff_ns == 100
+        assert persistent.kernel_report(asked["forward"])["local_bytes"] == 0
+        assert getattr(asked.get("backward"), "poll_backoff_ns", 0) == 0
+    _compare(rng, config, FP32_TOL)

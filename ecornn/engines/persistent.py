@@ -227,8 +227,9 @@ FORWARD_WARPS = None    # v52 (forced, tests and benches): an unclustered, ungro
                         # where it fits; None: the plan's
 DIAG_IN_K_TILES_USED = None   # v51 diagnostic (timing only, wrong sums): the tensor-core kernel's in-kernel input
                               # product over only its first n k-tiles (0: none), to bound what a cheaper one saves
-POLL_BACKOFF_NS = None   # v55: the tensor-core kernels' lanes sleep this long after an incomplete poll of the tagged
-                         # exchange (kernel define POLL_BACKOFF_NS); None: they poll again at once
+POLL_BACKOFF_NS = "auto"   # v55: tagged tensor-core forwards' lanes sleep after an incomplete poll of the exchange
+                           # (capacity.with_poll_delay, kernel define POLL_BACKOFF_NS): "auto" where
+                           # rules.poll_backoff_ns says, an int that many ns on every such forward, 0 never
 DIAG_X_STAGE_EVERY = None   # v55 diagnostic (timing only, wrong sums): the in-kernel projection stages x_{t+1} only
                             # every n-th step, to bound what staging several steps of x at once would save
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
@@ -337,12 +338,18 @@ def _plans(config, training: bool, variant: str = "auto", by_rows=None, backward
     if clusters:
         plans = {**plans, "forward": _clustered(props_items, plans["forward"], clusters, CLUSTER_WARPS, POLL_DELAY,
                                                 POLL_SPIN_CYCLES)}
-    plans = {k: capacity.with_poll_delay(p, POLL_DELAY, POLL_SPIN_CYCLES) if p.kind in ("mma", "grid") else p
-             for k, p in plans.items()}
+    plans = {k: capacity.with_poll_delay(p, POLL_DELAY, POLL_SPIN_CYCLES, _backoff(k)) if p.kind in ("mma", "grid")
+             else p for k, p in plans.items()}
     if CLUSTER_POLL_DELAY_NS is not None and getattr(plans["forward"], "cluster_k", 1) > 1:   # a sleep, no spin
         plans = {**plans, "forward": replace(plans["forward"], poll_delay_ns=int(CLUSTER_POLL_DELAY_NS),
                                              poll_spin_cycles=0)}
     return {k: capacity.with_late_loads(p, BWD_LATE_LOADS) for k, p in plans.items()}   # after the overrides
+
+
+def _backoff(pass_name: str):
+    """v55: the repoll backoff asked of ``pass_name``'s plan: POLL_BACKOFF_NS for forwards, none for backwards (not
+    measured there)."""
+    return POLL_BACKOFF_NS if pass_name == "forward" else 0
 
 
 @functools.lru_cache(maxsize=256)
@@ -777,7 +784,6 @@ def _flag_defines() -> dict:
     return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0}),
             **({"XW_AT_LOAD": 1} if XW_AT_LOAD else {}), **({} if H0_IN_PRODUCT else {"H0_IN_PRODUCT": 0}),
             **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {}),
-            **({"POLL_BACKOFF_NS": int(POLL_BACKOFF_NS)} if POLL_BACKOFF_NS else {}),
             **({} if DIAG_IN_K_TILES_USED is None else {"DIAG_IN_K_TILES_USED": int(DIAG_IN_K_TILES_USED)}),
             **({} if DIAG_X_STAGE_EVERY is None else {"DIAG_X_STAGE_EVERY": int(DIAG_X_STAGE_EVERY)})}
 
@@ -816,7 +822,7 @@ def _remembered(build):
     @functools.wraps(build)
     def cached(plan, device_id: int):
         key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS, CLUSTER_COOPERATIVE,
-               DIAG_IN_K_TILES_USED, DIAG_X_STAGE_EVERY, POLL_BACKOFF_NS)
+               DIAG_IN_K_TILES_USED, DIAG_X_STAGE_EVERY)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)

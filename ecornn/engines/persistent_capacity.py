@@ -187,13 +187,16 @@ class KernelPlan(_PassGeometry, _TiledPlan, _LayerLaunch):
 LATE_LOADS_TEXT = ", next-step loads after the barrier"
 
 
-def exchange_text(tagged: bool, poll_delay_ns: int, poll_spin_cycles: int = 0) -> str:
+def exchange_text(tagged: bool, poll_delay_ns: int, poll_spin_cycles: int = 0, poll_backoff_ns: int = 0) -> str:
     """How a plan's blocks pass the step's vector, for describe()."""
     if not tagged:
         return "grid.sync exchange"
+    backoff = f", repolls after {poll_backoff_ns} ns" if poll_backoff_ns else ""
     if poll_delay_ns and poll_spin_cycles:
-        return f"tagged exchange (first poll after a {poll_spin_cycles}-cycle spin)"
-    return "tagged exchange" + (f" (first poll after {poll_delay_ns} ns)" if poll_delay_ns else "")
+        return f"tagged exchange (first poll after a {poll_spin_cycles}-cycle spin{backoff})"
+    if poll_delay_ns:
+        return f"tagged exchange (first poll after {poll_delay_ns} ns{backoff})"
+    return "tagged exchange" + (f" (repolls after {poll_backoff_ns} ns)" if poll_backoff_ns else "")
 
 
 def choose_lanes(rows: int) -> tuple:
@@ -749,6 +752,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
     poll_delay_ns: int = 0      # v16: sleep before a warp's first poll of the tagged exchange (with_poll_delay)
     poll_spin_cycles: int = 0   # v35: that wait as a clock64() spin of this many SM cycles instead of
                                 # __nanosleep(poll_delay_ns) (rules.poll_spin_cycles, with_poll_delay)
+    poll_backoff_ns: int = 0    # v55: a lane's sleep after a poll that found its slice incomplete (rules.poll_backoff_ns,
+                                # with_poll_delay; POLL_BACKOFF_NS)
     split_words: bool = True    # v28: the split's tagged exchange as one word per value (hi | lo, the lo's
                                 # lowest bit the tag); False: v13's hi and lo rows, SPLIT_WORDS=0 (the ablation)
     group_barriers: bool = False  # v30: a grouped grid.sync plan synchronises each (direction, group) on its own
@@ -822,6 +827,7 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                 **({"SPLIT_WORDS": 0} if self.parts == 2 and not self.split_words else {}),
                 **({"POLL_DELAY_NS": self.poll_delay_ns} if self.poll_delay_ns else {}),
                 **({"POLL_SPIN_CYCLES": self.poll_spin_cycles} if self.poll_delay_ns and self.poll_spin_cycles else {}),
+                **({"POLL_BACKOFF_NS": self.poll_backoff_ns} if self.tagged and self.poll_backoff_ns else {}),
                 **({"GROUPS": self.batch_groups} if self.batch_groups > 1 else {}),
                 **({"CLUSTER_K": self.cluster_k} if self.cluster_k > 1 else {}),
                 **({"GROUP_BARRIERS": 1} if self.barrier_per_group else {}),
@@ -891,7 +897,7 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
         return (f"{self.pass_name} (tensor cores, {self.dtype}{split}): {self.grid} blocks x {self.threads} threads, "
                 f"{self.units} units/block, {self.reg_k_tiles}/{self.k_tiles} k-tiles in registers, "
                 f"{self.smem_bytes // 1024} KB smem, {self.launches} launch(es){projection}, "
-                f"{exchange_text(self.tagged, self.poll_delay_ns, self.poll_spin_cycles)}")
+                f"{exchange_text(self.tagged, self.poll_delay_ns, self.poll_spin_cycles, self.poll_backoff_ns)}")
 
     def with_exchange(self, tagged: bool) -> "MmaPlan":
         """The same plan with the other exchange (same shared memory)."""
@@ -1112,16 +1118,19 @@ def with_late_loads(plan, mode="auto"):
     return plan if plan.late_loads == late else replace(plan, late_loads=late)
 
 
-def with_poll_delay(plan, enabled=True, spin="auto"):
+def with_poll_delay(plan, enabled=True, spin="auto", backoff="auto"):
     """``plan`` (grid or tensor-core) with its rules.poll_delay_ns where ``enabled``, else 0; a tensor-core plan
     with a delay waits it by a spin of rules.poll_spin_cycles (``spin`` "auto"), of ``spin`` cycles (an int;
-    0: __nanosleep, the ablation), v35."""
+    0: __nanosleep, the ablation), v35; a tagged tensor-core plan sleeps rules.poll_backoff_ns after an incomplete
+    poll (``backoff`` "auto"), or ``backoff`` ns (an int; 0: none, the ablation), v55."""
     delay = rules.poll_delay_ns(plan) if enabled else 0
     plan = plan if plan.poll_delay_ns == delay else replace(plan, poll_delay_ns=delay)
     if not hasattr(plan, "poll_spin_cycles"):   # the grid (FFMA) kernel sleeps
         return plan
     cycles = (rules.poll_spin_cycles(plan) if spin == "auto" else int(spin)) if delay else 0
-    return plan if plan.poll_spin_cycles == cycles else replace(plan, poll_spin_cycles=cycles)
+    plan = plan if plan.poll_spin_cycles == cycles else replace(plan, poll_spin_cycles=cycles)
+    sleep = (rules.poll_backoff_ns(plan) if backoff == "auto" else int(backoff or 0)) if plan.tagged else 0
+    return plan if plan.poll_backoff_ns == sleep else replace(plan, poll_backoff_ns=sleep)
 
 
 def mma_register_k_tiles(props, pass_name, parts, warps, batch, m_tiles, k_tiles, reg_model="v19") -> tuple:

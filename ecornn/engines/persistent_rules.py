@@ -235,6 +235,27 @@ def poll_spin_cycles(plan) -> int:
     return SPLIT_POLL_SPIN_CYCLES if plan.m_tiles >= SPLIT_SPIN_MIN_M_TILES else 0
 
 
+SPLIT_POLL_BACKOFF_NS = 100    # v55: the repoll backoff of poll_backoff_ns
+SPLIT_BACKOFF_M_TILES = 2
+
+
+def poll_backoff_ns(plan) -> int:
+    """v55: how long a lane of a tagged tensor-core forward sleeps after a poll that found its slice incomplete
+    (POLL_BACKOFF_NS), or 0 (it polls again at once). The paired split at B=4 ungrouped, 2 m-tiles, whose first poll
+    sleeps (H=1024: the engine's only such plan on the H100 and H200), whole forward µs/step, at once / 50 / 100 ns
+    (results/persistent_v55 calls 10 and 11, 3 and 6 rounds alternated): 2.103 / 2.029 / 2.038 and 2.039 / 1.977 /
+    1.973 (every round of 50 and 100 below every round of none in call 11). Not where measured slower or level: the
+    split's 3-m-tile plans that spin first (H=1536 B=4 3.431 / 3.461 / 3.475), its batch groups (H=512 B=4 1.444 /
+    1.468 / 1.492, H=768 B=4 1.963 / 2.014 / 2.017), on clusters (H=1024 B=8 2.668 / 2.671 / 2.666, 200 ns 2.691), the
+    FFMA grid kernel (H=1024 B=2 1.703 / 1.698 / 1.686), the 16-bit forwards (bf16 H=1024 B=4 1.578 / 1.625 / 1.646,
+    fp16 B=8 1.865 / 1.871 / 1.874, B=16 2.334 / 2.343 / 2.343)."""
+    if not (plan.kind == "mma" and plan.pass_name == "forward" and plan.parts == 2 and plan.tagged
+            and plan.batch == SPLIT_TAGGED_BATCH and plan.batch_groups == 1 and getattr(plan, "cluster_k", 1) == 1
+            and plan.m_tiles == SPLIT_BACKOFF_M_TILES and plan.poll_delay_ns and not plan.poll_spin_cycles):
+        return 0
+    return SPLIT_POLL_BACKOFF_NS
+
+
 # v42: the fp32 split forward on thread-block clusters, each block 1/CLUSTER_SPLIT_SIZE of K (capacity.with_cluster_k)
 CLUSTER_SPLIT_BATCHES = range(5, 16)   # v42: B=8 wins at H=1024 and 1280, B=16 and H=512 B=8 lose; v43: B=5-15
 CLUSTER_SPLIT_MIN_HIDDEN = 768         # win from H=768 (where the split is not in batch groups: H=768 B=8 is)
