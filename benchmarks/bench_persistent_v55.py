@@ -1,7 +1,7 @@
 """v55 diagnostic (timing only: the sums are wrong): the 16-bit forwards with the in-kernel projection stage x_{t+1}
 after the publish only every n-th step (DIAG_X_STAGE_EVERY), the other steps multiplying the x left from before. An
-upper bound for staging several steps of x at once (v55's probe: 64 KB by one block in flight costs ~1030 SM cycles
-against ~500 for 16 KB, so four steps' x at once would cost about half of four stagings).
+upper bound for staging several steps of x at once. Built as X_STEPS (4 steps by cp.async, commit 8d9e3f5), it measured
+slower: its staging step ran 3.6 us while the other blocks polled (notes_persistent.md, v55).
 
     python benchmarks/ab_alternate.py OUT_DIR bench_persistent_v55 --rounds 3 --name ab_alternate_v55
 """
