@@ -1290,11 +1290,8 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
         if constexpr (kSplitBarrier) grid_arrive(counter);   // h_t published (also orders the reads of red)
         if (kInput && step + 1 < T) {   // the next step's input product while the other blocks finish
             if (kInputPart && p.active) xw_next = load_xw_part(xw_part, p, T, H, t_next);
-            if constexpr (kXStageEvery <= 1) {
+            if (kXStageEvery <= 1 || (step + 1) % kXStageEvery == 0)   // v55's diagnostic: every step unless set
                 stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
-            } else if ((step + 1) % kXStageEvery == 0) {
-                stage_input(s.xs, x16 + t_next * x_step, sx.lo + t_next * x_step, in_size);
-            }
             input_product(acc, in_reg, s.in_a, s.xs);
             input_in_recurrent_units(acc, next_factors);
         }
