@@ -11,7 +11,7 @@ from bench_persistent import STEPS, _median_ms, kernel_launcher  # noqa: E402
 from bench_persistent_v5 import _train_ms  # noqa: E402
 
 from ecornn import gpu_blas  # noqa: E402
-from ecornn.engines import batch_pad, persistent  # noqa: E402
+from ecornn.engines import batch_pad, persistent, persistent_graph  # noqa: E402
 from ecornn.engines import persistent_capacity as capacity  # noqa: E402
 
 ENGINE_FLAGS = ("FP32_TENSOR_CORES", "TAGGED_EXCHANGE", "PAIRED_SPLIT", "SPLIT_WORDS", "IN_KERNEL_PROJECTION", "POLL_DELAY",
@@ -26,6 +26,7 @@ ENGINE_FLAGS = ("FP32_TENSOR_CORES", "TAGGED_EXCHANGE", "PAIRED_SPLIT", "SPLIT_W
                 "INPUT_REG_K_TILES", "FORWARD_WARPS", "DIAG_IN_K_TILES_USED", "DIAG_X_STAGE_EVERY", "POLL_BACKOFF_NS")
 BLAS_FLAGS = ("UNSCALE_BY_FOURS", "SPLIT_BY_WARPS")   # gpu_blas's (v35, v48)
 PAD_FLAGS = ("PAD_BY_KERNEL",)   # v48: batch_pad's
+GRAPH_FLAGS = ("OUTPUTS_IN_PLACE",)   # v56: persistent_graph's (part of the graph key)
 CAPACITY_FLAGS = ("BATCH_GROUP_MIN",)   # v46: the capacity model's (the cached plans are dropped when one changes)
 # The engine's own defaults, read once at import (before any mode sets a flag), so that a changed
 # default in persistent.py needs no second edit here.
@@ -33,6 +34,7 @@ ENGINE_FLAG_DEFAULTS = {name: getattr(persistent, name) for name in ENGINE_FLAGS
 ENGINE_FLAG_DEFAULTS.update({name: getattr(gpu_blas, name) for name in BLAS_FLAGS})
 ENGINE_FLAG_DEFAULTS.update({name: getattr(capacity, name) for name in CAPACITY_FLAGS})
 ENGINE_FLAG_DEFAULTS.update({name: getattr(batch_pad, name) for name in PAD_FLAGS})
+ENGINE_FLAG_DEFAULTS.update({name: getattr(persistent_graph, name) for name in GRAPH_FLAGS})
 
 
 def set_engine_flags(flags: dict) -> None:
@@ -47,7 +49,9 @@ def set_engine_flags(flags: dict) -> None:
                 setattr(capacity, name, value)
                 persistent._plans_for.cache_clear()
         else:
-            setattr(gpu_blas if name in BLAS_FLAGS else batch_pad if name in PAD_FLAGS else persistent, name, value)
+            module = (gpu_blas if name in BLAS_FLAGS else batch_pad if name in PAD_FLAGS
+                      else persistent_graph if name in GRAPH_FLAGS else persistent)
+            setattr(module, name, value)
 
 
 def plannable_modes(config, modes: dict, train: bool, built: bool = False) -> tuple:

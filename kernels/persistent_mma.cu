@@ -1066,6 +1066,23 @@ __device__ __forceinline__ void publish_h(unsigned int* xch, int d, int step, in
 #if PASS == 0
 // v23: one output value, fp32 or (out16, uniform over the grid) the layer's 16-bit bits. The split's
 // outputs are fp32 (its layers are), and its 16-warp B = 8 plan spills with the branch in it.
+// v56, a replayed graph: out_at = the replay ring's fetched words {x, h0, c0, tag matched, delta}. The outputs that
+// out_shift names (kMoveY: y; kMoveStates: hT and cT; those that lie in the graph's packed output buffer) are written
+// delta bytes from where the capture put them, i.e. into the caller's new buffer of the same layout, so the replay
+// copies nothing out. delta is 0 where the tag did not match or the host keeps the graph's own buffer.
+constexpr int kMoveY = 1, kMoveStates = 2;
+__device__ __forceinline__ long long output_delta(const long long* out_at, int out_shift, int bit) {
+    return out_at == nullptr || (out_shift & bit) == 0 ? 0 : out_at[4];
+}
+
+__device__ __forceinline__ long long shared_delta(const long long* deltas, int k) {   // read where used, every time
+    return static_cast<const volatile long long*>(deltas)[k];
+}
+
+__device__ __forceinline__ float* byte_offset(float* out, long long bytes) {
+    return reinterpret_cast<float*>(reinterpret_cast<char*>(out) + bytes);
+}
+
 __device__ __forceinline__ void store_output(float* out, size_t at, float v, int out16) {
     if (!kSplit && out16) reinterpret_cast<unsigned short*>(out)[at] = half_bits(v);
     else out[at] = v;
@@ -1136,6 +1153,7 @@ __device__ __forceinline__ float4 cluster_unit_sums(const float* cluster_s, int 
 // [D][2][kVecRows][packed_ld(H)] 16-bit values (TAGGED=0); barrier: a zeroed word (the split grid
 // barrier of the grid.sync plans with IN_K_TILES); w_unscale [D]: SPLIT, the factor that undoes the
 // power-of-two scale of the packed W_hh halves (null otherwise); x_at: v21, see below (null otherwise);
+// out_at, out_shift: v56, see output_delta (null, 0 otherwise);
 // out16: v23, y, hT and cT are stored as the layer's 16-bit values (the bits of the exchange, round
 // to nearest even: what a cast of the fp32 outputs would give) instead of fp32, so an inference
 // forward whose caller wants 16-bit outputs needs no cast kernel after this one (6-22 us at T=256);
@@ -1156,10 +1174,15 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
                     const uint4* __restrict__ in_tiles, int in_size, unsigned int* barrier,
                     const float* __restrict__ w_unscale, const long long* __restrict__ x_at, int out16,
                     int states16, const int* __restrict__ xw_row_exp, const int* __restrict__ xw_col_exp,
-                    const float* __restrict__ xw_part) {
+                    const float* __restrict__ xw_part, const long long* __restrict__ out_at, int out_shift) {
     extern __shared__ __align__(16) uint4 smem[];
     const Carve s = carve(smem);
     const Slot p = slot_of(H, units, blocks_per_dir, dir0);
+    // v56: a replay's outputs in the caller's new buffer (output_delta). The deltas are read from shared memory where
+    // the outputs are stored: pointers moved here, or out_at read there, stayed live over the loop (+2-24 registers,
+    // spills in two check builds)
+    __shared__ long long out_delta[2];   // y's, hT's and cT's
+    if (threadIdx.x < 2) out_delta[threadIdx.x] = output_delta(out_at, out_shift, threadIdx.x == 0 ? kMoveY : kMoveStates);
     // v34: h0 scaled per batch column, before the register tiles load (live over the reduction, they spilled the
     // B=8 plan); h0 is "step -1": slot 1 (tagged: tag 1; h_t of step t gets tag t + 2)
     if constexpr (kH0InProduct) {
@@ -1274,15 +1297,18 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
             const float gg = gate_tanh(fmaf(z.z, zs, xz.z)), go = gate_sigmoid(fmaf(z.w, zs, xz.w));
             c = gf * c + gi * gg;
             const float h = go * gate_tanh(c);
-            store_output(y, ((size_t)t * kBatchAll + batch_column(p)) * ldy + (size_t)p.d * H + p.j, h, out16);
             if (step + 1 < T) publish_h(xch, p.x, step, H, p.b, p.j, h, (step + 2) & 0xffffu);
+            // v56: y after the publish, so that its delta's shared-memory read does not hold the publish back
+            store_output(byte_offset(y, shared_delta(out_delta, 0)),
+                         ((size_t)t * kBatchAll + batch_column(p)) * ldy + (size_t)p.d * H + p.j, h, out16);
             if (gates_out != nullptr) {
                 *reinterpret_cast<float4*>(gates_out + row * G + 4 * (size_t)p.j) = make_float4(gi, gf, gg, go);
                 cells_out[row * H + p.j] = c;
             }
             if (step == T - 1) {
-                store_output(hT, p.state_at, h, out16);
-                store_output(cT, p.state_at, c, out16);
+                const long long states_delta = shared_delta(out_delta, 1);   // v56
+                store_output(byte_offset(hT, states_delta), p.state_at, h, out16);
+                store_output(byte_offset(cT, states_delta), p.state_at, c, out16);
             }
         }
         block_mark(step, kMarkPointwise);

@@ -24,21 +24,25 @@ extern "C" __global__ void copy_three(char* d0, const char* __restrict__ s0, lon
 }
 
 // v20: the same copies captured in the graph, their sources read at run time from a ring of slots
-// in mapped host memory ({tag, x, h0, c0} addresses), which the host fills before each launch with
-// plain stores instead of a kernel launch (ecornn/engines/persistent_replay_ring.py).
-// fetch_slot (one warp) reads slot state[0] % slots over the bus once, its four words in parallel
+// in mapped host memory ({tag, x, h0, c0} addresses; v56: then the output delta), which the host fills before each
+// launch with plain stores instead of a kernel launch (ecornn/engines/persistent_replay_ring.py).
+// fetch_slot (one warp) reads slot state[0] % slots over the bus once, its slot_words words in parallel
 // (reads of host memory cost ~1 us each and queue behind one another: every block reading them
-// itself cost 2-4 ms per launch), checks its tag, leaves {x, h0, c0, ok} in device memory
+// itself cost 2-4 ms per launch), checks its tag, leaves {x, h0, c0, ok, delta} in device memory
 // (current), advances the count state[0] and reports it to the host (done[0]). A slot whose tag is
 // not the count (the graph was launched around the ring) reports it in done[1], and copy_current
 // then fills the buffers with 0xff bytes (NaN in fp32, fp16, bf16): never another call's inputs.
+// delta (v56): bytes from the graph's packed output buffer to the caller's new one, where the forward kernel writes
+// its outputs (persistent_mma.cu, moved_output); 0 after a wrong tag, so such a launch writes only the graph's own.
 extern "C" __global__ void fetch_slot(const volatile long long* ring, unsigned long long* state,
-                                      volatile unsigned long long* done, int slots, long long* current) {
+                                      volatile unsigned long long* done, int slots, int slot_words,
+                                      long long* current) {
     const int lane = threadIdx.x;
     const unsigned long long seq = state[0];
-    const long long word = lane < 4 ? ring[4 * (seq % slots) + lane] : 0;
+    const long long word = lane < slot_words ? ring[(long long)slot_words * (seq % slots) + lane] : 0;
     const bool ok = __shfl_sync(0xffffffffu, word, 0) == static_cast<long long>(seq);
     if (lane >= 1 && lane < 4) current[lane - 1] = ok ? word : 0;
+    if (lane == 4) current[4] = ok ? word : 0;
     if (lane == 0) {
         current[3] = ok;
         state[0] = seq + 1;

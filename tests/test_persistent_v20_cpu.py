@@ -31,14 +31,15 @@ class _Device:
     """fetch_slot's side of the protocol, run when the emulated GPU gets to a launch."""
 
     def __init__(self, ring):
-        self.ring, self.fetched = ring, []
+        self.ring, self.fetched, self.deltas = ring, [], []
 
     def run_fetch(self):
         ring = self.ring
         seq = int(ring.state[0])
         slot = ring.slot_words[seq % ring.slots]
         ok = int(slot[0]) == seq
-        self.fetched.append(tuple(int(p) for p in slot[1:]) if ok else "nan")
+        self.fetched.append(tuple(int(p) for p in slot[1:4]) if ok else "nan")
+        self.deltas.append(int(slot[4]) if ok else 0)   # v56: the output delta (0 after a wrong tag)
         ring.state[0] = seq + 1
         if not ok:
             ring.done[1] = seq + 1
@@ -154,7 +155,7 @@ def test_inputs_the_fetch_cannot_read_as_they_are_become_copies(ring):
     kept = ring.publish((strided, other_dtype, c0), lambda: None)
     assert [a.data.ptr for a in kept] == [10_000, 10_001, c0.data.ptr]
     assert kept[1].dtype == np.float32 and kept[0].shape == x.shape
-    assert tuple(ring.slot_words[0]) == (0, 10_000, 10_001, c0.data.ptr)
+    assert tuple(ring.slot_words[0]) == (0, 10_000, 10_001, c0.data.ptr, 0)   # v56: no output delta
     with pytest.raises(ValueError, match=r"shape \(3, 2\); the graph was captured for \(4, 2\)"):
         ring.publish((_Array(700, (3, 2)), h0, c0), lambda: None)
 
@@ -176,7 +177,7 @@ def test_the_replay_hands_the_ring_the_inputs_instead_of_copying(monkeypatch):
     _replay_stand_ins(monkeypatch, log)
     monkeypatch.setattr(persistent_graph, "_copy_in", lambda dst, src, s: log.append("copy"))
     monkeypatch.setattr(persistent_graph, "_copy_inputs", lambda b, i, s: log.append("copy inputs"))
-    fake_ring = SimpleNamespace(publish=lambda inputs, wait: log.append(("publish", inputs)) or [],
+    fake_ring = SimpleNamespace(publish=lambda inputs, wait, delta=0: log.append(("publish", inputs)) or [],
                                 launched=lambda: log.append("launched"))
     graph = SimpleNamespace(launch=lambda stream=None: log.append("launch"))
     persistent_graph.launch_with_copies(graph, ("buf",), ("x",), (np.zeros(3),), ring=fake_ring)

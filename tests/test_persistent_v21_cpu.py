@@ -73,7 +73,7 @@ def test_x_read_by_reference_must_be_16_byte_aligned(ring):
     shifted = _Array(1042)   # a view 2 bytes in: the kernel's 16-byte loads need a copy
     kept = made.publish((shifted, h0, c0), lambda: None)
     assert kept[0] is not shifted and kept[0].data.ptr == ring.copies[-1].data.ptr and kept[1] is h0
-    assert tuple(made.slot_words[1]) == (1, kept[0].data.ptr, 2002, 3004)
+    assert tuple(made.slot_words[1]) == (1, kept[0].data.ptr, 2002, 3004, 0)   # v56: no output delta
 
 
 def test_reference_is_given_for_the_buffer_of_a_by_reference_input_only(ring):
@@ -143,7 +143,8 @@ def test_the_engine_hands_the_ring_words_to_layer_zero_only(cpu_engine, rng, mon
     x, h0, c0 = (np.asarray(a, np.float32).astype(np.float16) for a in (x, h0, c0))
     assert persistent.kernel_reads_x(config, x)
     words, asked, launched = object(), [], []
-    fake_ring = SimpleNamespace(reference=lambda a, index: asked.append(a) or (words if len(asked) == 1 else None))
+    fake_ring = SimpleNamespace(reference=lambda a, index: asked.append(a) or (words if len(asked) == 1 else None),
+                                output_reference=lambda buffer: None)   # v56: outputs not moved here
     emulated = grid_emulation._emulated_launch
 
     def launch(plan, args, directions, *rest, x_at=None, **kw):

@@ -931,7 +931,7 @@ def _final(plan):
 
 def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tiles=None, input_size: int = 0,
             unscale=None, x_at=None, out16=False, states16=False, dz16=False, dy16=False, xw_exponents=None,
-            xw_part=None):
+            xw_part=None, out_at=None, out_shift=0):
     """Launch ``plan``'s kernel once per direction group (dir0 follows ``args_before_dir``). The
     kernels take their zeroed exchange buffer next; the mma forward then the biases [D, 4H] (its xw
     comes without them), the packed W_ih tiles and input size of an in-kernel projection (v12;
@@ -945,7 +945,8 @@ def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tile
     W_ih tiles and input size of its in-kernel projection (v15; null, 0 otherwise) and xw's exponents
     (v33, as the mma forward). The mma backward
     takes whether it stores dz as 16-bit values (v30, ``dz16``), whether it reads dy as such (v31,
-    ``dy16``) and the barrier words."""
+    ``dy16``) and the barrier words. v56: the mma forward last takes the replay ring's fetched words and which outputs
+    move by its delta (``out_at``, ``out_shift``; null and 0 otherwise: _moved_outputs)."""
     cp = _cp()
     final, kern = _kernel(plan, cp.cuda.Device().id)
     shape = final.exchange_shape(directions)
@@ -961,6 +962,7 @@ def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tile
         if final.input_part and xw_part is None:
             raise ValueError(f"{final.describe()}: the GEMM's share of the projection (xw_part) expected, got none")
         tail += (xw_part if final.input_part else _null(),)
+        tail += (out_at if out_at is not None else _null(), np.int32(out_shift))
     elif final.kind == "mma":
         tail += (np.int32(bool(dz16)), np.int32(bool(dy16)), zeroed[words:])
     elif final.kind == "grid" and final.pass_name == "forward":
@@ -1475,6 +1477,7 @@ def _forward_at_batch(config, x, weights, h0, c0, *, training=False, dropout=0.0
     reserve = PersistentReserve(config, plans, prep, h0, c0)
     drawn = (steps, caller_batch or batch, dirs * hidden)   # dropout masks: the caller's columns, as unpadded
     packed, (y_last, h_final, c_final) = _output_views(config, out_dtype)
+    moved = _moved_outputs(packed, training, fwd is not cluster and fwd.kind == "mma")
     for layer in range(config.num_layers):
         s0 = slot(layer, 0, dirs)
         layer_in_16bit = _storage16(layer_in, x16_dtype) if x16_dtype else None
@@ -1509,18 +1512,19 @@ def _forward_at_batch(config, x, weights, h0, c0, *, training=False, dropout=0.0
             input_tiles = _tiles(prep, layer, dirs, built, "w_ih")
             _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs,
                     _biases(prep, layer, dirs), input_tiles, config.layer_input_size(layer),
-                    unscale=_split_unscale(prep, layer, built))
+                    unscale=_split_unscale(prep, layer, built), **moved(layer == config.num_layers - 1))
         elif projection_in_kernel:   # v21: a capture may hand the kernel the caller's x by reference
             x_at = persistent_graph.input_reference(xin) if fwd.kind == "mma" else None
             xw_part = input_part_projection(xin, preps, built) if built.kind == "mma" and built.input_part else None
             _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs,
                     _biases(prep, layer, dirs), _tiles(prep, layer, dirs, built, "w_ih"),
-                    config.layer_input_size(layer), x_at=x_at, out16=out16, states16=states16, xw_part=xw_part)
+                    config.layer_input_size(layer), x_at=x_at, out16=out16, states16=states16, xw_part=xw_part,
+                    **moved(layer == config.num_layers - 1))
         else:
             _launch(fwd, args + (np.int32(fwd.blocks_per_dir), np.int32(dirs * hidden)), dirs,
                     _biases(prep, layer, dirs) if in_kernel_bias else None,
                     unscale=_split_unscale(prep, layer, built) if split else None, out16=out16,
-                    states16=states16, xw_exponents=xw_exponents)
+                    states16=states16, xw_exponents=xw_exponents, **moved(layer == config.num_layers - 1))
         if training:
             reserve.layers.append(LayerSave(layer_in, y, gates, cells, layer_in_16bit))
         layer_in = y
@@ -1534,6 +1538,19 @@ def _forward_at_batch(config, x, weights, h0, c0, *, training=False, dropout=0.0
         else:
             y_last, h_final, c_final = persistent_graph.buffer_views(packed.astype(x.dtype), _output_layout(config)[0])
     return y_last, h_final, c_final, reserve if training else None
+
+
+MOVE_Y, MOVE_STATES = 1, 2   # v56: the out_shift bits (persistent_mma.cu's kMoveY: y; kMoveStates: hT and cT)
+
+
+def _moved_outputs(packed, training: bool, mma_forward: bool):
+    """v56: ``moved(last_layer)`` -> the keyword arguments of a layer's tensor-core forward launch that let a replay
+    move its outputs into the caller's new buffer (persistent_graph.output_reference: in a capture with a ring, the
+    packed buffer recorded; y moves on the last layer only, hT and cT on every layer), or none."""
+    out_at = persistent_graph.output_reference(packed) if mma_forward and not training else None
+    if out_at is None:
+        return lambda last_layer: {}
+    return lambda last_layer: {"out_at": out_at, "out_shift": (MOVE_Y if last_layer else 0) | MOVE_STATES}
 
 
 def adds_biases(fwd, built) -> bool:

@@ -58,6 +58,9 @@ KERNEL_READS_X = True       # v21 (with INPUTS_BY_REFERENCE): where the forward 
 _capturing: list = []       # the ring of the capture in progress (input_reference)
 REPLAY_ON_CALLER_STREAM = True   # v17: replays run on the caller's stream (no events unless it changes);
                                  # False: on the graph stream, three events per replay (v5-v16, ablation)
+OUTPUTS_IN_PLACE = True     # v56 (with a ring): where the captured forward kernels write every packed output, a replay
+                            # hands them the caller's new output buffer through the ring, and copies nothing out
+                            # (persistent_mma.cu's moved_output); False: the graph's outputs copied out (the ablation)
 _last_replay: dict = {}     # device -> (stream ptr, event recorded after the last replay's work)
 
 
@@ -81,6 +84,7 @@ class ForwardGraph:
                         # as PackedOutputs where they share one buffer
     kind: str           # the forward kernel kind the graph runs
     ring: object = None  # InputRing where the graph fetches its inputs itself (v20), else None
+    in_place: bool = False   # v56: the kernels write the packed outputs where the ring's delta says
 
     def launch_bare(self, stream) -> None:
         """Replay the graph alone on its last inputs (benchmarks timing the graph's GPU time)."""
@@ -161,7 +165,7 @@ def _cp():
 
 def _key(config, mode, x, h0, c0) -> tuple:
     return (config.key(), mode, CAPTURE_INPUT_CASTS, CAPTURE_OUTPUT_CASTS, INPUTS_BY_REFERENCE, KERNEL_READS_X,
-            _cp().cuda.runtime.getDevice(), x.dtype, h0.dtype, c0.dtype)
+            OUTPUTS_IN_PLACE, _cp().cuda.runtime.getDevice(), x.dtype, h0.dtype, c0.dtype)
 
 
 def _graphs(prepared) -> OrderedDict:
@@ -211,35 +215,47 @@ def replay(prepared, config, mode, x, h0, c0):
 
 def _launch(entry: ForwardGraph, x, h0, c0) -> tuple:
     with _LOCK:   # the graph's buffers are shared by every caller of these prepared weights
-        return launch_with_copies(entry.graph, entry.inputs, (x, h0, c0), entry.outputs, x.dtype, entry.ring)
+        return launch_with_copies(entry.graph, entry.inputs, (x, h0, c0), entry.outputs, x.dtype, entry.ring,
+                                  entry.in_place)
 
 
-def launch_with_copies(graph, buffers, inputs, outputs, dtype=None, ring=None) -> tuple:
+def launch_with_copies(graph, buffers, inputs, outputs, dtype=None, ring=None, in_place=False) -> tuple:
     """Copy ``inputs`` into the graph's ``buffers`` (or, with a ``ring``, hand the graph their
     addresses), launch ``graph`` and return new arrays holding ``outputs`` (cast to ``dtype`` if
     given), all on the caller's stream (REPLAY_ON_CALLER_STREAM), ordered after the replay before
-    it, whatever stream that ran on. Call under _LOCK."""
+    it, whatever stream that ran on. ``in_place`` (v56): the graph's kernels write the packed ``outputs`` where
+    the ring's delta says, so a new buffer is handed to them instead of copied into. Call under _LOCK."""
     if not REPLAY_ON_CALLER_STREAM:
         return _launch_on_graph_stream(graph, buffers, inputs, outputs, dtype, ring)
     cp = _cp()
     caller = cp.cuda.get_current_stream()
     _after_last_replay(caller)
-    kept = _hand_inputs(buffers, inputs, caller, ring)   # alive until the launch is issued
+    moved = _moved_outputs(outputs, dtype) if in_place and OUTPUTS_IN_PLACE else None
+    delta = moved.data.ptr - outputs.buffer.data.ptr if moved is not None else 0
+    kept = _hand_inputs(buffers, inputs, caller, ring, delta)   # alive until the launch is issued
     graph.launch(stream=caller)
     _count_launch(ring)
     del kept
-    copies = _copies_out(outputs, dtype, caller)
+    copies = buffer_views(moved, outputs.layout) if moved is not None else _copies_out(outputs, dtype, caller)
     _mark_replay(caller)
     return copies
 
 
-def _hand_inputs(buffers, inputs, stream, ring):
-    """The inputs' addresses into the ring's next slot (v20), else copied into the buffers. Returns
-    what must stay alive until the launch is issued (the ring's converted copies)."""
+def _moved_outputs(outputs, dtype):
+    """v56: a new buffer of the packed ``outputs``' size for the kernels to write (it takes the graph's), or None
+    where they cannot (no ring, a cast to another dtype, outputs not packed)."""
+    if not isinstance(outputs, PackedOutputs) or (dtype is not None and dtype != outputs.buffer.dtype):
+        return None
+    return _cp().empty(outputs.buffer.shape, outputs.buffer.dtype)
+
+
+def _hand_inputs(buffers, inputs, stream, ring, output_delta: int = 0):
+    """The inputs' addresses (and v56's ``output_delta``) into the ring's next slot (v20), else copied into the
+    buffers. Returns what must stay alive until the launch is issued (the ring's converted copies)."""
     if ring is None:
         _copy_inputs(buffers, inputs, stream)
         return None
-    return ring.publish(inputs, _wait_for_last_replay)
+    return ring.publish(inputs, _wait_for_last_replay, output_delta)
 
 
 def _count_launch(ring) -> None:
@@ -384,8 +400,9 @@ def capture(prepared, config, mode, x, h0, c0, run_eager, x_by_reference: bool =
             return
     if len(graphs) >= MAX_GRAPHS:
         graphs.popitem(last=False)
-    graphs[key] = ForwardGraph(graph, pool, inputs, _cut_where_padded(pack_outputs(outputs), config.batch), kind,
-                               ring)
+    outputs = _cut_where_padded(pack_outputs(outputs), config.batch)
+    in_place = ring is not None and isinstance(outputs, PackedOutputs) and ring.moves_outputs_of(outputs.buffer)
+    graphs[key] = ForwardGraph(graph, pool, inputs, outputs, kind, ring, in_place)
 
 
 def use_input_ring() -> bool:
@@ -420,6 +437,16 @@ def input_reference(array, index: int = 0):
     """The device words of the fetched input addresses (a kernel's ``x_at``) where the capture in
     progress reads input ``index`` by reference and ``array`` is its buffer (v21), else None."""
     return _capturing[-1].reference(array, index) if _capturing else None
+
+
+def output_reference(buffer):
+    """v56: the device words of the fetched addresses and output delta (a forward kernel's ``out_at``) where the
+    capture in progress takes its inputs through a ring and OUTPUTS_IN_PLACE is on, ``buffer`` being the packed
+    output buffer those kernels write; else None (the kernels write where they are told, and the replay copies
+    the outputs out)."""
+    if not OUTPUTS_IN_PLACE or not _capturing or buffer is None:
+        return None
+    return _capturing[-1].output_reference(buffer)
 
 
 def _abandon(stream) -> None:

@@ -30,6 +30,7 @@ import numpy as np
 from ..arrays import c_contiguous, data_address, is_gpu_array
 
 SLOTS = 32          # launches that may be queued before the host waits for the oldest fetch
+SLOT_WORDS = 5      # {tag, x, h0, c0, output delta (v56)}
 FETCH_THREADS = 256
 FETCH_MAX_BLOCKS = 1024
 
@@ -82,14 +83,15 @@ class InputRing:
         self.buffers, self.slots, self.issued = tuple(buffers), slots, 0
         self.by_reference = tuple(bool(b) for b in by_reference)   # v21: read by the kernel, not copied
         self.referenced = [False] * len(self.buffers)                # ... and taken up by the capture
-        self.host = host_words(4 * slots + 2)            # the slots, then done[0] (fetches) and done[1] (mismatch)
-        self.slot_words = self.host.words[:4 * slots].reshape(slots, 4)
-        self.done = self.host.words[4 * slots:]
+        self.host = host_words(SLOT_WORDS * slots + 2)   # the slots, then done[0] (fetches) and done[1] (mismatch)
+        self.slot_words = self.host.words[:SLOT_WORDS * slots].reshape(slots, SLOT_WORDS)
+        self.done = self.host.words[SLOT_WORDS * slots:]
         self.slot_words[:, 0] = -1                       # no launch's tag: a launch before any publish fetches NaN
         self._words = memoryview(self.host.words).cast("B").cast("q")   # v49: the same words, ~4x faster to touch
-        self._done_at = 4 * slots                                          # done[0] and done[1] in _words
+        self._done_at = SLOT_WORDS * slots                                 # done[0] and done[1] in _words
         self.state = cp.zeros(1, cp.uint64)               # device: the fetch count
-        self.current = cp.zeros(4, cp.int64)              # device: this launch's x, h0, c0 and whether its tag matched
+        self.current = cp.zeros(5, cp.int64)   # device: this launch's x, h0, c0, whether its tag matched, output delta
+        self.output_buffer = None   # v56: (address, bytes) of the packed outputs the capture's kernels move (output_reference)
         cp.cuda.get_current_stream().synchronize()       # zeroed before any stream's first launch
         self.last_sources = tuple(data_address(b) for b in self.buffers)
         _fetch_kernels_for(cp.cuda.runtime.getDevice())  # compiled now: never inside the capture
@@ -100,8 +102,8 @@ class InputRing:
         cp = _cp()
         fetch_slot, copy_current = _fetch_kernels_for(cp.cuda.runtime.getDevice())
         fetch_slot((1,), (32,), (np.uint64(self.host.device_ptr), self.state,
-                                 np.uint64(self.host.device_ptr + 8 * 4 * self.slots), np.int32(self.slots),
-                                 self.current))
+                                 np.uint64(self.host.device_ptr + 8 * SLOT_WORDS * self.slots), np.int32(self.slots),
+                                 np.int32(SLOT_WORDS), self.current))
         sizes = [np.int64(b.nbytes) for b in self.buffers]
         words = max(int(n) for n in sizes) // 16 + 1
         blocks = max(1, min(-(-words // FETCH_THREADS), FETCH_MAX_BLOCKS))
@@ -110,16 +112,17 @@ class InputRing:
             args += [buffer, size]
         copy_current((blocks,), (FETCH_THREADS,), tuple(args))
 
-    def publish(self, inputs, wait_for_fetches) -> list:
+    def publish(self, inputs, wait_for_fetches, output_delta: int = 0) -> list:
         """Fill the next slot with ``inputs``' addresses (converted copies where an input is not a
         C-ordered device array of its buffer's dtype and size; returned, to be kept until the launch
-        is issued). ``wait_for_fetches()`` blocks until every issued launch has fetched. v49: on the
-        benches' span (the GPU idles until the launch), so plain attribute reads and word stores only."""
+        is issued) and (v56) ``output_delta``: bytes from the captured output buffer to where this launch's kernel
+        writes its outputs (0: the graph's own). ``wait_for_fetches()`` blocks until every issued launch has fetched.
+        v49: on the benches' span (the GPU idles until the launch), so plain attribute reads and word stores only."""
         self._claim_slot(wait_for_fetches)
         kept = [_as_buffer_like(src, dst, aligned=by_ref)
                 for src, dst, by_ref in zip(inputs, self.buffers, self.by_reference)]
         self.last_sources = tuple(a.data.ptr for a in kept)   # device arrays, all of them
-        self._write(self.last_sources)
+        self._write(self.last_sources, output_delta)
         return kept
 
     def reference(self, array, index: int):
@@ -139,11 +142,22 @@ class InputRing:
             raise RuntimeError(f"replay ring: inputs {unused} were to be read by reference, the captured "
                                "forward did not take them up")
 
+    def output_reference(self, buffer):
+        """``current`` (the fetched words, for the forward kernel's ``out_at``), recording ``buffer`` as the packed
+        output buffer the capture's kernels move by the fetched delta (v56). Called while the graph is captured."""
+        self.output_buffer = (data_address(buffer), int(buffer.nbytes))
+        return self.current
+
+    def moves_outputs_of(self, buffer) -> bool:
+        """Whether the captured kernels write ``buffer`` (the graph's packed outputs) where the fetched delta says."""
+        return self.output_buffer == (data_address(buffer), int(buffer.nbytes))
+
     def republish(self, wait_for_fetches) -> None:
         """The next slot with the previous launch's sources again (benchmarks that replay the bare
-        graph: their launches go through the ring too)."""
+        graph: their launches go through the ring too), its outputs in the graph's own buffer (delta 0: the last
+        caller's may be freed by now)."""
         self._claim_slot(wait_for_fetches)
-        self._write(self.last_sources)
+        self._write(self.last_sources, 0)
 
     def _claim_slot(self, wait_for_fetches) -> None:
         """Make sure the next slot is free: its last launch (SLOTS ago) has fetched."""
@@ -157,9 +171,10 @@ class InputRing:
     def launched(self) -> None:
         self.issued += 1
 
-    def _write(self, sources) -> None:
-        words, at = self._words, 4 * (self.issued % self.slots)
+    def _write(self, sources, output_delta: int) -> None:
+        words, at = self._words, SLOT_WORDS * (self.issued % self.slots)
         words[at + 1], words[at + 2], words[at + 3] = sources
+        words[at + 4] = output_delta
         words[at] = self.issued   # the tag last: a slot is whole once its tag matches. The fetch relies on the host's
         # stores becoming visible in order, as x86 keeps them (rings are made only there: host_orders_stores).
 

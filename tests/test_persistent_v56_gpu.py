@@ -1,0 +1,109 @@
+"""`persistent` v56 on the GPU: a replayed forward's kernels write their outputs into the caller's new buffer
+(persistent_graph.OUTPUTS_IN_PLACE: the ring hands them the delta from the graph's packed output buffer; the mma
+kernel's moved_output), so a replay copies nothing out. Every replay is held and compared bitwise with the eager
+path on its own inputs after all of them ran (a replay writing another call's buffer would show), and the last one
+against float64."""
+import pytest
+
+from ecornn import LSTMConfig
+from ecornn.engines import persistent, persistent_graph
+from ecornn.engines import reference as reference_engine
+from tests.helpers import rel_err
+from tests.test_persistent_gpu import FP32_TOL, HALF_TOL
+from tests.test_persistent_v5_gpu import _float64, _gpu_inputs
+from tests.test_persistent_v17_gpu import _assert_equal_bits, _prepared
+from tests.test_persistent_v20_gpu import _eager, _entry
+
+pytestmark = pytest.mark.gpu
+
+IN_PLACE = [   # (dtype, input, hidden, layers, bidirectional, batch, steps): tensor-core forwards at their own batch
+    ("float32", 1024, 1024, 1, False, 8, 40),     # the fp32 split on clusters (#5's cell)
+    ("float32", 1024, 1024, 1, False, 4, 33),     # the paired split, the repoll backoff
+    ("float16", 1024, 1024, 1, False, 16, 30),    # batch groups, x read by reference
+    ("bfloat16", 100, 256, 2, True, 4, 20),       # two layers, two directions: y moves on the last layer only
+    ("float32", 200, 512, 3, True, 2, 12),        # three layers bidirectional, fp32
+    ("float16", 64, 128, 1, False, 8, 1),         # T = 1
+]
+
+
+def _replays(rng, config, gpu_weights, prepared, count):
+    """``count`` calls with new inputs each (the first eager, the second captures), their outputs all held."""
+    calls = [_gpu_inputs(rng, config) for _ in range(count)]
+    outs = [persistent.forward(config, x, gpu_weights, h0, c0, prepared=prepared)[:3] for x, h0, c0 in calls]
+    return calls, outs
+
+
+@pytest.mark.parametrize("dtype, inp, hidden, layers, bidir, batch, steps", IN_PLACE)
+def test_replays_write_their_outputs_in_place(rng, monkeypatch, dtype, inp, hidden, layers, bidir, batch, steps):
+    import cupy as cp
+    config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)
+    host_weights, gpu_weights, prepared = _prepared(rng, config)
+    calls, outs = _replays(rng, config, gpu_weights, prepared, 6)
+    cp.cuda.Device().synchronize()
+    entry = _entry(prepared)
+    assert entry.in_place and _moves_outputs(config, entry), (entry.kind, entry.in_place)
+    bases = {o[0].data.ptr for o in outs[2:]}
+    assert len(bases) == len(outs) - 2 and entry.outputs.buffer.data.ptr not in bases   # new buffers, not the graph's
+    for got, want in zip(outs, _eager(monkeypatch, config, gpu_weights, prepared, calls)):
+        _assert_equal_bits(got, want)
+    x, h0, c0 = calls[-1]
+    exact = reference_engine.forward(config.replace(dtype="float64"), _float64(x), host_weights, _float64(h0),
+                                     _float64(c0))
+    for g, w in zip(outs[-1], exact[:3]):
+        assert rel_err(_float64(g), w) <= (FP32_TOL if dtype == "float32" else HALF_TOL)
+
+
+@pytest.mark.parametrize("dtype, hidden, batch", [("float32", 1024, 8), ("bfloat16", 256, 4)])
+def test_bare_launches_leave_the_callers_outputs_alone(rng, dtype, hidden, batch):
+    """launch_bare republishes delta 0: the graph's own buffer, never the last caller's (it may be freed)."""
+    import cupy as cp
+    config = LSTMConfig(hidden, hidden, 1, False, dtype, batch, 16)
+    _, gpu_weights, prepared = _prepared(rng, config)
+    _, outs = _replays(rng, config, gpu_weights, prepared, 3)
+    cp.cuda.Device().synchronize()
+    kept = [a.copy() for a in outs[-1]]
+    entry = _entry(prepared)
+    assert entry.in_place
+    for _ in range(3):
+        entry.launch_bare(cp.cuda.get_current_stream())
+    cp.cuda.Device().synchronize()
+    _assert_equal_bits(outs[-1], kept)
+    _assert_equal_bits(tuple(entry.outputs), kept)   # the bare launches wrote the graph's buffer: the same inputs
+
+
+@pytest.mark.parametrize("dtype, hidden, batch", [("float32", 1024, 8), ("float16", 1024, 16), ("bfloat16", 300, 3)])
+def test_the_ablation_copies_out_the_same_bits(rng, monkeypatch, dtype, hidden, batch):
+    config = LSTMConfig(hidden, hidden, 1, False, dtype, batch, 24)
+    _, gpu_weights, prepared = _prepared(rng, config)
+    calls, moved = _replays(rng, config, gpu_weights, prepared, 4)
+    monkeypatch.setattr(persistent_graph, "OUTPUTS_IN_PLACE", False)
+    copied = [persistent.forward(config, x, gpu_weights, h0, c0, prepared=prepared)[:3] for x, h0, c0 in calls]
+    copied += [persistent.forward(config, x, gpu_weights, h0, c0, prepared=prepared)[:3] for x, h0, c0 in calls]
+    assert len(prepared.graphs) == 2
+    first = next(iter(prepared.graphs.values()))
+    assert [e.in_place for e in prepared.graphs.values()] == [_moves_outputs(config, first), False]
+    for got, want in zip(moved[2:], copied[6:]):
+        _assert_equal_bits(got, want)
+
+
+def _moves_outputs(config, entry) -> bool:
+    """Where v56 writes in place: the tensor-core kernel writes every packed output, at the caller's batch."""
+    return entry.kind == "mma" and persistent.run_config(config).batch == config.batch
+
+
+def test_forwards_whose_kernels_do_not_write_the_outputs_copy_them(rng, monkeypatch):
+    """A padded batch (its outputs cut as they are copied out) and the fp32 B=1 forward (not the tensor-core kernel
+    on the H100/H200) copy their outputs out as before, bitwise the eager path."""
+    import cupy as cp
+    moved = []
+    for dtype, hidden, batch in [("float32", 100, 3), ("float32", 256, 1), ("float16", 96, 5)]:
+        config = LSTMConfig(hidden, hidden, 1, False, dtype, batch, 20)
+        _, gpu_weights, prepared = _prepared(rng, config)
+        calls, outs = _replays(rng, config, gpu_weights, prepared, 4)
+        cp.cuda.Device().synchronize()
+        entry = _entry(prepared)
+        assert entry.in_place == _moves_outputs(config, entry), (config, entry.kind)
+        moved.append(entry.in_place)
+        for got, want in zip(outs, _eager(monkeypatch, config, gpu_weights, prepared, calls)):
+            _assert_equal_bits(got, want)
+    assert not all(moved), "every forward here wrote in place: the copy path went untested"
