@@ -54,24 +54,33 @@ def test_the_capture_records_the_buffer_its_kernels_move(ring, monkeypatch):  # 
     assert not ring.moves_outputs_of(np.zeros(64, np.float32)) and not ring.moves_outputs_of(packed[:32])
 
 
-def _launch_log(monkeypatch, in_place, dtype=np.float32):
-    log, published = [], []
+def _replayer(monkeypatch, in_place, dtype=np.float32):
+    """launch_with_copies on stand-ins: ``replay(stream_ptr)`` -> (log, published deltas, buffers made, outputs)."""
+    log, published, made = [], [], []
     _replay_stand_ins(monkeypatch, log)
     monkeypatch.setattr(persistent_graph, "_copy_in", lambda dst, src, s: log.append("copy"))
     fake_ring = SimpleNamespace(publish=lambda inputs, wait, delta=0: published.append(delta) or [],
                                 launched=lambda: log.append("launched"))
-    buffer = np.arange(10, dtype=np.float32)
-    outputs = persistent_graph.PackedOutputs(_DeviceBuffer(buffer, 1000), ((0, (2, 3)), (6, (1, 4))))
-    made = []
+    outputs = persistent_graph.PackedOutputs(_DeviceBuffer(np.arange(10, dtype=np.float32), 1000),
+                                             ((0, (2, 3)), (6, (1, 4))))
+    moved = persistent_graph.MovedOutputs(outputs) if in_place else None
+    cuda = persistent_graph._cp().cuda   # _replay_stand_ins' stream and events
 
     def empty(shape, dtype):
-        made.append(_DeviceBuffer(np.zeros(shape, dtype), 5000))
+        made.append(_DeviceBuffer(np.zeros(shape, dtype), 5000 + 100 * len(made)))
+        log.append("empty")
         return made[-1]
-    cuda = persistent_graph._cp().cuda   # _replay_stand_ins' stream and events
-    monkeypatch.setattr(persistent_graph, "_cp", lambda: SimpleNamespace(cuda=cuda, empty=empty))
     graph = SimpleNamespace(launch=lambda stream=None: log.append("launch"))
-    got = persistent_graph.launch_with_copies(graph, ("buf",), ("x",), outputs, dtype, fake_ring, in_place)
-    return log, published, made, got
+
+    def replay(stream_ptr=7):
+        stream = SimpleNamespace(ptr=stream_ptr, wait_event=lambda e: None)
+        monkeypatch.setattr(persistent_graph, "_cp", lambda: SimpleNamespace(
+            cuda=SimpleNamespace(get_current_stream=lambda: stream, Event=cuda.Event, runtime=cuda.runtime),
+            empty=empty))
+        del log[:], published[:]
+        got = persistent_graph.launch_with_copies(graph, ("buf",), ("x",), outputs, dtype, fake_ring, moved)
+        return list(log), list(published), got
+    return replay, made
 
 
 class _DeviceBuffer(np.ndarray):
@@ -88,19 +97,26 @@ class _DeviceBuffer(np.ndarray):
 
 
 def test_an_in_place_replay_hands_the_ring_the_delta_and_copies_nothing(monkeypatch):
-    log, published, made, got = _launch_log(monkeypatch, True)
-    assert published == [5000 - 1000] and len(made) == 1
-    assert "copy" not in log and log == ["launch", "launched", "record"]
+    replay, made = _replayer(monkeypatch, True)
+    log, published, got = replay()
+    assert published == [5000 - 1000] and log == ["empty", "launch", "launched", "empty", "record"]
     assert [a.shape for a in got] == [(2, 3), (1, 4)] and all(np.shares_memory(a, made[0]) for a in got)
+    log, published, got = replay()   # the spare made after the launch before: nothing made before this launch
+    assert published == [5100 - 1000] and log == ["launch", "launched", "empty", "record"]
+    assert all(np.shares_memory(a, made[1]) for a in got)
+    log, published, got = replay(stream_ptr=8)   # another stream: the spare is not taken
+    assert published == [5300 - 1000] and log == ["empty", "launch", "launched", "empty", "record"]
 
 
 def test_the_copy_stays_where_the_kernels_do_not_move_the_outputs(monkeypatch):
     for in_place, dtype in ((False, np.float32), (True, np.float16)):   # not captured so; a cast to another dtype
-        log, published, made, got = _launch_log(monkeypatch, in_place, dtype)
-        assert published == [0] and "copy" in log
+        replay, made = _replayer(monkeypatch, in_place, dtype)
+        log, published, got = replay()
+        assert published == [0] and log == ["launch", "launched", "empty", "copy", "record"]   # the copy's buffer
     monkeypatch.setattr(persistent_graph, "OUTPUTS_IN_PLACE", False)   # the ablation
-    log, published, made, got = _launch_log(monkeypatch, True)
-    assert published == [0] and "copy" in log
+    replay, made = _replayer(monkeypatch, True)
+    log, published, got = replay()
+    assert published == [0] and log == ["launch", "launched", "empty", "copy", "record"]
 
 
 def test_the_graph_key_holds_the_flag(monkeypatch):

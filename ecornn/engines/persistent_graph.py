@@ -84,7 +84,11 @@ class ForwardGraph:
                         # as PackedOutputs where they share one buffer
     kind: str           # the forward kernel kind the graph runs
     ring: object = None  # InputRing where the graph fetches its inputs itself (v20), else None
-    in_place: bool = False   # v56: the kernels write the packed outputs where the ring's delta says
+    moved: object = None     # v56: MovedOutputs where the kernels write the packed outputs where the ring's delta says
+
+    @property
+    def in_place(self) -> bool:
+        return self.moved is not None
 
     def launch_bare(self, stream) -> None:
         """Replay the graph alone on its last inputs (benchmarks timing the graph's GPU time)."""
@@ -216,37 +220,58 @@ def replay(prepared, config, mode, x, h0, c0):
 def _launch(entry: ForwardGraph, x, h0, c0) -> tuple:
     with _LOCK:   # the graph's buffers are shared by every caller of these prepared weights
         return launch_with_copies(entry.graph, entry.inputs, (x, h0, c0), entry.outputs, x.dtype, entry.ring,
-                                  entry.in_place)
+                                  entry.moved)
 
 
-def launch_with_copies(graph, buffers, inputs, outputs, dtype=None, ring=None, in_place=False) -> tuple:
+class MovedOutputs:
+    """v56: the new output buffers of a graph whose kernels write its packed outputs where the ring's delta says.
+    Each replay's buffer is made after the replay before it has launched, for the next one on the same stream
+    (made before the launch it sat on the benches' span: ~5-8 µs of host time after a device sync). So a graph
+    holds one spare output buffer between its replays."""
+
+    def __init__(self, outputs: PackedOutputs):
+        self.outputs, self.spare = outputs, None   # spare: (stream pointer, buffer)
+
+    def take(self, stream, dtype):
+        """A new buffer of the packed outputs for a replay on ``stream`` returning ``dtype`` (None: their own), or
+        None where the outputs are to be cast (the copies out cast them)."""
+        buffer = self.outputs.buffer
+        if dtype is not None and dtype != buffer.dtype:
+            return None
+        spare, self.spare = self.spare, None
+        if spare is not None and spare[0] == stream.ptr:   # CuPy's pool reuses a block on its own stream only
+            return spare[1]
+        return _cp().empty(buffer.shape, buffer.dtype)
+
+    def make_spare(self, stream) -> None:
+        self.spare = (stream.ptr, _cp().empty(self.outputs.buffer.shape, self.outputs.buffer.dtype))
+
+
+def launch_with_copies(graph, buffers, inputs, outputs, dtype=None, ring=None, moved=None) -> tuple:
     """Copy ``inputs`` into the graph's ``buffers`` (or, with a ``ring``, hand the graph their
     addresses), launch ``graph`` and return new arrays holding ``outputs`` (cast to ``dtype`` if
     given), all on the caller's stream (REPLAY_ON_CALLER_STREAM), ordered after the replay before
-    it, whatever stream that ran on. ``in_place`` (v56): the graph's kernels write the packed ``outputs`` where
-    the ring's delta says, so a new buffer is handed to them instead of copied into. Call under _LOCK."""
+    it, whatever stream that ran on. ``moved`` (v56, MovedOutputs): the graph's kernels write the packed
+    ``outputs`` where the ring's delta says, so a new buffer is handed to them instead of copied into. Call under
+    _LOCK."""
     if not REPLAY_ON_CALLER_STREAM:
         return _launch_on_graph_stream(graph, buffers, inputs, outputs, dtype, ring)
     cp = _cp()
     caller = cp.cuda.get_current_stream()
     _after_last_replay(caller)
-    moved = _moved_outputs(outputs, dtype) if in_place and OUTPUTS_IN_PLACE else None
-    delta = moved.data.ptr - outputs.buffer.data.ptr if moved is not None else 0
+    buffer = moved.take(caller, dtype) if moved is not None and OUTPUTS_IN_PLACE else None
+    delta = buffer.data.ptr - outputs.buffer.data.ptr if buffer is not None else 0
     kept = _hand_inputs(buffers, inputs, caller, ring, delta)   # alive until the launch is issued
     graph.launch(stream=caller)
     _count_launch(ring)
     del kept
-    copies = buffer_views(moved, outputs.layout) if moved is not None else _copies_out(outputs, dtype, caller)
+    if buffer is not None:
+        moved.make_spare(caller)
+        copies = buffer_views(buffer, outputs.layout)
+    else:
+        copies = _copies_out(outputs, dtype, caller)
     _mark_replay(caller)
     return copies
-
-
-def _moved_outputs(outputs, dtype):
-    """v56: a new buffer of the packed ``outputs``' size for the kernels to write (it takes the graph's), or None
-    where they cannot (no ring, a cast to another dtype, outputs not packed)."""
-    if not isinstance(outputs, PackedOutputs) or (dtype is not None and dtype != outputs.buffer.dtype):
-        return None
-    return _cp().empty(outputs.buffer.shape, outputs.buffer.dtype)
 
 
 def _hand_inputs(buffers, inputs, stream, ring, output_delta: int = 0):
@@ -402,7 +427,7 @@ def capture(prepared, config, mode, x, h0, c0, run_eager, x_by_reference: bool =
         graphs.popitem(last=False)
     outputs = _cut_where_padded(pack_outputs(outputs), config.batch)
     in_place = ring is not None and isinstance(outputs, PackedOutputs) and ring.moves_outputs_of(outputs.buffer)
-    graphs[key] = ForwardGraph(graph, pool, inputs, outputs, kind, ring, in_place)
+    graphs[key] = ForwardGraph(graph, pool, inputs, outputs, kind, ring, MovedOutputs(outputs) if in_place else None)
 
 
 def use_input_ring() -> bool:
