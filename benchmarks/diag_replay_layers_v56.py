@@ -47,7 +47,7 @@ def entries(config, weights, prepared, x, h0, c0) -> dict:
     def with_copies():
         with pg._LOCK:
             return pg.launch_with_copies(entry.graph, entry.inputs, (x, h0, c0), entry.outputs, x.dtype, entry.ring,
-                                         entry.in_place)
+                                         entry.moved)
     return {"bare": lambda: entry.launch_bare(cp.cuda.get_current_stream()),
             "publish_launch": publish_launch, "launch_with_copies": with_copies,
             "replay": lambda: pg.replay(prepared, config, mode, x, h0, c0),
@@ -66,6 +66,8 @@ def host_pieces(config, prepared, x, h0, c0, calls: int) -> dict:
         "_graph_mode": lambda: persistent._graph_mode("auto"),
         "graph key": lambda: pg._key(config, mode, x, h0, c0),
         "key lookup": lambda: prepared.graphs.get(pg._key(config, mode, x, h0, c0)),
+        "remembered key lookup": lambda: prepared.graphs.get(pg._key(config, mode, x, h0, c0, prepared)),
+        "output buffer": lambda: cp.empty(entry.outputs.buffer.shape, entry.outputs.buffer.dtype),
         "ring publish": lambda: entry.ring.publish((x, h0, c0), pg._wait_for_last_replay),
         "three data.ptr": lambda: (x.data.ptr, h0.data.ptr, c0.data.ptr),
         "perf_counter pair": lambda: None,
