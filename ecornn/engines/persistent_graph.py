@@ -187,6 +187,9 @@ class GraphKey:
     def __eq__(self, other):
         return isinstance(other, GraphKey) and self.hash == other.hash and self.parts == other.parts
 
+    def __getitem__(self, index):   # as the tuple it replaced
+        return self.parts[index]
+
     def __repr__(self):
         return f"GraphKey{self.parts!r}"
 
