@@ -1,6 +1,6 @@
 #!/bin/bash
 # v56's device visit: GPU tests of the replay path, the in-place outputs A/B, the host layers; results under $OUT.
-# STAGES (default "tests ab layers"), FILES (test files), ROUNDS (A/B rounds).
+# STAGES (default "tests ab layers"; also quick, san, cache), FILES (test files), ROUNDS (A/B rounds).
 source benchmarks/device_setup.sh
 OUT=${OUT:-/tmp/v56_out}; mkdir -p "$OUT"
 record_device "$OUT/device.txt"
@@ -12,6 +12,7 @@ for stage in ${STAGES:-tests ab layers}; do
     layers) python3 benchmarks/diag_replay_layers_v56.py "$OUT" --cells ${CELLS:-float32:1024:8,float16:1024:16} \
           2>&1 | grep -v "^{\|arn" | tail -16 ;;
     quick) python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | grep -v "^{" | tail -16 ;;
+    san) SAN_TIMEOUT=${SAN_TIMEOUT:-300} run_sanitizers benchmarks/persistent_in_place_small_run.py "$OUT/sanitizer.log" 300 ;;
     cache) save_cupy_cache "$OUT" ;;
   esac
 done
