@@ -119,9 +119,15 @@ class InputRing:
         writes its outputs (0: the graph's own). ``wait_for_fetches()`` blocks until every issued launch has fetched.
         v49: on the benches' span (the GPU idles until the launch), so plain attribute reads and word stores only."""
         self._claim_slot(wait_for_fetches)
-        kept = [_as_buffer_like(src, dst, aligned=by_ref)
-                for src, dst, by_ref in zip(inputs, self.buffers, self.by_reference)]
-        self.last_sources = tuple(a.data.ptr for a in kept)   # device arrays, all of them
+        kept, sources = [], []
+        for src, dst, by_ref in zip(inputs, self.buffers, self.by_reference):
+            address = _address_as(src, dst, by_ref)   # v56: checked and read once (was two passes)
+            if address is None:
+                src = _as_buffer_like(src, dst, aligned=by_ref)
+                address = src.data.ptr
+            kept.append(src)
+            sources.append(address)
+        self.last_sources = tuple(sources)   # device arrays, all of them
         self._write(self.last_sources, output_delta)
         return kept
 
@@ -196,6 +202,14 @@ def _as_buffer_like(src, dst, aligned: bool = False):
     copy = cp.empty(dst.shape, dst.dtype)
     cp.copyto(copy, cp.asarray(src).reshape(dst.shape), casting="unsafe")
     return copy
+
+
+def _address_as(src, dst, aligned: bool):
+    """``src``'s device address where the fetch can read it as ``dst``'s bytes (_readable_as), else None."""
+    if not (is_gpu_array(src) and src.dtype == dst.dtype and src.size == dst.size and c_contiguous(src)):
+        return None
+    address = src.data.ptr
+    return None if aligned and address % 16 else address
 
 
 def _readable_as(src, dst, aligned: bool) -> bool:
