@@ -108,6 +108,14 @@ def test_an_in_place_replay_hands_the_ring_the_delta_and_copies_nothing(monkeypa
     assert published == [5300 - 1000] and log == ["empty", "launch", "launched", "empty", "record"]
 
 
+def test_no_spare_is_held_for_large_outputs(monkeypatch):
+    monkeypatch.setattr(persistent_graph, "SPARE_OUTPUT_MAX_BYTES", 39)   # the stand-in's buffer: 40 bytes
+    replay, made = _replayer(monkeypatch, True)
+    for _ in range(2):   # each buffer made before its launch, none after
+        log, published, got = replay()
+        assert log == ["empty", "launch", "launched", "record"] and published == [made[-1].data_ptr - 1000]
+
+
 def test_the_copy_stays_where_the_kernels_do_not_move_the_outputs(monkeypatch):
     for in_place, dtype in ((False, np.float32), (True, np.float16)):   # not captured so; a cast to another dtype
         replay, made = _replayer(monkeypatch, in_place, dtype)

@@ -265,11 +265,15 @@ def _launch(entry: ForwardGraph, x, h0, c0) -> tuple:
                                   entry.moved)
 
 
+SPARE_OUTPUT_MAX_BYTES = 32 << 20   # v56: larger outputs are made before their launch (no spare held)
+
+
 class MovedOutputs:
     """v56: the new output buffers of a graph whose kernels write its packed outputs where the ring's delta says.
     Each replay's buffer is made after the replay before it has launched, for the next one on the same stream
     (made before the launch it sat on the benches' span: ~5-8 µs of host time after a device sync). So a graph
-    holds one spare output buffer between its replays."""
+    holds one spare output buffer between its replays, up to SPARE_OUTPUT_MAX_BYTES (a larger one's call runs long
+    enough that the allocation does not count)."""
 
     def __init__(self, outputs: PackedOutputs):
         self.outputs, self.spare = outputs, None   # spare: (stream pointer, buffer)
@@ -286,7 +290,9 @@ class MovedOutputs:
         return _cp().empty(buffer.shape, buffer.dtype)
 
     def make_spare(self, stream) -> None:
-        self.spare = (stream.ptr, _cp().empty(self.outputs.buffer.shape, self.outputs.buffer.dtype))
+        buffer = self.outputs.buffer
+        if buffer.nbytes <= SPARE_OUTPUT_MAX_BYTES:
+            self.spare = (stream.ptr, _cp().empty(buffer.shape, buffer.dtype))
 
 
 def launch_with_copies(graph, buffers, inputs, outputs, dtype=None, ring=None, moved=None) -> tuple:
