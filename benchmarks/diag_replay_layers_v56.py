@@ -4,6 +4,8 @@ diag_replay_span_v56 found 26-45 µs between the benches' start event and the gr
 at T=256). Here the same graph is entered at each layer of the call path, and each entry is timed as the benches time
 a call (events around it, after a device sync); the differences between layers are what each layer adds:
 - `bare`: persistent_graph.launch_bare (the ring republished, the graph launched);
+- `bare_then_10us`: the same with the host busy 10 µs between the launch and its next CUDA call (the event record):
+  whether the host's work after a launch reaches the span;
 - `launch_with_copies`: the ring's publish of the caller's inputs, the launch, the copies out (none where the graph
   writes its outputs in place, OUTPUTS_IN_PLACE);
 - `replay`: persistent_graph.replay with the mode tuple made beforehand (the graph key and its lookup);
@@ -25,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_persistent import _problem, bench_args, bench_meta, measure_rows  # noqa: E402
 from diag_replay_span_v56 import CELLS, event_span_us, parse_cells  # noqa: E402
 
-LAYERS = ("bare", "publish_launch", "launch_with_copies", "replay", "forward")
+LAYERS = ("bare", "bare_then_10us", "publish_launch", "launch_with_copies", "replay", "forward")
+HOST_BUSY_NS = 10_000   # bare_then_10us: the host busy this long between the launch and its next CUDA call
 
 
 def entries(config, weights, prepared, x, h0, c0) -> dict:
@@ -44,11 +47,22 @@ def entries(config, weights, prepared, x, h0, c0) -> dict:
             del kept
             pg._mark_replay(stream)
 
+    def bare_then_busy():   # does host work after the launch, before the next CUDA call, delay the graph's start?
+        with pg._LOCK:
+            stream = cp.cuda.get_current_stream()
+            entry.ring.republish(pg._wait_for_last_replay)
+            entry.graph.launch(stream=stream)
+            entry.ring.launched()
+            until = time.perf_counter_ns() + HOST_BUSY_NS
+            while time.perf_counter_ns() < until:
+                pass
+            pg._mark_replay(stream)
+
     def with_copies():
         with pg._LOCK:
             return pg.launch_with_copies(entry.graph, entry.inputs, (x, h0, c0), entry.outputs, x.dtype, entry.ring,
                                          entry.moved)
-    return {"bare": lambda: entry.launch_bare(cp.cuda.get_current_stream()),
+    return {"bare": lambda: entry.launch_bare(cp.cuda.get_current_stream()), "bare_then_10us": bare_then_busy,
             "publish_launch": publish_launch, "launch_with_copies": with_copies,
             "replay": lambda: pg.replay(prepared, config, mode, x, h0, c0),
             "forward": lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared)}
@@ -115,11 +129,13 @@ def cell_row(dtype, hidden, batch, repeats, rounds) -> dict:
 
 
 def markdown(rows) -> str:
-    lines = ["| cell | " + " | ".join(LAYERS) + " | added: publish | copies | replay | forward |", "|---|" + "---|" * 9]
+    lines = ["| cell | " + " | ".join(LAYERS) + " | added: 10 µs after the launch | publish | copies | replay | forward |",
+             "|---|" + "---|" * (len(LAYERS) + 5)]
     for r in rows:
         m = r["median"]
-        added = [m["publish_launch"] - m["bare"], m["launch_with_copies"] - m["publish_launch"],
-                 m["replay"] - m["launch_with_copies"], m["forward"] - m["replay"]]
+        added = [m["bare_then_10us"] - m["bare"], m["publish_launch"] - m["bare"],
+                 m["launch_with_copies"] - m["publish_launch"], m["replay"] - m["launch_with_copies"],
+                 m["forward"] - m["replay"]]
         lines.append(f"| {r['dtype']} H={r['hidden']} B={r['batch']} | " + " | ".join(f"{m[k]:.1f}" for k in LAYERS)
                      + " | " + " | ".join(f"{a:+.1f}" for a in added) + " |")
     lines += ["", "Host µs of single pieces after a device sync (median):", "",

@@ -99,13 +99,13 @@ class _DeviceBuffer(np.ndarray):
 def test_an_in_place_replay_hands_the_ring_the_delta_and_copies_nothing(monkeypatch):
     replay, made = _replayer(monkeypatch, True)
     log, published, got = replay()
-    assert published == [5000 - 1000] and log == ["empty", "launch", "launched", "empty", "record"]
+    assert published == [5000 - 1000] and log == ["empty", "launch", "launched", "record", "empty"]
     assert [a.shape for a in got] == [(2, 3), (1, 4)] and all(np.shares_memory(a, made[0]) for a in got)
     log, published, got = replay()   # the spare made after the launch before: nothing made before this launch
-    assert published == [5100 - 1000] and log == ["launch", "launched", "empty", "record"]
+    assert published == [5100 - 1000] and log == ["launch", "launched", "record", "empty"]
     assert all(np.shares_memory(a, made[1]) for a in got)
     log, published, got = replay(stream_ptr=8)   # another stream: the spare is not taken
-    assert published == [5300 - 1000] and log == ["empty", "launch", "launched", "empty", "record"]
+    assert published == [5300 - 1000] and log == ["empty", "launch", "launched", "record", "empty"]
 
 
 def test_no_spare_is_held_for_large_outputs(monkeypatch):

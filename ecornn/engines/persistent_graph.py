@@ -313,13 +313,13 @@ def launch_with_copies(graph, buffers, inputs, outputs, dtype=None, ring=None, m
     graph.launch(stream=caller)
     _count_launch(ring)
     del kept
-    if buffer is not None:
-        moved.make_spare(caller)
-        copies = buffer_views(buffer, outputs.layout)
-    else:
+    if buffer is None:
         copies = _copies_out(outputs, dtype, caller)
-    _mark_replay(caller)
-    return copies
+        _mark_replay(caller)
+        return copies
+    _mark_replay(caller)   # v56: recorded before the spare is made (diag_replay_layers_v56: bare_then_10us)
+    moved.make_spare(caller)
+    return buffer_views(buffer, outputs.layout)
 
 
 def _hand_inputs(buffers, inputs, stream, ring, output_delta: int = 0):
