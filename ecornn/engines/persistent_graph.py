@@ -317,7 +317,7 @@ def launch_with_copies(graph, buffers, inputs, outputs, dtype=None, ring=None, m
         copies = _copies_out(outputs, dtype, caller)
         _mark_replay(caller)
         return copies
-    _mark_replay(caller)   # v56: recorded before the spare is made (diag_replay_layers_v56: bare_then_10us)
+    _mark_replay(caller)   # v56: in place, the launch is all of this replay's GPU work
     moved.make_spare(caller)
     return buffer_views(buffer, outputs.layout)
 
