@@ -1,18 +1,15 @@
 """`persistent` v56 on the GPU: a replayed forward's kernels write their outputs into the caller's new buffer
 (persistent_graph.OUTPUTS_IN_PLACE: the ring hands them the delta from the graph's packed output buffer; the mma
-kernel's moved_output), so a replay copies nothing out. Every replay is held and compared bitwise with the eager
+kernel's output_delta), so a replay copies nothing out. Every replay is held and compared bitwise with the eager
 path on its own inputs after all of them ran (a replay writing another call's buffer would show), and the last one
-against float64."""
+against float64 (test_persistent_v20_gpu.assert_replays_fetched_their_own)."""
 import pytest
 
 from ecornn import LSTMConfig
 from ecornn.engines import persistent, persistent_graph
-from ecornn.engines import reference as reference_engine
-from tests.helpers import rel_err
-from tests.test_persistent_gpu import FP32_TOL, HALF_TOL
-from tests.test_persistent_v5_gpu import _float64, _gpu_inputs
+from tests.test_persistent_v5_gpu import _gpu_inputs
 from tests.test_persistent_v17_gpu import _assert_equal_bits, _prepared
-from tests.test_persistent_v20_gpu import _eager, _entry
+from tests.test_persistent_v20_gpu import _eager, _entry, assert_replays_fetched_their_own
 
 pytestmark = pytest.mark.gpu
 
@@ -44,13 +41,7 @@ def test_replays_write_their_outputs_in_place(rng, monkeypatch, dtype, inp, hidd
     assert entry.in_place and _moves_outputs(config, entry), (entry.kind, entry.in_place)
     bases = {o[0].data.ptr for o in outs[2:]}
     assert len(bases) == len(outs) - 2 and entry.outputs.buffer.data.ptr not in bases   # new buffers, not the graph's
-    for got, want in zip(outs, _eager(monkeypatch, config, gpu_weights, prepared, calls)):
-        _assert_equal_bits(got, want)
-    x, h0, c0 = calls[-1]
-    exact = reference_engine.forward(config.replace(dtype="float64"), _float64(x), host_weights, _float64(h0),
-                                     _float64(c0))
-    for g, w in zip(outs[-1], exact[:3]):
-        assert rel_err(_float64(g), w) <= (FP32_TOL if dtype == "float32" else HALF_TOL)
+    assert_replays_fetched_their_own(monkeypatch, config, host_weights, gpu_weights, prepared, calls, outs)
 
 
 @pytest.mark.parametrize("dtype, hidden, batch", [("float32", 1024, 8), ("bfloat16", 256, 4)])
