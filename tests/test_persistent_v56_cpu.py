@@ -199,6 +199,14 @@ def test_the_kernel_moves_the_outputs_the_shift_names():
     assert "out_at == nullptr || (out_shift & bit) == 0 ? 0 : out_at[4]" in helper
 
 
+def test_the_capacity_model_leaves_room_for_the_kernels_static_shared_memory():
+    from ecornn.engines import persistent_capacity as capacity
+    text = (KERNELS / "persistent_mma.cu").read_text()
+    static = [line.split("//")[0].strip() for line in text.splitlines()
+              if "__shared__" in line and "extern" not in line and not line.lstrip().startswith("//")]
+    assert static == ["__shared__ long long out_delta[2];"] and capacity.MMA_STATIC_SMEM_BYTES == 2 * 8
+
+
 def test_the_fetch_leaves_the_delta_only_after_a_matching_tag():
     text = (KERNELS / "replay_inputs.cu").read_text()
     fetch = text[text.index("fetch_slot(const volatile"):]

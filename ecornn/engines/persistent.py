@@ -774,9 +774,10 @@ def _fewer_register_tiles(plan, props: dict):
         smaller = plan.with_reg_tiles(plan.reg_k_tiles - 1)
     else:
         smaller = plan.with_reg_cols(max(0, plan.reg_cols - REG_COL_BACKOFF))
-    if smaller.smem_bytes > props["smem_per_block_optin"]:
+    room = props["smem_per_block_optin"] - (capacity.MMA_STATIC_SMEM_BYTES if plan.kind == "mma" else 0)
+    if smaller.smem_bytes > room:
         raise NotSupported(name, f"{what}: the tile spills registers and the remainder does not fit "
-                                 f"shared memory ({smaller.smem_bytes} > {props['smem_per_block_optin']} B)")
+                                 f"shared memory ({smaller.smem_bytes} > {room} B)")
     return smaller
 
 

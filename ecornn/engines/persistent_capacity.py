@@ -32,6 +32,7 @@ MAX_ROWS_PER_LANE = 8
 MAX_REGS_PER_THREAD = 255
 REG_ALLOC_GRANULE = 8
 SMEM_RESERVED_PER_BLOCK = 1024  # the driver keeps 1 KB of each block's shared memory
+MMA_STATIC_SMEM_BYTES = 16      # v56: the tensor-core forward's static shared memory (its two output deltas)
 
 
 @dataclass(frozen=True)
@@ -1062,7 +1063,7 @@ def with_cluster_k(props: dict, plan, cluster: int, warps: int | None = None):
             + mma_cluster_smem_bytes(plan.batch, plan.units, cluster)
             + (mma_input_smem_bytes(plan.batch, warps, rows // 16, in_k) if in_k else 0))
     if (rows % 16 or blocks * plan.directions_per_launch * plan.batch_groups > props["sm_count"]
-            or smem > props["smem_per_block_optin"]):
+            or smem > props["smem_per_block_optin"] - MMA_STATIC_SMEM_BYTES):
         return None
     a_tiles = plan.parts * rows // 16
     regs = (4 * a_tiles * k_tiles + 4 * a_tiles * plan.n_tiles * (2 if in_k else 1)
@@ -1071,7 +1072,8 @@ def with_cluster_k(props: dict, plan, cluster: int, warps: int | None = None):
                         blocks_per_dir=blocks, input_k_tiles=in_k, input_reg_k_tiles=0, cluster_k=cluster, tagged=True,
                         smem_bytes=smem, regs_per_thread=min(regs, 255))
     kept = cluster_kept_k_tiles(clustered)
-    if kept is not None and clustered.with_reg_tiles(kept).smem_bytes > props["smem_per_block_optin"]:
+    room = props["smem_per_block_optin"] - MMA_STATIC_SMEM_BYTES
+    if kept is not None and clustered.with_reg_tiles(kept).smem_bytes > room:
         return None   # v45: the k-tiles NVRTC cannot keep in registers do not fit shared memory either
     return clustered
 

@@ -13,7 +13,9 @@ elementwise copy costs ~15-50 us of host time each where a memcpy costs a few (H
 notes_persistent.md v8). The graph holds the input conversion, the projection GEMM, the exchange
 memset, the kernel and (CAPTURE_OUTPUT_CASTS, twelfth session) the output casts to the caller's
 dtype, so a 16-bit replay's outputs leave by memcpy too instead of three elementwise casts (~100 us
-of host time per call, H100 profile of v14).
+of host time per call, H100 profile of v14). v56 (OUTPUTS_IN_PLACE): where the captured tensor-core forward writes
+every packed output, a replay hands it the caller's new output buffer through the ring (a byte delta from the graph's
+own buffer) and copies nothing out.
 Captures run on one stream per device. Replays run on the caller's stream (v17; before, on the
 capture stream, handed over by three new events per replay, ~the host time of a few memcpys before
 the launch): the graphs' buffers and their cuBLAS workspace are shared, so two replays must never
@@ -60,7 +62,7 @@ REPLAY_ON_CALLER_STREAM = True   # v17: replays run on the caller's stream (no e
                                  # False: on the graph stream, three events per replay (v5-v16, ablation)
 OUTPUTS_IN_PLACE = True     # v56 (with a ring): where the captured forward kernels write every packed output, a replay
                             # hands them the caller's new output buffer through the ring, and copies nothing out
-                            # (persistent_mma.cu's moved_output); False: the graph's outputs copied out (the ablation)
+                            # (persistent_mma.cu's output_delta); False: the graph's outputs copied out (the ablation)
 _last_replay: dict = {}     # device -> (stream ptr, event recorded after the last replay's work)
 
 
@@ -271,7 +273,7 @@ SPARE_OUTPUT_MAX_BYTES = 32 << 20   # v56: larger outputs are made before their 
 class MovedOutputs:
     """v56: the new output buffers of a graph whose kernels write its packed outputs where the ring's delta says.
     Each replay's buffer is made after the replay before it has launched, for the next one on the same stream
-    (made before the launch it sat on the benches' span: ~5-8 µs of host time after a device sync). So a graph
+    (made before the launch it sat on the benches' span: 3-6 µs of host time after a device sync). So a graph
     holds one spare output buffer between its replays, up to SPARE_OUTPUT_MAX_BYTES (a larger one's call runs long
     enough that the allocation does not count)."""
 
