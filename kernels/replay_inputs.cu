@@ -33,7 +33,12 @@ extern "C" __global__ void copy_three(char* d0, const char* __restrict__ s0, lon
 // not the count (the graph was launched around the ring) reports it in done[1], and copy_current
 // then fills the buffers with 0xff bytes (NaN in fp32, fp16, bf16): never another call's inputs.
 // delta (v56): bytes from the graph's packed output buffer to the caller's new one, where the forward kernel writes
-// its outputs (persistent_mma.cu, moved_output); 0 after a wrong tag, so such a launch writes only the graph's own.
+// its outputs (persistent_mma.cu, output_delta); 0 after a wrong tag, so such a launch writes only the graph's own.
+// v56: state[0] counts the slots fetched, not the launches run: it advances on a matching tag only. A launch around
+// the ring then either finds the next slot unpublished (NaN, the graph's own buffers) or takes the next call's slot
+// and computes that call's outputs into that call's buffer, its own launch then finding no slot. Either way every
+// published slot is fetched, once, in order, with its inputs and its output buffer together: no caller's new output
+// buffer is left unwritten (with a count of launches, a launch around the ring shifted every later fetch by one).
 extern "C" __global__ void fetch_slot(const volatile long long* ring, unsigned long long* state,
                                       volatile unsigned long long* done, int slots, int slot_words,
                                       long long* current) {
@@ -45,9 +50,12 @@ extern "C" __global__ void fetch_slot(const volatile long long* ring, unsigned l
     if (lane == 4) current[4] = ok ? word : 0;
     if (lane == 0) {
         current[3] = ok;
-        state[0] = seq + 1;
-        if (!ok) done[1] = seq + 1;
-        done[0] = seq + 1;
+        if (ok) {
+            state[0] = seq + 1;
+            done[0] = seq + 1;
+        } else {
+            done[1] = seq + 1;
+        }
         __threadfence_system();
     }
 }

@@ -40,10 +40,11 @@ class _Device:
         ok = int(slot[0]) == seq
         self.fetched.append(tuple(int(p) for p in slot[1:4]) if ok else "nan")
         self.deltas.append(int(slot[4]) if ok else 0)   # v56: the output delta (0 after a wrong tag)
-        ring.state[0] = seq + 1
-        if not ok:
+        if ok:   # v56: the count of slots fetched advances on a matching tag only
+            ring.state[0] = seq + 1
+            ring.done[0] = seq + 1
+        else:
             ring.done[1] = seq + 1
-        ring.done[0] = seq + 1
 
 
 @pytest.fixture

@@ -36,10 +36,31 @@ def test_a_slot_carries_the_output_delta_and_a_republish_carries_none(ring):  # 
 def test_a_wrong_tag_fetches_no_delta(ring):  # noqa: F811
     device = _Device(ring)
     ring.publish((_Array(1), _Array(2, (1, 2)), _Array(3, (1, 2))), lambda: None, 256)
-    device.run_fetch()   # this launch's publish went to slot 0; a launch around the ring reads slot 0 as launch 0 ...
-    device.run_fetch()   # ... and the next one finds no slot of its count
+    ring.launched()
+    device.run_fetch()   # the published launch
+    device.run_fetch()   # a launch around the ring: slot 1 unpublished
     assert device.deltas == [256, 0] and device.fetched[1] == "nan"
 
+
+def test_a_launch_around_the_ring_never_leaves_a_published_slot_unfetched(ring):  # noqa: F811
+    """A launch around the ring queued ahead of two replays takes the first one's slot (its inputs and its output
+    buffer together), that replay's launch takes the second's, the second's finds none: every published slot is
+    fetched once, in order. With a count of launches (before v56) each later fetch shifted by one slot and found a
+    wrong tag, and an in-place replay's buffer would stay unwritten."""
+    device = _Device(ring)
+    calls = [(_Array(10 * n + 1), _Array(10 * n + 2, (1, 2)), _Array(10 * n + 3, (1, 2))) for n in range(3)]
+    for n, call in enumerate(calls):
+        ring.publish(call, lambda: None, 100 * (n + 1))
+        ring.launched()
+        if n == 0:
+            device.run_fetch()   # call 0's launch
+    for _ in range(3):           # the launch around the ring, then calls 1's and 2's
+        device.run_fetch()
+    assert device.fetched == [tuple(a.data.ptr for a in c) for c in calls] + ["nan"]
+    assert device.deltas == [100, 200, 300, 0]
+    assert int(ring.done[0]) == 3 and int(ring.done[1]) == 4
+    with pytest.raises(ring_module.RingMismatch):   # and the next replay drops the graph
+        ring.publish(calls[0], lambda: None)
 
 def test_the_capture_records_the_buffer_its_kernels_move(ring, monkeypatch):  # noqa: F811
     packed = np.zeros(64, np.float32)

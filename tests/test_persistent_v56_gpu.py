@@ -9,7 +9,7 @@ from ecornn import LSTMConfig
 from ecornn.engines import persistent, persistent_graph
 from tests.test_persistent_v5_gpu import _gpu_inputs
 from tests.test_persistent_v17_gpu import _assert_equal_bits, _prepared
-from tests.test_persistent_v20_gpu import _eager, _entry, assert_replays_fetched_their_own
+from tests.test_persistent_v20_gpu import _eager, _entry, _keep_gpu_busy, assert_replays_fetched_their_own
 
 pytestmark = pytest.mark.gpu
 
@@ -99,3 +99,28 @@ def test_forwards_whose_kernels_do_not_write_the_outputs_copy_them(rng, monkeypa
         for got, want in zip(outs, _eager(monkeypatch, config, gpu_weights, prepared, calls)):
             _assert_equal_bits(got, want)
     assert not all(moved), "every forward here wrote in place: the copy path went untested"
+
+
+def test_a_launch_around_the_ring_leaves_no_callers_outputs_unwritten(rng, monkeypatch):
+    """A graph launch around the ring queued ahead of two in-place replays: each replay's buffer is still written
+    with its own inputs (by whichever launch fetched its slot: the ring counts slots fetched, v56), the mismatch is
+    reported, and the next call drops the graph and runs eagerly."""
+    import cupy as cp
+    monkeypatch.setattr(persistent_graph, "capture_errors", {})
+    config = LSTMConfig(64, 128, 1, False, "float16", 8, 12)
+    _, gpu_weights, prepared = _prepared(rng, config)
+    calls = [_gpu_inputs(rng, config) for _ in range(5)]
+    outs = [persistent.forward(config, x, gpu_weights, h0, c0, prepared=prepared)[:3] for x, h0, c0 in calls[:2]]
+    entry = _entry(prepared)
+    assert entry.in_place
+    cp.cuda.Device().synchronize()
+    _keep_gpu_busy(0.05)   # the launches below queue behind it: the host publishes both replays first
+    entry.graph.launch(stream=cp.cuda.get_current_stream())
+    outs += [persistent.forward(config, x, gpu_weights, h0, c0, prepared=prepared)[:3] for x, h0, c0 in calls[2:4]]
+    cp.cuda.Device().synchronize()
+    assert int(entry.ring.done[1]) and int(entry.ring.done[0]) == entry.ring.issued == 3
+    x, h0, c0 = calls[4]
+    outs.append(persistent.forward(config, x, gpu_weights, h0, c0, prepared=prepared)[:3])
+    assert not prepared.graphs and any("RingMismatch" in why for why in persistent_graph.capture_errors.values())
+    for got, want in zip(outs, _eager(monkeypatch, config, gpu_weights, prepared, calls)):
+        _assert_equal_bits(got, want)

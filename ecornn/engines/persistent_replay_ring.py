@@ -13,6 +13,10 @@ rewrites a slot that a queued launch has yet to read (it waits on the last repla
 A launch that bypasses the ring (``graph.launch`` directly) finds a slot whose tag is not its
 count: it fills the buffers with NaN instead of reading another call's inputs, and reports it
 (``done[1]``); the next replay then drops the graph (``RingMismatch``) and runs eagerly.
+v56: the device's count is of slots fetched (it advances on a matching tag only), so such a launch either finds the
+next slot unpublished or, queued ahead of a replay, takes that replay's slot and computes its outputs into its buffer
+(the replay's own launch then finds none). Every published slot is fetched once, in order, its inputs and output
+delta together: with outputs written in place, no caller's buffer is left unwritten.
 
 v21: an input the graph's kernel reads where it lies (``by_reference``: x of a tensor-core forward
 with its projection inside, persistent.kernel_reads_x) is not copied at all: the kernel takes its
