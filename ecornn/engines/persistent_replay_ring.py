@@ -7,9 +7,9 @@ nodes (`fetch_slot`, `copy_current` in kernels/replay_inputs.cu) and takes its s
 run time from a ring of slots in mapped host memory, which the host fills with plain stores: the
 graph launch is the only CUDA call before the GPU starts.
 
-Slot n % SLOTS holds {n, x, h0, c0} for the n-th launch of the graph. The kernel counts its own
-runs on the device and reports each finished fetch to the host (``done[0]``), so the host never
-rewrites a slot that a queued launch has yet to read (it waits on the last replay's event first).
+Slot n % SLOTS holds {n, x, h0, c0} (v56: and the output delta) for the n-th launch of the graph. The kernel
+counts the slots it fetched (v56; before, its own runs) and reports each finished fetch to the host (``done[0]``),
+so the host never rewrites a slot that a queued launch has yet to read (it waits on the last replay's event first).
 A launch that bypasses the ring (``graph.launch`` directly) finds a slot whose tag is not its
 count: it fills the buffers with NaN instead of reading another call's inputs, and reports it
 (``done[1]``); the next replay then drops the graph (``RingMismatch``) and runs eagerly.
