@@ -80,7 +80,6 @@ def host_pieces(config, prepared, x, h0, c0, calls: int) -> dict:
         "_graph_mode": lambda: persistent._graph_mode("auto"),
         "graph key": lambda: pg._key(config, mode, x, h0, c0),
         "key lookup": lambda: prepared.graphs.get(pg._key(config, mode, x, h0, c0)),
-        "remembered key lookup": lambda: prepared.graphs.get(pg._key(config, mode, x, h0, c0, prepared)),
         "output buffer": lambda: cp.empty(entry.outputs.buffer.shape, entry.outputs.buffer.dtype),
         "ring publish": lambda: entry.ring.publish((x, h0, c0), pg._wait_for_last_replay),
         "three data.ptr": lambda: (x.data.ptr, h0.data.ptr, c0.data.ptr),

@@ -29,8 +29,8 @@ extern "C" __global__ void copy_three(char* d0, const char* __restrict__ s0, lon
 // fetch_slot (one warp) reads slot state[0] % slots over the bus once, its slot_words words in parallel
 // (reads of host memory cost ~1 us each and queue behind one another: every block reading them
 // itself cost 2-4 ms per launch), checks its tag, leaves {x, h0, c0, ok, delta} in device memory
-// (current), advances the count state[0] and reports it to the host (done[0]). A slot whose tag is
-// not the count (the graph was launched around the ring) reports it in done[1], and copy_current
+// (current), advances the count state[0] (v56: on a matching tag only, below) and reports it to the host (done[0]).
+// A slot whose tag is not the count (the graph was launched around the ring) reports it in done[1], and copy_current
 // then fills the buffers with 0xff bytes (NaN in fp32, fp16, bf16): never another call's inputs.
 // delta (v56): bytes from the graph's packed output buffer to the caller's new one, where the forward kernel writes
 // its outputs (persistent_mma.cu, output_delta); 0 after a wrong tag, so such a launch writes only the graph's own.

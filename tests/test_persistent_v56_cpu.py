@@ -148,42 +148,14 @@ def test_the_copy_stays_where_the_kernels_do_not_move_the_outputs(monkeypatch):
     assert published == [0] and log == ["launch", "launched", "empty", "copy", "record"]
 
 
-def _device_stand_in(monkeypatch, device):
-    monkeypatch.setattr(persistent_graph, "_cp", lambda: SimpleNamespace(
-        cuda=SimpleNamespace(runtime=SimpleNamespace(getDevice=lambda: device[0]))))
-
-
 def test_the_graph_key_holds_the_flag(monkeypatch):
-    _device_stand_in(monkeypatch, [0])
+    monkeypatch.setattr(persistent_graph, "_cp", lambda: SimpleNamespace(
+        cuda=SimpleNamespace(runtime=SimpleNamespace(getDevice=lambda: 0))))
     config = LSTMConfig(8, 8, 1, False, "float32", 2, 3)
     a = np.zeros(1, np.float32)
     on = persistent_graph._key(config, (), a, a, a)
     monkeypatch.setattr(persistent_graph, "OUTPUTS_IN_PLACE", False)
     assert persistent_graph._key(config, (), a, a, a) != on
-
-
-def test_a_replay_takes_the_remembered_key_only_from_the_same_sources(monkeypatch):
-    device = [0]
-    _device_stand_in(monkeypatch, device)
-    prepared = SimpleNamespace(replay_key=None)
-    config = LSTMConfig(8, 8, 1, False, "float32", 2, 3)
-    a, b = np.zeros(1, np.float32), np.zeros(1, np.float16)
-    mode = ("auto", True, 3)
-    first = persistent_graph._key(config, mode, a, a, a, prepared)
-    assert persistent_graph._key(config, tuple(mode), a, a, a, prepared) is first   # an equal mode tuple
-    assert persistent_graph._key(config, mode, a, a, a) == first and hash(first) == hash(first.parts)
-    graphs = {first: "graph"}
-    changed = [persistent_graph._key(config.replace(), mode, a, a, a, prepared),     # an equal config, another object
-               persistent_graph._key(config, ("auto", False, 3), a, a, a, prepared),  # a flag of the mode
-               persistent_graph._key(config, mode, b, a, a, prepared),               # x's dtype
-               persistent_graph._key(config.replace(batch=4), mode, a, a, a, prepared)]
-    assert changed[0] == first and graphs.get(changed[0]) == "graph" and changed[0] is not first
-    assert all(k != first and k not in graphs for k in changed[1:])
-    monkeypatch.setattr(persistent_graph, "KERNEL_READS_X", False)   # a module flag of the key
-    assert persistent_graph._key(config, mode, a, a, a, prepared) != first
-    monkeypatch.setattr(persistent_graph, "KERNEL_READS_X", True)
-    device[0] = 1
-    assert persistent_graph._key(config, mode, a, a, a, prepared) != first
 
 
 @pytest.mark.parametrize("layers, training, mma, want", [

@@ -516,7 +516,6 @@ class PersistentWeights:
     refresh_graphs: OrderedDict = field(default_factory=OrderedDict)  # persistent_refresh
     tile_index: dict = field(default_factory=dict)  # tiles key -> gather_index of its pack (refresh)
     last_refresh_key: tuple = None                # the sources of the latest refresh (persistent_refresh)
-    replay_key: tuple = None                      # v56: the last replay's graph key and its sources (persistent_graph)
 
 
 def prepare(config, weights) -> PersistentWeights:

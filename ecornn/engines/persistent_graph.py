@@ -175,45 +175,9 @@ def _cp():
     return _cupy
 
 
-class GraphKey:
-    """A graph key whose hash is computed once: it holds the mode's ~60 flags, ~1.4 µs to hash per lookup on a
-    replay's host path before the launch (v56). Equal to another GraphKey of equal parts."""
-    __slots__ = ("parts", "hash")
-
-    def __init__(self, parts: tuple):
-        self.parts, self.hash = parts, hash(parts)
-
-    def __hash__(self):
-        return self.hash
-
-    def __eq__(self, other):
-        return isinstance(other, GraphKey) and self.hash == other.hash and self.parts == other.parts
-
-    def __getitem__(self, index):   # as the tuple it replaced
-        return self.parts[index]
-
-    def __repr__(self):
-        return f"GraphKey{self.parts!r}"
-
-
-def _key(config, mode, x, h0, c0, prepared=None) -> GraphKey:
-    """The graph key of a call. v56: ``prepared`` remembers the last key with what it was made of, so a call with the
-    same config object, an equal mode, the same flags, device and dtypes takes that key (no new tuple to hash)."""
-    flags = (CAPTURE_INPUT_CASTS, CAPTURE_OUTPUT_CASTS, INPUTS_BY_REFERENCE, KERNEL_READS_X, OUTPUTS_IN_PLACE)
-    sources = (config, mode, flags, _cp().cuda.runtime.getDevice(), x.dtype, h0.dtype, c0.dtype)
-    last = prepared.replay_key if prepared is not None else None
-    if last is not None and _same_sources(last[0], sources):
-        return last[1]
-    key = GraphKey((config.key(), mode, *flags, *sources[3:]))
-    if prepared is not None:
-        prepared.replay_key = (sources, key)
-    return key
-
-
-def _same_sources(a: tuple, b: tuple) -> bool:
-    """The config object itself, then the rest by equality (the mode and flags compare element by element, each
-    the same object where nothing changed)."""
-    return a[0] is b[0] and a[1:] == b[1:]
+def _key(config, mode, x, h0, c0) -> tuple:
+    return (config.key(), mode, CAPTURE_INPUT_CASTS, CAPTURE_OUTPUT_CASTS, INPUTS_BY_REFERENCE, KERNEL_READS_X,
+            OUTPUTS_IN_PLACE, _cp().cuda.runtime.getDevice(), x.dtype, h0.dtype, c0.dtype)
 
 
 def _graphs(prepared) -> OrderedDict:
@@ -247,7 +211,7 @@ def replay(prepared, config, mode, x, h0, c0):
     off or failed). Ordered after and before the caller's current stream's work."""
     if not _wanted(prepared, x) or not prepared.graphs:
         return None
-    key = _key(config, mode, x, h0, c0, prepared)
+    key = _key(config, mode, x, h0, c0)
     entry = _graphs(prepared).get(key)
     if entry is None:
         return None

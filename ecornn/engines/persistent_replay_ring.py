@@ -209,7 +209,8 @@ def _as_buffer_like(src, dst, aligned: bool = False):
 
 
 def _address_as(src, dst, aligned: bool):
-    """``src``'s device address where the fetch can read it as ``dst``'s bytes (_readable_as), else None."""
+    """``src``'s device address where the fetch can read it where it lies as ``dst``'s bytes (a C-ordered device
+    array of ``dst``'s dtype and size; ``aligned``: starting on 16 bytes), else None."""
     if not (is_gpu_array(src) and src.dtype == dst.dtype and src.size == dst.size and c_contiguous(src)):
         return None
     address = src.data.ptr
@@ -217,10 +218,7 @@ def _address_as(src, dst, aligned: bool):
 
 
 def _readable_as(src, dst, aligned: bool) -> bool:
-    """Whether the fetch can read ``src`` where it lies as ``dst``'s bytes: a C-ordered device array of ``dst``'s
-    dtype and size (``aligned``: starting on 16 bytes)."""
-    return (is_gpu_array(src) and src.dtype == dst.dtype and src.size == dst.size and c_contiguous(src)
-            and not (aligned and src.data.ptr % 16))
+    return _address_as(src, dst, aligned) is not None
 
 
 @functools.lru_cache(maxsize=None)
