@@ -32,7 +32,8 @@ CELLS = [("float32", 1024, 4), ("float32", 1024, 8), ("float16", 1024, 8), ("flo
          ("bfloat16", 1024, 4), ("bfloat16", 2048, 4)]
 MARKED_STEPS = 32   # STEP_CLOCKS: steps recorded per block
 SKIP_STEPS = 4      # the first steps (tiles loading, h0) are not the loop's steady state
-THREAD_MARKS = ("top", "partials", "pointwise", "end", "top_ns", "published_ns")   # kernels/step_clocks.cuh
+THREAD_MARKS = ("top", "partials", "pointwise", "end", "top_ns", "published_ns", "entry_ns")   # kernels/step_clocks.cuh
+# (entry_ns, v57: the kernel's entry, in step 0's marks only)
 
 
 def clock_slots(warps: int) -> int:

@@ -145,6 +145,9 @@
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=6 -DNWARPS=8 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DIN_REG_K_TILES=2 -DGROUPS=2
 // ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=4 -DINPUT_PART=1 -DIN_REG_K_TILES=2
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DIN_REG_K_TILES=8
+// v57: the prologue's round trips (ASYNC_PROLOGUE=0, the ablation): the clustered fp32 split B=8, fp16 B=16 in groups
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DPOLL_SPIN_CYCLES=800 -DCLUSTER_K=2 -DASYNC_PROLOGUE=0
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DIN_REG_K_TILES=2 -DGROUPS=2 -DASYNC_PROLOGUE=0
 #include <cooperative_groups.h>
 
 #include "cluster_common.cuh"
@@ -412,8 +415,15 @@ constexpr int kInAccSplit = kAccSplitWanted < IN_K_TILES ? kAccSplitWanted : (IN
 using RegTiles = unsigned int[kRegKTiles > 0 ? kRegKTiles : 1][kATiles][4];
 using Acc = float[kATiles][kNTiles][4];
 
+#ifndef ASYNC_PROLOGUE   // v57: the prologue's loads in flight together (load_fragment_tiles, h0_column_exponent); 0: v56's
+#define ASYNC_PROLOGUE 1
+#endif
+constexpr bool kAsyncPrologue = ASYNC_PROLOGUE != 0;
+
 // A block's packed fragment tile src [NWARPS][KTiles][Frags][32] (uint4): each warp's first RegKTiles k-tiles into
-// reg, the rest into shared memory dst [NWARPS][KTiles - RegKTiles][Frags][32].
+// reg, the rest into shared memory dst [NWARPS][KTiles - RegKTiles][Frags][32]. v57: the shared part by cp.async, all
+// of it in flight at once beside the register loads (loaded through registers, each thread's loop of up to 24 copies
+// waited round trip by round trip; a block barrier follows every call before the tiles are read).
 template <int KTiles, int RegKTiles, int Frags, typename Regs>
 __device__ __forceinline__ void load_fragment_tiles(Regs& reg, uint4* dst, const uint4* src) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -428,8 +438,10 @@ __device__ __forceinline__ void load_fragment_tiles(Regs& reg, uint4* dst, const
     constexpr int total = kWarps * (KTiles - RegKTiles) * Frags * 32;
     for (int idx = threadIdx.x; idx < total; idx += kThreads) {
         const int wi = idx / per_warp, rest = idx % per_warp;
-        dst[idx] = src[(wi * KTiles + RegKTiles) * Frags * 32 + rest];
+        if constexpr (kAsyncPrologue) copy16_async(dst + idx, src + (wi * KTiles + RegKTiles) * Frags * 32 + rest);
+        else dst[idx] = src[(wi * KTiles + RegKTiles) * Frags * 32 + rest];
     }
+    if constexpr (kAsyncPrologue) wait_async_copies();
 }
 
 // The block's W_hh tile `tile`: register k-tiles into a_reg, the rest into shared memory a_s.
@@ -1006,32 +1018,67 @@ static_assert(!kH0InProduct || kBatch <= kWarps * kRows, "a padding float of the
 
 // v34: the exponent e of max |h0[d][b][:]| over the finite values (0 when they are all zero or subnormal: nothing
 // to scale) of every batch column, as the largest biased exponent (a shared-memory atomicMax per value, or per warp
-// where its 32 values lie in one row); returns this thread's column's. h0 * 2^-e then has its largest value in
-// [0.5, 1). One flat loop (a loop of warps over columns spilled the 255-register plan on sm_90), kH0Loads loads in
-// flight per thread (one at a time, each waited for before its atomic, the kernel alone measured up to 0.29 us/step
-// slower at H=512 B=16: results/persistent_v34, call 2).
-constexpr int kH0Loads = 4;
-__device__ __forceinline__ int h0_column_exponent(const float* __restrict__ h0, float* red_s, const Slot& p, int H) {
-    if (threadIdx.x < kBatch) *h0_exponent_slot(red_s, threadIdx.x) = 0u;
-    __syncthreads();
-    const unsigned int* rows = reinterpret_cast<const unsigned int*>(h0) + ((size_t)p.d * kBatchAll + p.g * kBatch) * H;
-    const int n = kBatch * H;
+// where its values lie in one row); returns this thread's column's. h0 * 2^-e then has its largest value in
+// [0.5, 1). One flat loop (a loop of warps over columns spilled the 255-register plan on sm_90).
+// v57: every block reads the whole of its columns' h0 here, before its first step, and each round of loads is a
+// round trip to L2 that all blocks make at once (fp32 H=1024 B=8: 8 rounds of 4 loads, ~9.6 us from the kernel's
+// entry to step 0, diag_early_steps_v57). So where H % 4 == 0 and the rows start 16-byte aligned, each thread has
+// kH0Vectors 16-byte loads in flight per round (H=1024 B=8: one round); else v34's 4 single loads per round.
+constexpr int kH0Loads = 4, kH0Vectors = 8;
+
+__device__ __forceinline__ unsigned int biased_exponent(unsigned int bits) {
+    const unsigned int e = (bits >> 23) & 0xffu;
+    return e == 0xffu ? 0u : e;   // inf, NaN: they reach the outputs as they are
+}
+
+__device__ __forceinline__ void h0_exponent_of_vectors(const uint4* rows, int vectors, int H, float* red_s) {
+    const bool warp_in_one_row = H % 128 == 0;   // a warp's 32 vectors then lie in one row, its trips warp-uniform
+    for (int first = threadIdx.x; first < vectors; first += kH0Vectors * kThreads) {
+        uint4 q[kH0Vectors];
+#pragma unroll
+        for (int u = 0; u < kH0Vectors; ++u) {
+            const int i = first + u * kThreads;
+            q[u] = i < vectors ? __ldg(rows + i) : make_uint4(0u, 0u, 0u, 0u);
+        }
+#pragma unroll
+        for (int u = 0; u < kH0Vectors; ++u) {
+            const int i = first + u * kThreads;
+            unsigned int top = max(max(biased_exponent(q[u].x), biased_exponent(q[u].y)),
+                                   max(biased_exponent(q[u].z), biased_exponent(q[u].w)));
+            if (warp_in_one_row) top = __reduce_max_sync(0xffffffffu, top);
+            if (i < vectors && (!warp_in_one_row || threadIdx.x % 32 == 0)) atomicMax(h0_exponent_slot(red_s, 4 * i / H), top);
+        }
+    }
+}
+
+__device__ __forceinline__ void h0_exponent_of_values(const unsigned int* rows, int n, int H, float* red_s) {
     const bool warp_in_one_row = H % 32 == 0;   // the loop's trips and `i < n` are then warp-uniform too
     for (int first = threadIdx.x; first < n; first += kH0Loads * kThreads) {
         unsigned int biased[kH0Loads];
 #pragma unroll
         for (int u = 0; u < kH0Loads; ++u) {
             const int i = first + u * kThreads;
-            biased[u] = i < n ? (__ldg(rows + i) >> 23) & 0xffu : 0u;
+            biased[u] = i < n ? biased_exponent(__ldg(rows + i)) : 0u;
         }
 #pragma unroll
         for (int u = 0; u < kH0Loads; ++u) {
             const int i = first + u * kThreads;
-            unsigned int top = biased[u] == 0xffu ? 0u : biased[u];   // inf, NaN: they reach the outputs as they are
+            unsigned int top = biased[u];
             if (warp_in_one_row) top = __reduce_max_sync(0xffffffffu, top);
             if (i < n && (!warp_in_one_row || threadIdx.x % 32 == 0)) atomicMax(h0_exponent_slot(red_s, i / H), top);
         }
     }
+}
+
+__device__ __forceinline__ int h0_column_exponent(const float* __restrict__ h0, float* red_s, const Slot& p, int H) {
+    if (threadIdx.x < kBatch) *h0_exponent_slot(red_s, threadIdx.x) = 0u;
+    __syncthreads();
+    const unsigned int* rows = reinterpret_cast<const unsigned int*>(h0) + ((size_t)p.d * kBatchAll + p.g * kBatch) * H;
+    const int n = kBatch * H;
+    if (kAsyncPrologue && H % 4 == 0 && reinterpret_cast<size_t>(rows) % 16 == 0)
+        h0_exponent_of_vectors(reinterpret_cast<const uint4*>(rows), n / 4, H, red_s);
+    else
+        h0_exponent_of_values(rows, n, H, red_s);
     __syncthreads();
     return p.b < kBatch ? h0_exponent(red_s, p.b) : 0;
 }
@@ -1175,6 +1222,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
                     const float* __restrict__ w_unscale, const long long* __restrict__ x_at, int out16,
                     int states16, const int* __restrict__ xw_row_exp, const int* __restrict__ xw_col_exp,
                     const float* __restrict__ xw_part, const long long* __restrict__ out_at, int out_shift) {
+    block_mark(0, kMarkEntryNs, true);   // v57 (STEP_CLOCKS): the prologue's start
     extern __shared__ __align__(16) uint4 smem[];
     const Carve s = carve(smem);
     const Slot p = slot_of(H, units, blocks_per_dir, dir0);

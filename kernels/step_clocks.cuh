@@ -13,7 +13,8 @@
 #endif
 
 // Thread 0's slots, then three per warp: staged (clock), product done (clock), staged (ns).
-enum ClockSlot { kMarkTop = 0, kMarkPartials, kMarkPointwise, kMarkEnd, kMarkTopNs, kMarkPublishedNs,
+// v57: kMarkEntryNs, the kernel's entry (step 0's slot only): the prologue before step 0's top.
+enum ClockSlot { kMarkTop = 0, kMarkPartials, kMarkPointwise, kMarkEnd, kMarkTopNs, kMarkPublishedNs, kMarkEntryNs,
                  kThreadMarks };
 constexpr int kClockSlots = kThreadMarks + 3 * NWARPS;
 __device__ __forceinline__ int staged_slot(int warp) { return kThreadMarks + warp; }

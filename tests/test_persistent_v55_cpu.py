@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import ab_modes  # noqa: E402
 import diag_x_steps_v55 as diag_x  # noqa: E402
 import probe_l2_ingress_v55 as probe  # noqa: E402
+from diag_step_clocks_v37 import THREAD_MARKS  # noqa: E402
 from tests.test_step_clocks_v37_cpu import STEP, WARPS, _synthetic  # noqa: E402
 
 
@@ -82,8 +83,9 @@ def test_the_residue_split_finds_the_long_step_of_every_period():
     by 350 at the synthetic record's 2 GHz), and the split says which residue is long, and where."""
     rec = _synthetic(blocks=4, steps=24, wrap_block=None).astype(np.int64)
     extra, ghz = 700, 2.0
-    cycle_slots = [0, 1, 2, 3] + list(range(6, 6 + 2 * WARPS))
-    ns_slots = [4, 5] + list(range(6 + 2 * WARPS, 6 + 3 * WARPS))
+    t = len(THREAD_MARKS)   # thread 0's marks (v57: an entry mark too), then three per warp
+    cycle_slots = [0, 1, 2, 3] + list(range(t, t + 2 * WARPS))
+    ns_slots = [4, 5] + list(range(t + 2 * WARPS, t + 3 * WARPS))
     for s in range(rec.shape[1]):
         rec[:, s, cycle_slots] += extra * (s // 4)
         rec[:, s, ns_slots] += int(extra / ghz) * (s // 4)

@@ -76,10 +76,11 @@ def test_cells_parse_from_the_command_line():
 
 
 def test_phases_check_the_records_shape():
-    with pytest.raises(ValueError, match="expected 15 slots per step for 3 warps, got 14"):
-        diag.phases(np.zeros((2, 10, 14), np.uint32), WARPS)
+    slots = len(diag.THREAD_MARKS) + 3 * WARPS   # 16 (v57: the entry mark)
+    with pytest.raises(ValueError, match=f"expected {slots} slots per step for 3 warps, got {slots - 1}"):
+        diag.phases(np.zeros((2, 10, slots - 1), np.uint32), WARPS)
     with pytest.raises(ValueError, match="expected more than 5 steps, got 5"):
-        diag.phases(np.zeros((2, 5, 15), np.uint32), WARPS)
+        diag.phases(np.zeros((2, 5, slots), np.uint32), WARPS)
 
 
 def test_a_record_needs_a_marked_build():

@@ -1,0 +1,83 @@
+"""`persistent` v57 on the GPU: the tensor-core kernels' prologue. The fp32 split's h0 exponents read with 16-byte
+loads, all in flight at once, where H % 4 == 0 (else single loads, as before), and every kernel's shared-memory
+fragment tiles copied by cp.async. Forward, final states and every gradient within tolerance of float64 with h0
+columns of very different scales (a zero column, 1e-3, 1e3) over both load paths, clusters, batch groups and two
+layers bidirectional; the shared-memory tiles of the 16-bit projection and of W_hh (bf16 H=2048) and the backward's;
+bitwise reruns; graph replays."""
+import numpy as np
+import pytest
+
+from ecornn import LSTMConfig
+from ecornn.engines import persistent
+from tests.helpers import random_problem
+from tests.test_persistent_gpu import FP32_TOL, HALF_TOL, _assert_bitwise_reruns, _assert_graph_replays_match_float64, _compare
+
+pytestmark = pytest.mark.gpu
+
+# (hidden, layers, bidirectional, batch, steps): fp32 split forwards (input = hidden), their h0 exponents' load path
+SPLIT_CONFIGS = [
+    (1024, 1, False, 8, 9),    # clusters of 2; 16-byte loads, a warp's 128 values in one row
+    (1000, 1, False, 8, 7),    # 16-byte loads, rows of 1000: a warp's loads cross rows
+    (998, 1, False, 8, 5),     # H % 4 != 0: single loads
+    (250, 1, False, 8, 6),     # batch groups of 4; single loads
+    (1026, 1, False, 4, 5),    # single loads, no clusters
+    (300, 2, True, 6, 4),      # two layers bidirectional, groups of 2: each layer's states a slice of h0
+]
+
+# (input, hidden, layers, bidirectional, dtype, batch, steps): plans with fragment tiles in shared memory
+SHARED_TILE_CONFIGS = [
+    (1024, 1024, 1, False, "float16", 16, 11),   # the grouped projection: 6 of W_ih's 8 k-tiles in shared memory
+    (2048, 2048, 1, False, "bfloat16", 4, 5),    # W_hh's k-tiles past the registers in shared memory
+    (1000, 1000, 1, False, "float16", 8, 7),
+    (256, 256, 2, True, "bfloat16", 5, 6),
+]
+
+
+def _split_plan(config, training):
+    return persistent._final(persistent._built_plans(persistent.run_config(config, training), training, "auto")["forward"])
+
+
+def _h0_of_scales(h0, rng):
+    """h0 with its batch columns scaled apart: a zero column, 1e-3, 1e3, then random powers of ten."""
+    scales = [0.0, 1e-3, 1e3] + list(10.0 ** rng.integers(-2, 3, size=h0.shape[1]))
+    return (h0 * np.asarray(scales[:h0.shape[1]], np.float32)[None, :, None]).astype(h0.dtype)
+
+
+@pytest.mark.parametrize("hidden, layers, bidir, batch, steps", SPLIT_CONFIGS)
+def test_split_forwards_with_h0_of_any_scale_train_within_tolerance_of_float64(rng, hidden, layers, bidir, batch,
+                                                                                steps):
+    config = LSTMConfig(hidden, hidden, layers, bidir, "float32", batch, steps)
+    for training in (False, True):
+        plan = _split_plan(config, training)
+        assert plan.kind == "mma" and plan.defines().get("SPLIT") == 1, plan.describe()
+    weights, x, h0, c0 = random_problem(rng, config)
+    _compare(rng, config, FP32_TOL, problem=(weights, x, _h0_of_scales(h0, rng), c0))
+
+
+@pytest.mark.parametrize("inp, hidden, layers, bidir, dtype, batch, steps", SHARED_TILE_CONFIGS)
+def test_shared_memory_tiles_train_within_tolerance_of_float64(rng, inp, hidden, layers, bidir, dtype, batch, steps):
+    config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)
+    _compare(rng, config, HALF_TOL)
+
+
+def test_the_shared_tile_configs_hold_tiles_in_shared_memory():
+    """The configurations above do load fragment tiles into shared memory (else the cp.async path goes untested)."""
+    def shared_tiles(plan):
+        plan = persistent._final(plan)
+        in_shared = plan.k_tiles - plan.reg_k_tiles
+        return in_shared > 0 or plan.input_k_tiles - plan.input_reg_k_tiles > 0
+    for inp, hidden, layers, bidir, dtype, batch, steps in SHARED_TILE_CONFIGS[:2]:
+        config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)
+        plans = persistent._built_plans(persistent.run_config(config, True), True, "auto")
+        assert shared_tiles(plans["forward"]), plans["forward"].describe()
+
+
+@pytest.mark.parametrize("hidden, batch, dtype", [(1024, 8, "float32"), (998, 8, "float32"), (1024, 16, "float16")])
+def test_prologue_reruns_are_bitwise_identical(rng, hidden, batch, dtype):
+    _assert_bitwise_reruns(rng, LSTMConfig(hidden, hidden, 1, False, dtype, batch, 9))
+
+
+@pytest.mark.parametrize("dtype, batch", [("float32", 8), ("float32", 4), ("float16", 16)])
+def test_prologue_graph_replays_within_tolerance_of_float64(rng, dtype, batch):
+    config = LSTMConfig(1024, 1024, 1, False, dtype, batch, 13)
+    _assert_graph_replays_match_float64(rng, config, "mma", FP32_TOL if dtype == "float32" else HALF_TOL)
