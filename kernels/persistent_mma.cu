@@ -415,10 +415,10 @@ constexpr int kInAccSplit = kAccSplitWanted < IN_K_TILES ? kAccSplitWanted : (IN
 using RegTiles = unsigned int[kRegKTiles > 0 ? kRegKTiles : 1][kATiles][4];
 using Acc = float[kATiles][kNTiles][4];
 
-#ifndef ASYNC_PROLOGUE   // v57: the prologue's loads in flight together (load_fragment_tiles, h0_column_exponent); 0: v56's
-#define ASYNC_PROLOGUE 1
+#ifndef ASYNC_PROLOGUE   // v57: the prologue's loads in flight together, bits: 1 h0_column_exponent's, 2 load_fragment_tiles'
+#define ASYNC_PROLOGUE 3    // shared part; 0: v56's round trips
 #endif
-constexpr bool kAsyncPrologue = ASYNC_PROLOGUE != 0;
+constexpr bool kAsyncH0 = (ASYNC_PROLOGUE & 1) != 0, kAsyncTiles = (ASYNC_PROLOGUE & 2) != 0;
 
 // A block's packed fragment tile src [NWARPS][KTiles][Frags][32] (uint4): each warp's first RegKTiles k-tiles into
 // reg, the rest into shared memory dst [NWARPS][KTiles - RegKTiles][Frags][32]. v57: the shared part by cp.async, all
@@ -438,10 +438,10 @@ __device__ __forceinline__ void load_fragment_tiles(Regs& reg, uint4* dst, const
     constexpr int total = kWarps * (KTiles - RegKTiles) * Frags * 32;
     for (int idx = threadIdx.x; idx < total; idx += kThreads) {
         const int wi = idx / per_warp, rest = idx % per_warp;
-        if constexpr (kAsyncPrologue) copy16_async(dst + idx, src + (wi * KTiles + RegKTiles) * Frags * 32 + rest);
+        if constexpr (kAsyncTiles) copy16_async(dst + idx, src + (wi * KTiles + RegKTiles) * Frags * 32 + rest);
         else dst[idx] = src[(wi * KTiles + RegKTiles) * Frags * 32 + rest];
     }
-    if constexpr (kAsyncPrologue) wait_async_copies();
+    if constexpr (kAsyncTiles) wait_async_copies();
 }
 
 // The block's W_hh tile `tile`: register k-tiles into a_reg, the rest into shared memory a_s.
@@ -1075,7 +1075,7 @@ __device__ __forceinline__ int h0_column_exponent(const float* __restrict__ h0, 
     __syncthreads();
     const unsigned int* rows = reinterpret_cast<const unsigned int*>(h0) + ((size_t)p.d * kBatchAll + p.g * kBatch) * H;
     const int n = kBatch * H;
-    if (kAsyncPrologue && H % 4 == 0 && reinterpret_cast<size_t>(rows) % 16 == 0)
+    if (kAsyncH0 && H % 4 == 0 && reinterpret_cast<size_t>(rows) % 16 == 0)
         h0_exponent_of_vectors(reinterpret_cast<const uint4*>(rows), n / 4, H, red_s);
     else
         h0_exponent_of_values(rows, n, H, red_s);

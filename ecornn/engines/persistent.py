@@ -179,9 +179,9 @@ XW_AT_LOAD = False   # v33: the split forward applies xw (its unscale, the biase
                      # True: where loaded (v32: the ldexpf waited for the exponents before the polls), XW_AT_LOAD=1
 H0_IN_PRODUCT = True   # v34: the split forward takes h0 itself into its step-0 product (scaled per batch column);
                        # False: the host's strict-fp32 W_hh h0 GEMV, added at step 0 (v32), H0_IN_PRODUCT=0
-ASYNC_PROLOGUE = True   # v57: the tensor-core kernels' prologue with its loads in flight together (the split's h0
-                        # exponents by 16-byte loads, shared-memory fragment tiles by cp.async); False: v56's round
-                        # trips (ASYNC_PROLOGUE=0, the ablation)
+ASYNC_PROLOGUE = 3   # v57: the tensor-core kernels' prologue with its loads in flight together, bits (kernel define of
+                     # the same name): 1 the split's h0 exponents by 16-byte loads, 2 shared-memory fragment tiles by
+                     # cp.async; 0: v56's round trips (the ablation)
 POLL_SPIN_CYCLES = "auto"   # v35: tensor-core plans with a first-poll delay wait it by a clock64() spin where
                             # rules.poll_spin_cycles says (kernel define POLL_SPIN_CYCLES); an int: a spin of that
                             # many cycles on every such plan; 0: __nanosleep everywhere (the ablation)
@@ -787,7 +787,7 @@ def _flag_defines() -> dict:
     """Compile-time constants that engine flags (ablations) set on every persistent kernel."""
     return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0}),
             **({"XW_AT_LOAD": 1} if XW_AT_LOAD else {}), **({} if H0_IN_PRODUCT else {"H0_IN_PRODUCT": 0}),
-            **({} if ASYNC_PROLOGUE else {"ASYNC_PROLOGUE": 0}),
+            **({} if ASYNC_PROLOGUE == 3 else {"ASYNC_PROLOGUE": int(ASYNC_PROLOGUE)}),
             **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {}),
             **({} if DIAG_IN_K_TILES_USED is None else {"DIAG_IN_K_TILES_USED": int(DIAG_IN_K_TILES_USED)}),
             **({} if DIAG_X_STAGE_EVERY is None else {"DIAG_X_STAGE_EVERY": int(DIAG_X_STAGE_EVERY)})}
