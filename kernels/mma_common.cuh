@@ -55,15 +55,4 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned int (&a)
     }
 }
 
-// v57: a 16-byte global -> shared copy that holds no register while in flight (cp.async, sm_80+), and the wait for
-// this thread's copies (other threads see them after a block barrier that follows the wait).
-__device__ __forceinline__ void copy16_async(void* shared_dst, const void* global_src) {
-    const unsigned int dst = static_cast<unsigned int>(__cvta_generic_to_shared(shared_dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(global_src) : "memory");
-}
-
-__device__ __forceinline__ void wait_async_copies() {
-    asm volatile("cp.async.wait_all;" ::: "memory");
-}
-
 #endif  // ECORNN_MMA_COMMON_CUH

@@ -145,9 +145,8 @@
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=6 -DNWARPS=8 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DIN_REG_K_TILES=2 -DGROUPS=2
 // ecornn-check: -DPASS=0 -DBF16=1 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=4 -DINPUT_PART=1 -DIN_REG_K_TILES=2
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=16 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DIN_REG_K_TILES=8
-// v57: the prologue's round trips (ASYNC_PROLOGUE=0, the ablation): the clustered fp32 split B=8, fp16 B=16 in groups
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DPOLL_SPIN_CYCLES=800 -DCLUSTER_K=2 -DASYNC_PROLOGUE=0
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DIN_K_TILES=8 -DIN_REG_K_TILES=2 -DGROUPS=2 -DASYNC_PROLOGUE=0
+// v57: h0's exponents by single loads (H0_WIDE_LOADS=0, the ablation): the clustered fp32 split B=8
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DPOLL_SPIN_CYCLES=800 -DCLUSTER_K=2 -DH0_WIDE_LOADS=0
 #include <cooperative_groups.h>
 
 #include "cluster_common.cuh"
@@ -415,15 +414,9 @@ constexpr int kInAccSplit = kAccSplitWanted < IN_K_TILES ? kAccSplitWanted : (IN
 using RegTiles = unsigned int[kRegKTiles > 0 ? kRegKTiles : 1][kATiles][4];
 using Acc = float[kATiles][kNTiles][4];
 
-#ifndef ASYNC_PROLOGUE   // v57: the prologue's loads in flight together, bits: 1 h0_column_exponent's, 2 load_fragment_tiles'
-#define ASYNC_PROLOGUE 3    // shared part; 0: v56's round trips
-#endif
-constexpr bool kAsyncH0 = (ASYNC_PROLOGUE & 1) != 0, kAsyncTiles = (ASYNC_PROLOGUE & 2) != 0;
-
 // A block's packed fragment tile src [NWARPS][KTiles][Frags][32] (uint4): each warp's first RegKTiles k-tiles into
-// reg, the rest into shared memory dst [NWARPS][KTiles - RegKTiles][Frags][32]. v57: the shared part by cp.async, all
-// of it in flight at once beside the register loads (loaded through registers, each thread's loop of up to 24 copies
-// waited round trip by round trip; a block barrier follows every call before the tiles are read).
+// reg, the rest into shared memory dst [NWARPS][KTiles - RegKTiles][Frags][32]. (v57 copied the shared part by
+// cp.async: fp32 H=1024 B=4 0.24 us/step slower, 16-bit plans -0.02 to +0.02; results/persistent_v57.)
 template <int KTiles, int RegKTiles, int Frags, typename Regs>
 __device__ __forceinline__ void load_fragment_tiles(Regs& reg, uint4* dst, const uint4* src) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -438,10 +431,8 @@ __device__ __forceinline__ void load_fragment_tiles(Regs& reg, uint4* dst, const
     constexpr int total = kWarps * (KTiles - RegKTiles) * Frags * 32;
     for (int idx = threadIdx.x; idx < total; idx += kThreads) {
         const int wi = idx / per_warp, rest = idx % per_warp;
-        if constexpr (kAsyncTiles) copy16_async(dst + idx, src + (wi * KTiles + RegKTiles) * Frags * 32 + rest);
-        else dst[idx] = src[(wi * KTiles + RegKTiles) * Frags * 32 + rest];
+        dst[idx] = src[(wi * KTiles + RegKTiles) * Frags * 32 + rest];
     }
-    if constexpr (kAsyncTiles) wait_async_copies();
 }
 
 // The block's W_hh tile `tile`: register k-tiles into a_reg, the rest into shared memory a_s.
@@ -1020,10 +1011,13 @@ static_assert(!kH0InProduct || kBatch <= kWarps * kRows, "a padding float of the
 // to scale) of every batch column, as the largest biased exponent (a shared-memory atomicMax per value, or per warp
 // where its values lie in one row); returns this thread's column's. h0 * 2^-e then has its largest value in
 // [0.5, 1). One flat loop (a loop of warps over columns spilled the 255-register plan on sm_90).
-// v57: every block reads the whole of its columns' h0 here, before its first step, and each round of loads is a
-// round trip to L2 that all blocks make at once (fp32 H=1024 B=8: 8 rounds of 4 loads, ~9.6 us from the kernel's
-// entry to step 0, diag_early_steps_v57). So where H % 4 == 0 and the rows start 16-byte aligned, each thread has
-// kH0Vectors 16-byte loads in flight per round (H=1024 B=8: one round); else v34's 4 single loads per round.
+// v57 (H0_WIDE_LOADS): every block reads the whole of its columns' h0 here, before its first step, and each round of
+// loads is a round trip to L2 that all blocks make at once (fp32 H=1024 B=8: 8 rounds of 4 loads, 9.6 us from the
+// kernel's entry to step 0, diag_early_steps_v57). So where H % 4 == 0 and the rows start 16-byte aligned, each
+// thread has kH0Vectors 16-byte loads in flight per round (H=1024 B=8: one round; 4.7 us); else v34's 4 single loads.
+#ifndef H0_WIDE_LOADS
+#define H0_WIDE_LOADS 1
+#endif
 constexpr int kH0Loads = 4, kH0Vectors = 8;
 
 __device__ __forceinline__ unsigned int biased_exponent(unsigned int bits) {
@@ -1075,7 +1069,7 @@ __device__ __forceinline__ int h0_column_exponent(const float* __restrict__ h0, 
     __syncthreads();
     const unsigned int* rows = reinterpret_cast<const unsigned int*>(h0) + ((size_t)p.d * kBatchAll + p.g * kBatch) * H;
     const int n = kBatch * H;
-    if (kAsyncH0 && H % 4 == 0 && reinterpret_cast<size_t>(rows) % 16 == 0)
+    if (H0_WIDE_LOADS && H % 4 == 0 && reinterpret_cast<size_t>(rows) % 16 == 0)
         h0_exponent_of_vectors(reinterpret_cast<const uint4*>(rows), n / 4, H, red_s);
     else
         h0_exponent_of_values(rows, n, H, red_s);

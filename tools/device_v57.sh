@@ -1,6 +1,7 @@
 #!/bin/bash
 # v57's device visit; results under $OUT.
-# STAGES (default "intercept quick"; also tests, ab, layers, san, cache), FILES (test files), ROUNDS (A/B rounds).
+# STAGES (default "intercept quick"; also prologue, early, tests, ab, layers, san, cache; call 6's sass stage: commit 16a00fb)
+# FILES (test files), ROUNDS (A/B rounds).
 source benchmarks/device_setup.sh
 OUT=${OUT:-/tmp/v57_out}; mkdir -p "$OUT"
 record_device "$OUT/device.txt"
@@ -19,11 +20,6 @@ for stage in ${STAGES:-intercept quick}; do
           2>&1 | grep -v "^{\|arn" | tail -16 ;;
     quick) python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | grep -v "^{" | tail -16 ;;
     san) SAN_TIMEOUT=${SAN_TIMEOUT:-300} run_sanitizers ${SAN_SCRIPT:-benchmarks/persistent_in_place_small_run.py} "$OUT/sanitizer.log" 300 ;;
-    sass) F="-DPASS=0 -DBF16=0 -DBATCH=4 -DNWARPS=8 -DM_TILES=2 -DK_TILES=8 -DREG_K_TILES=8 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DPOLL_BACKOFF_NS=100"
-          for m in 0 1 2 3; do nvcc -arch=sm_90 -std=c++17 -cubin -o /tmp/b4_$m.cubin $F -DASYNC_PROLOGUE=$m kernels/persistent_mma.cu 2>/dev/null
-            cuobjdump -sass /tmp/b4_$m.cubin | grep -E '^ +/\*[0-9a-f]{4}\*/' | sed -E 's@^ +/\*[0-9a-f]+\*/ +@@; s@ */\*.*@@; s@0x[0-9a-f]+@X@g' > /tmp/b4_$m.sass
-            echo "ASYNC_PROLOGUE=$m: $(wc -l < /tmp/b4_$m.sass) instructions; diff to 0: $(diff /tmp/b4_0.sass /tmp/b4_$m.sass | grep -c '^[<>]') lines"; done
-          diff /tmp/b4_0.sass /tmp/b4_1.sass > "$OUT/sass_b4_0_vs_1.diff"; diff /tmp/b4_0.sass /tmp/b4_2.sass > "$OUT/sass_b4_0_vs_2.diff" ;;
     cache) save_cupy_cache "$OUT" ;;
   esac
 done

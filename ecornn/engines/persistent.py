@@ -179,9 +179,8 @@ XW_AT_LOAD = False   # v33: the split forward applies xw (its unscale, the biase
                      # True: where loaded (v32: the ldexpf waited for the exponents before the polls), XW_AT_LOAD=1
 H0_IN_PRODUCT = True   # v34: the split forward takes h0 itself into its step-0 product (scaled per batch column);
                        # False: the host's strict-fp32 W_hh h0 GEMV, added at step 0 (v32), H0_IN_PRODUCT=0
-ASYNC_PROLOGUE = 3   # v57: the tensor-core kernels' prologue with its loads in flight together, bits (kernel define of
-                     # the same name): 1 the split's h0 exponents by 16-byte loads, 2 shared-memory fragment tiles by
-                     # cp.async; 0: v56's round trips (the ablation)
+H0_WIDE_LOADS = True   # v57: the split forward's prologue reads h0 for its exponents by 16-byte loads, all in flight
+                       # (where H % 4 == 0); False: v34's rounds of 4 single loads (H0_WIDE_LOADS=0, the ablation)
 POLL_SPIN_CYCLES = "auto"   # v35: tensor-core plans with a first-poll delay wait it by a clock64() spin where
                             # rules.poll_spin_cycles says (kernel define POLL_SPIN_CYCLES); an int: a spin of that
                             # many cycles on every such plan; 0: __nanosleep everywhere (the ablation)
@@ -787,7 +786,7 @@ def _flag_defines() -> dict:
     """Compile-time constants that engine flags (ablations) set on every persistent kernel."""
     return {**({} if X_PREFETCH else {"X_PREFETCH": 0}), **({} if FAST_FP32_GATES else {"FAST_FP32_GATES": 0}),
             **({"XW_AT_LOAD": 1} if XW_AT_LOAD else {}), **({} if H0_IN_PRODUCT else {"H0_IN_PRODUCT": 0}),
-            **({} if ASYNC_PROLOGUE == 3 else {"ASYNC_PROLOGUE": int(ASYNC_PROLOGUE)}),
+            **({} if H0_WIDE_LOADS else {"H0_WIDE_LOADS": 0}),
             **({"STEP_CLOCKS": int(STEP_CLOCKS)} if STEP_CLOCKS else {}),
             **({} if DIAG_IN_K_TILES_USED is None else {"DIAG_IN_K_TILES_USED": int(DIAG_IN_K_TILES_USED)}),
             **({} if DIAG_X_STAGE_EVERY is None else {"DIAG_X_STAGE_EVERY": int(DIAG_X_STAGE_EVERY)})}
@@ -827,7 +826,7 @@ def _remembered(build):
     @functools.wraps(build)
     def cached(plan, device_id: int):
         key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS, CLUSTER_COOPERATIVE,
-               DIAG_IN_K_TILES_USED, DIAG_X_STAGE_EVERY, ASYNC_PROLOGUE)
+               DIAG_IN_K_TILES_USED, DIAG_X_STAGE_EVERY, H0_WIDE_LOADS)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -1367,7 +1366,7 @@ def _graph_mode(variant) -> tuple:
             DIRECT_16BIT_INPUT, ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS, X_PREFETCH,
             FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER, BATCH_GROUPS, GROUP_BARRIERS,
             BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY,
-            XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, ASYNC_PROLOGUE, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
+            XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, H0_WIDE_LOADS, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
             gpu_blas.SPLIT_BY_WARPS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
             LONG_REDUCTION_CHUNK, STEP_CLOCKS, DIAG_IN_K_TILES_USED, DIAG_X_STAGE_EVERY, POLL_BACKOFF_NS,
