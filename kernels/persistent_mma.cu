@@ -1224,18 +1224,21 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     // the outputs are stored: pointers moved here, or out_at read there, stayed live over the loop (+2-24 registers,
     // spills in two check builds)
     __shared__ long long out_delta[2];   // y's, hT's and cT's
-    if (threadIdx.x < 2) out_delta[threadIdx.x] = output_delta(out_at, out_shift, threadIdx.x == 0 ? kMoveY : kMoveStates);
     // v34: h0 scaled per batch column, before the register tiles load (live over the reduction, they spilled the
-    // B=8 plan); h0 is "step -1": slot 1 (tagged: tag 1; h_t of step t gets tag t + 2)
+    // B=8 plan); h0 is "step -1": slot 1 (tagged: tag 1; h_t of step t gets tag t + 2). v57: the thread's own h0 is
+    // loaded with the exponents' loads, not after them (a round trip of its own before the tiles' loads)
     if constexpr (kH0InProduct) {
+        const float h0_own = p.active ? h0[p.state_at] : 0.0f;
         const int h0_exp = h0_column_exponent(h0, s.red, p, H);
-        if (p.active) publish_h(xch, p.x, -1, H, p.b, p.j, ldexpf(h0[p.state_at], -h0_exp), 1u);
+        if (p.active) publish_h(xch, p.x, -1, H, p.b, p.j, ldexpf(h0_own, -h0_exp), 1u);
     }
     RegTiles a_reg;
     load_tiles(a_reg, s.a, tiles, p.tile);
     InRegTiles in_reg;   // v52
     if constexpr (kInput)
         load_fragment_tiles<kInKTiles, kInRegKTiles, kMTiles>(in_reg, s.in_a, in_tiles + p.tile * kInTileU4);   // v52
+    // v57: read once the tiles' loads are in flight (first, its round trip held every thread at the exponents' barrier)
+    if (threadIdx.x < 2) out_delta[threadIdx.x] = output_delta(out_at, out_shift, threadIdx.x == 0 ? kMoveY : kMoveStates);
     // v21, a replayed graph: x_at = the replay ring's fetched {x, h0, c0, tag matched}; the kernel
     // reads the caller's x there instead of a copy (xin, NaN-filled, when the tag did not match).
     const bool x_by_reference = kInput && x_at != nullptr && x_at[3] != 0;
