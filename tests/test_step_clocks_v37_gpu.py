@@ -47,8 +47,11 @@ def test_a_marked_forward_is_bitwise_the_plain_one_and_leaves_a_timeline(rng, mo
     plan = persistent.plans_for(config, False)["forward"]
     record, final = diag._record(plan, persistent._final(plan).grid)
     assert final.tagged == (tagged == "auto")
-    used = record[:, :diag.MARKED_STEPS - 1]
+    entry = diag.THREAD_MARKS.index("entry_ns")   # v57: the kernel's entry, in step 0's marks only
+    used = np.delete(record[:, :diag.MARKED_STEPS - 1], entry, axis=2)
     assert (used != 0).all(), "a slot of the recorded steps was never written"
+    prologue_ns = diag._since(record[:, 0, diag.THREAD_MARKS.index("top_ns")], record[:, 0, entry])
+    assert ((prologue_ns > 0) & (prologue_ns < 1_000_000)).all(), "the entry comes before step 0's top"
     got = diag.phases(record, final.warps)
     assert 0.5 < got["ghz"] < 3.0
     cycles = got["cycles"]
