@@ -1015,9 +1015,12 @@ static_assert(!kH0InProduct || kBatch <= kWarps * kRows, "a padding float of the
 // loads is a round trip to L2 that all blocks make at once (fp32 H=1024 B=8: 8 rounds of 4 loads, 9.6 us from the
 // kernel's entry to step 0, diag_early_steps_v57). So where H % 4 == 0 and the rows start 16-byte aligned, each
 // thread has kH0Vectors 16-byte loads in flight per round (H=1024 B=8: one round; 4.7 us); else v34's 4 single loads.
+// Ungrouped plans only (measured there): the grouped builds keep v56's code (the clustered fp32 B=16 split sits at 255
+// registers, and v44's GPU test found it built unclustered in call 13, cause not established).
 #ifndef H0_WIDE_LOADS
 #define H0_WIDE_LOADS 1
 #endif
+constexpr bool kH0Wide = H0_WIDE_LOADS != 0 && kGroups == 1;
 constexpr int kH0Loads = 4, kH0Vectors = 8;
 
 __device__ __forceinline__ unsigned int biased_exponent(unsigned int bits) {
@@ -1069,7 +1072,7 @@ __device__ __forceinline__ int h0_column_exponent(const float* __restrict__ h0, 
     __syncthreads();
     const unsigned int* rows = reinterpret_cast<const unsigned int*>(h0) + ((size_t)p.d * kBatchAll + p.g * kBatch) * H;
     const int n = kBatch * H;
-    if (H0_WIDE_LOADS && H % 4 == 0 && reinterpret_cast<size_t>(rows) % 16 == 0)
+    if (kH0Wide && H % 4 == 0 && reinterpret_cast<size_t>(rows) % 16 == 0)
         h0_exponent_of_vectors(reinterpret_cast<const uint4*>(rows), n / 4, H, red_s);
     else
         h0_exponent_of_values(rows, n, H, red_s);
@@ -1224,21 +1227,20 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     // the outputs are stored: pointers moved here, or out_at read there, stayed live over the loop (+2-24 registers,
     // spills in two check builds)
     __shared__ long long out_delta[2];   // y's, hT's and cT's
+    if (threadIdx.x < 2) out_delta[threadIdx.x] = output_delta(out_at, out_shift, threadIdx.x == 0 ? kMoveY : kMoveStates);
     // v34: h0 scaled per batch column, before the register tiles load (live over the reduction, they spilled the
-    // B=8 plan); h0 is "step -1": slot 1 (tagged: tag 1; h_t of step t gets tag t + 2). v57: the thread's own h0 is
-    // loaded with the exponents' loads, not after them (a round trip of its own before the tiles' loads)
+    // B=8 plan); h0 is "step -1": slot 1 (tagged: tag 1; h_t of step t gets tag t + 2). (v57 loaded the thread's own
+    // h0 with the exponents' loads and read the delta after the tiles': the prologue -0.26 us, ~0.001 us/step;
+    // reverted with v44's unexplained failure in call 13, results/persistent_v57)
     if constexpr (kH0InProduct) {
-        const float h0_own = p.active ? h0[p.state_at] : 0.0f;
         const int h0_exp = h0_column_exponent(h0, s.red, p, H);
-        if (p.active) publish_h(xch, p.x, -1, H, p.b, p.j, ldexpf(h0_own, -h0_exp), 1u);
+        if (p.active) publish_h(xch, p.x, -1, H, p.b, p.j, ldexpf(h0[p.state_at], -h0_exp), 1u);
     }
     RegTiles a_reg;
     load_tiles(a_reg, s.a, tiles, p.tile);
     InRegTiles in_reg;   // v52
     if constexpr (kInput)
         load_fragment_tiles<kInKTiles, kInRegKTiles, kMTiles>(in_reg, s.in_a, in_tiles + p.tile * kInTileU4);   // v52
-    // v57: read once the tiles' loads are in flight (first, its round trip held every thread at the exponents' barrier)
-    if (threadIdx.x < 2) out_delta[threadIdx.x] = output_delta(out_at, out_shift, threadIdx.x == 0 ? kMoveY : kMoveStates);
     // v21, a replayed graph: x_at = the replay ring's fetched {x, h0, c0, tag matched}; the kernel
     // reads the caller's x there instead of a copy (xin, NaN-filled, when the tag did not match).
     const bool x_by_reference = kInput && x_at != nullptr && x_at[3] != 0;

@@ -1,6 +1,6 @@
 """`persistent` v57 on the CPU: the fp32 split's h0 exponents by 16-byte loads (H0_WIDE_LOADS: a define, in the
-kernel cache's and the graphs' keys, an A/B flag), the prologue's order in the kernel's text, the step clocks' entry
-mark, and the diagnostics' arithmetic (a line through times against T; a marked launch's timeline)."""
+kernel cache's and the graphs' keys, an A/B flag; ungrouped plans only), the step clocks' entry mark, and the
+diagnostics' arithmetic (a line through times against T; a marked launch's timeline)."""
 import sys
 from pathlib import Path
 
@@ -36,7 +36,8 @@ def test_the_kernel_reads_h0_wide_only_where_its_rows_allow():
     assert "#define H0_WIDE_LOADS 1" in text
     exponent = text[text.index("__device__ __forceinline__ int h0_column_exponent("):]
     exponent = exponent[:exponent.index("\n}\n")]
-    wide = "if (H0_WIDE_LOADS && H % 4 == 0 && reinterpret_cast<size_t>(rows) % 16 == 0)"
+    assert "constexpr bool kH0Wide = H0_WIDE_LOADS != 0 && kGroups == 1;" in text   # ungrouped plans only
+    wide = "if (kH0Wide && H % 4 == 0 && reinterpret_cast<size_t>(rows) % 16 == 0)"
     assert wide in exponent
     after = exponent[exponent.index(wide):]
     assert after.index("h0_exponent_of_vectors(") < after.index("else") < after.index("h0_exponent_of_values(")
@@ -46,13 +47,11 @@ def test_the_kernel_reads_h0_wide_only_where_its_rows_allow():
     assert "h0_exponent_slot(red_s, 4 * i / H)" in vectors           # vector i holds values 4i .. 4i + 3
 
 
-def test_the_prologue_loads_its_own_h0_before_the_exponents_and_the_delta_after_the_tiles():
-    text = _kernel_text()
-    body = text[text.index("persistent_lstm_fwd(const uint4*"):]
-    assert body.index("block_mark(0, kMarkEntryNs, true);") < body.index("const Carve s = carve(smem);")
-    assert body.index("const float h0_own = p.active ? h0[p.state_at] : 0.0f;") < \
-        body.index("h0_column_exponent(h0, s.red, p, H)") < body.index("ldexpf(h0_own, -h0_exp)")
-    assert body.index("load_tiles(a_reg, s.a, tiles, p.tile);") < body.index("out_delta[threadIdx.x] = output_delta(")
+def test_the_kernel_marks_its_entry_before_the_prologue():
+    body = _kernel_text()
+    body = body[body.index("persistent_lstm_fwd(const uint4*"):]
+    assert body.index("block_mark(0, kMarkEntryNs, true);") < body.index("const Carve s = carve(smem);") < \
+        body.index("h0_column_exponent(h0, s.red, p, H)") < body.index("load_tiles(a_reg, s.a, tiles, p.tile);")
 
 
 def test_the_step_clocks_have_an_entry_mark():

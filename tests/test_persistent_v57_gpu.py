@@ -1,5 +1,5 @@
 """`persistent` v57 on the GPU: the fp32 split forward's prologue reads h0 for its per-column exponents by 16-byte
-loads, all in flight at once, where H % 4 == 0 (else single loads, as before; H0_WIDE_LOADS). Inference within 1e-5
+loads, all in flight at once, where H % 4 == 0 in ungrouped plans (else single loads, as before; H0_WIDE_LOADS). Inference within 1e-5
 of float64 with h0 columns of very different scales (a zero column, 1e-3, 1e3) over both load paths, clusters, batch
 groups and two layers bidirectional; training within tolerance (forward, final states, every gradient); the wide
 loads bitwise the single ones; bitwise reruns; graph replays. (Call 5 and 6 also ran a cp.async copy of the
@@ -22,7 +22,7 @@ SPLIT_CONFIGS = [
     (998, 1, False, 8, 5),     # H % 4 != 0: single loads
     (250, 1, False, 8, 6),     # batch groups of 4; single loads
     (1026, 1, False, 4, 5),    # single loads, no clusters
-    (300, 2, True, 6, 4),      # two layers bidirectional, groups of 2: each layer's states a slice of h0
+    (300, 2, True, 6, 4),      # two layers bidirectional, groups of 2 (single loads): each layer's states a slice of h0
 ]
 
 # (input, hidden, layers, bidirectional, dtype, batch, steps): plans with fragment tiles in shared memory
