@@ -76,14 +76,20 @@ def markdown(rows) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None):
+def main_over_steps(argv, stem: str, default_steps: str, cell_row, markdown) -> None:
+    """OUT_DIR [--repeats N] [--cells ...] [--steps ...]: cell_row(dtype, hidden, batch, repeats, steps) per cell,
+    saved as OUT_DIR/stem.{json,md} (this diagnostic and diag_prologue_v57)."""
     def configure(p):
         p.add_argument("--cells", default=CELLS)
-        p.add_argument("--steps", default="16,64,256")
+        p.add_argument("--steps", default=default_steps)
     args, out = bench_args(argv, repeats=20, configure=configure)
     steps = [int(t) for t in args.steps.split(",")]
-    measure_rows(out, "diag_intercept_v57", bench_meta(), parse_cells(args.cells),
-                 lambda *cell: cell_row(*cell, args.repeats, steps), markdown)
+    measure_rows(out, stem, bench_meta(), parse_cells(args.cells), lambda *cell: cell_row(*cell, args.repeats, steps),
+                 markdown)
+
+
+def main(argv=None):
+    main_over_steps(argv, "diag_intercept_v57", "16,64,256", cell_row, markdown)
 
 
 if __name__ == "__main__":

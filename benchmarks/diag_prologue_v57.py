@@ -16,9 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_persistent  # noqa: E402
-from bench_persistent import _problem, bench_args, bench_meta, kernel_launcher, measure_rows  # noqa: E402
-from diag_intercept_v57 import CELLS, line  # noqa: E402
-from diag_replay_span_v56 import cupti_parts, parse_cells  # noqa: E402
+from bench_persistent import _problem, kernel_launcher  # noqa: E402
+from diag_intercept_v57 import line, main_over_steps  # noqa: E402
+from diag_replay_span_v56 import cupti_parts  # noqa: E402
 
 FLUSH_BYTES = 256 << 20
 
@@ -64,13 +64,7 @@ def markdown(rows) -> str:
 
 
 def main(argv=None):
-    def configure(p):
-        p.add_argument("--cells", default=CELLS)
-        p.add_argument("--steps", default="16,256")
-    args, out = bench_args(argv, repeats=20, configure=configure)
-    steps = [int(t) for t in args.steps.split(",")]
-    measure_rows(out, "diag_prologue_v57", bench_meta(), parse_cells(args.cells),
-                 lambda *cell: cell_row(*cell, args.repeats, steps), markdown)
+    main_over_steps(argv, "diag_prologue_v57", "16,256", cell_row, markdown)
 
 
 if __name__ == "__main__":
