@@ -180,7 +180,8 @@ XW_AT_LOAD = False   # v33: the split forward applies xw (its unscale, the biase
 H0_IN_PRODUCT = True   # v34: the split forward takes h0 itself into its step-0 product (scaled per batch column);
                        # False: the host's strict-fp32 W_hh h0 GEMV, added at step 0 (v32), H0_IN_PRODUCT=0
 H0_WIDE_LOADS = True   # v57: the split forward's prologue reads h0 for its exponents by 16-byte loads, all in flight
-                       # (where H % 4 == 0); False: v34's rounds of 4 single loads (H0_WIDE_LOADS=0, the ablation)
+                       # (ungrouped plans, H % 4 == 0); False: v34's rounds of 4 single loads (H0_WIDE_LOADS=0, the
+                       # ablation)
 POLL_SPIN_CYCLES = "auto"   # v35: tensor-core plans with a first-poll delay wait it by a clock64() spin where
                             # rules.poll_spin_cycles says (kernel define POLL_SPIN_CYCLES); an int: a spin of that
                             # many cycles on every such plan; 0: __nanosleep everywhere (the ablation)
