@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_persistent  # noqa: E402
 from bench_persistent import _problem, bench_args, bench_meta, kernel_launcher, measure_rows  # noqa: E402
 from diag_intercept_v57 import CELLS  # noqa: E402
-from diag_replay_span_v56 import cupti_parts, parse_cells  # noqa: E402
+from diag_prologue_v57 import kernel_us  # noqa: E402
+from diag_replay_span_v56 import parse_cells  # noqa: E402
 from diag_step_clocks_v37 import THREAD_MARKS, _record, _since  # noqa: E402
 
 MARKED = 32
@@ -29,8 +30,9 @@ TOP_NS, PUBLISHED_NS, ENTRY_NS = (THREAD_MARKS.index(k) for k in ("top_ns", "pub
 
 
 def timeline(record) -> dict:
-    """From a record [blocks][steps][slots]: the marks' span (ns), step 0's top spread over blocks, and each step's
-    median length over blocks (top to next top; the last: top to its publish)."""
+    """From a record [blocks][steps][slots] (ns): the first block's entry to the last block's last publish, the spreads
+    of the entries and of step 0's tops over blocks, the prologues (entry to step 0's top), each step's median length
+    over blocks (top to next top) and the last step's top to its publish."""
     rec = np.asarray(record, np.int64)
     top, pub = rec[:, :, TOP_NS], rec[:, :, PUBLISHED_NS]
     entry = rec[:, 0, ENTRY_NS]
@@ -60,8 +62,7 @@ def cell_row(dtype, hidden, batch, repeats, cooperative=True) -> dict:
             launch()
         rows = []
         for _ in range(repeats):
-            parts = cupti_parts(launch, 1)
-            kernel = max(t for name, t in parts["nodes"] if "persistent" in name) if "nodes" in parts else float("nan")
+            kernel = kernel_us(launch, None, 1)
             record, final = _record(plan, persistent._final(plan).grid)
             rows.append({"kernel_us": kernel, **timeline(record)})
     finally:

@@ -1,9 +1,8 @@
 """`persistent` v57 on the GPU: the fp32 split forward's prologue reads h0 for its per-column exponents by 16-byte
-loads, all in flight at once, where H % 4 == 0 in ungrouped plans (else single loads, as before; H0_WIDE_LOADS). Inference within 1e-5
-of float64 with h0 columns of very different scales (a zero column, 1e-3, 1e3) over both load paths, clusters, batch
-groups and two layers bidirectional; training within tolerance (forward, final states, every gradient); the wide
-loads bitwise the single ones; bitwise reruns; graph replays. (Call 5 and 6 also ran a cp.async copy of the
-shared-memory tiles, removed: its tests, the 16-bit plans with tiles in shared memory, stay.)"""
+loads, all in flight at once, where H % 4 == 0 in ungrouped plans (else single loads, as before; H0_WIDE_LOADS).
+Inference within 1e-5 of float64 with h0 columns of very different scales (a zero column, 1e-3, 1e3) over both load
+paths, clusters, batch groups and two layers bidirectional; training within tolerance (forward, final states, every
+gradient); the wide loads bitwise the single ones; bitwise reruns; graph replays."""
 import numpy as np
 import pytest
 
@@ -24,15 +23,6 @@ SPLIT_CONFIGS = [
     (1026, 1, False, 4, 5),    # single loads, no clusters
     (300, 2, True, 6, 4),      # two layers bidirectional, groups of 2 (single loads): each layer's states a slice of h0
 ]
-
-# (input, hidden, layers, bidirectional, dtype, batch, steps): plans with fragment tiles in shared memory
-SHARED_TILE_CONFIGS = [
-    (1024, 1024, 1, False, "float16", 16, 11),   # the grouped projection: 6 of W_ih's 8 k-tiles in shared memory
-    (2048, 2048, 1, False, "bfloat16", 4, 5),    # W_hh's k-tiles past the registers in shared memory
-    (1000, 1000, 1, False, "float16", 8, 7),
-    (256, 256, 2, True, "bfloat16", 5, 6),
-]
-
 
 def _split_plan(config, training):
     return persistent._final(persistent._built_plans(persistent.run_config(config, training), training, "auto")["forward"])
@@ -81,24 +71,6 @@ def test_wide_h0_loads_give_the_bits_of_single_loads(rng, monkeypatch, hidden, l
         runs.append(_run("persistent", x, weights, h0, c0, *seeds, bidir))
     for name, a, b in zip(NAMES + ["dW"] * 99, *runs):
         assert np.array_equal(np.asarray(a), np.asarray(b)), name
-
-
-@pytest.mark.parametrize("inp, hidden, layers, bidir, dtype, batch, steps", SHARED_TILE_CONFIGS)
-def test_shared_memory_tiles_train_within_tolerance_of_float64(rng, inp, hidden, layers, bidir, dtype, batch, steps):
-    config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)
-    _compare(rng, config, HALF_TOL)
-
-
-def test_the_shared_tile_configs_hold_tiles_in_shared_memory():
-    """The configurations above do load fragment tiles into shared memory (else the cp.async path goes untested)."""
-    def shared_tiles(plan):
-        plan = persistent._final(plan)
-        in_shared = plan.k_tiles - plan.reg_k_tiles
-        return in_shared > 0 or plan.input_k_tiles - plan.input_reg_k_tiles > 0
-    for inp, hidden, layers, bidir, dtype, batch, steps in SHARED_TILE_CONFIGS[:2]:
-        config = LSTMConfig(inp, hidden, layers, bidir, dtype, batch, steps)
-        plans = persistent._built_plans(persistent.run_config(config, True), True, "auto")
-        assert shared_tiles(plans["forward"]), plans["forward"].describe()
 
 
 @pytest.mark.parametrize("hidden, batch, dtype", [(1024, 8, "float32"), (998, 8, "float32"), (1024, 16, "float16")])
