@@ -129,7 +129,7 @@
 // v44 (GROUPS with CLUSTER_K): the fp32 split in 2 groups of 8 on clusters (rules.cluster_split_pays): H=1024 B=16 as
 // the engine builds it (2 of 4 register k-tiles), H=768 B=16; the fp16 forward in 2 groups of 8 on clusters with the
 // input projection in the kernel (forced: slower than v30's grouped plan).
-// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=8 -DK_TILES=4 -DREG_K_TILES=2 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DPOLL_SPIN_CYCLES=800 -DGROUPS=2 -DCLUSTER_K=2
+// ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=8 -DK_TILES=4 -DREG_K_TILES=2 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DPOLL_SPIN_CYCLES=800 -DGROUPS=2 -DCLUSTER_K=2 -DOUT_DELTA=0
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=6 -DK_TILES=3 -DREG_K_TILES=3 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DPOLL_SPIN_CYCLES=800 -DGROUPS=2 -DCLUSTER_K=2
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=8 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=1 -DIN_K_TILES=4 -DPOLL_DELAY_NS=400 -DPOLL_SPIN_CYCLES=800 -DGROUPS=2 -DCLUSTER_K=2
 // v46 (capacity.BATCH_GROUP_MIN 5): fp16 H=1024 B=12 forward in 2 groups of 6 (tagged, the projection in the kernel)
@@ -1114,13 +1114,19 @@ __device__ __forceinline__ void publish_h(unsigned int* xch, int d, int step, in
 // out_shift names (kMoveY: y; kMoveStates: hT and cT; those that lie in the graph's packed output buffer) are written
 // delta bytes from where the capture put them, i.e. into the caller's new buffer of the same layout, so the replay
 // copies nothing out. delta is 0 where the tag did not match or the host keeps the graph's own buffer.
+// v58: OUT_DELTA=0 builds the plain stores (the host then copies a replay's outputs out): the spill back-off's last
+// step, where the delta's registers spill a plan at its fewest register tiles (fp32 H=1024 B=16 on clusters, NVRTC)
+#ifndef OUT_DELTA
+#define OUT_DELTA 1
+#endif
+constexpr bool kOutDelta = OUT_DELTA != 0;
 constexpr int kMoveY = 1, kMoveStates = 2;
 __device__ __forceinline__ long long output_delta(const long long* out_at, int out_shift, int bit) {
     return out_at == nullptr || (out_shift & bit) == 0 ? 0 : out_at[4];
 }
 
 __device__ __forceinline__ long long shared_delta(const long long* deltas, int k) {   // read where used, every time
-    return static_cast<const volatile long long*>(deltas)[k];
+    return kOutDelta ? static_cast<const volatile long long*>(deltas)[k] : 0;
 }
 
 __device__ __forceinline__ float* byte_offset(float* out, long long bytes) {
@@ -1227,7 +1233,7 @@ persistent_lstm_fwd(const uint4* __restrict__ tiles, const float* __restrict__ x
     // the outputs are stored: pointers moved here, or out_at read there, stayed live over the loop (+2-24 registers,
     // spills in two check builds)
     __shared__ long long out_delta[2];   // y's, hT's and cT's
-    if (threadIdx.x < 2) out_delta[threadIdx.x] = output_delta(out_at, out_shift, threadIdx.x == 0 ? kMoveY : kMoveStates);
+    if (kOutDelta && threadIdx.x < 2) out_delta[threadIdx.x] = output_delta(out_at, out_shift, threadIdx.x == 0 ? kMoveY : kMoveStates);
     // v34: h0 scaled per batch column, before the register tiles load (live over the reduction, they spilled the
     // B=8 plan); h0 is "step -1": slot 1 (tagged: tag 1; h_t of step t gets tag t + 2). (v57 loaded the thread's own
     // h0 with the exponents' loads and read the delta after the tiles': the prologue -0.26 us, ~0.001 us/step;

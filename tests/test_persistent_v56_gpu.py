@@ -78,8 +78,12 @@ def test_the_ablation_copies_out_the_same_bits(rng, monkeypatch, dtype, hidden, 
 
 
 def _moves_outputs(config, entry) -> bool:
-    """Where v56 writes in place: the tensor-core kernel writes every packed output, at the caller's batch."""
-    return entry.kind == "mma" and persistent.run_config(config).batch == config.batch
+    """Where v56 writes in place: the tensor-core kernel writes every packed output, at the caller's batch, and (v58)
+    was built with the output delta."""
+    if entry.kind != "mma" or persistent.run_config(config).batch != config.batch:
+        return False
+    built = persistent._built_plans(persistent.run_config(config, False), False, "auto")["forward"]
+    return persistent._moves_outputs(persistent._final(built))
 
 
 def test_forwards_whose_kernels_do_not_write_the_outputs_copy_them(rng, monkeypatch):

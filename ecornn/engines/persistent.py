@@ -777,10 +777,17 @@ def _fewer_register_tiles(plan, props: dict):
     else:
         smaller = plan.with_reg_cols(max(0, plan.reg_cols - REG_COL_BACKOFF))
     room = props["smem_per_block_optin"] - (capacity.MMA_STATIC_SMEM_BYTES if plan.kind == "mma" else 0)
+    if smaller.smem_bytes > room and _moves_outputs(plan):   # v58: the output delta's registers before NotSupported
+        return plan.without_moved_outputs()
     if smaller.smem_bytes > room:
         raise NotSupported(name, f"{what}: the tile spills registers and the remainder does not fit "
                                  f"shared memory ({smaller.smem_bytes} > {room} B)")
     return smaller
+
+
+def _moves_outputs(plan) -> bool:
+    """v58: whether ``plan`` is a tensor-core forward built with the output delta (v56; OUT_DELTA)."""
+    return plan.kind == "mma" and plan.pass_name == "forward" and plan.moves_outputs
 
 
 def _flag_defines() -> dict:
@@ -1482,7 +1489,7 @@ def _forward_at_batch(config, x, weights, h0, c0, *, training=False, dropout=0.0
     reserve = PersistentReserve(config, plans, prep, h0, c0)
     drawn = (steps, caller_batch or batch, dirs * hidden)   # dropout masks: the caller's columns, as unpadded
     packed, (y_last, h_final, c_final) = _output_views(config, out_dtype)
-    moved = _moved_outputs(packed, training, fwd is not cluster and fwd.kind == "mma")
+    moved = _moved_outputs(packed, training, fwd is not cluster and _moves_outputs(built))
     for layer in range(config.num_layers):
         s0 = slot(layer, 0, dirs)
         layer_in_16bit = _storage16(layer_in, x16_dtype) if x16_dtype else None

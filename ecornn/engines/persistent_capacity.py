@@ -522,7 +522,8 @@ class RowsPlan(_LayerLaunch):
         """Compile-time constants of kernels/persistent_bwd_rows.cu."""
         return {"BATCH": self.batch, "NWARPS": self.warps, "G_ROWS": 4 * self.units,
                 "COLS_PER_THREAD": self.cols_per_thread, "BLOCKS": self.blocks_per_dir,
-                **({"BWD_LATE_LOADS": 1} if self.loads_late else {})}
+                **({"BWD_LATE_LOADS": 1} if self.loads_late else {}),
+                **({} if self.moves_outputs or self.pass_name != "forward" else {"OUT_DELTA": 0})}
 
     def tile_shape(self) -> ColumnTileShape:
         return ColumnTileShape(blocks=self.blocks_per_dir, rows_per_block=4 * self.units,
@@ -766,6 +767,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
     cluster_k: int = 1          # v42 (tagged forwards, sm_90): clusters of cluster_k blocks each run one virtual
                                 # block of cluster_k x warps warps and m_tiles m-tiles, a rank 1/cluster_k of K
                                 # (with_cluster_k); units and blocks_per_dir stay a real block's and the grid's
+    moves_outputs: bool = True  # v58 (forwards): a replay's outputs written by the output delta (v56); False: OUT_DELTA=0,
+                                # the spill back-off's last step (without_moved_outputs), the host copies them out
 
     kind = "mma"
     kernel_file = "persistent_mma.cu"
@@ -832,7 +835,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                 **({"GROUPS": self.batch_groups} if self.batch_groups > 1 else {}),
                 **({"CLUSTER_K": self.cluster_k} if self.cluster_k > 1 else {}),
                 **({"GROUP_BARRIERS": 1} if self.barrier_per_group else {}),
-                **({"BWD_LATE_LOADS": 1} if self.loads_late else {})}
+                **({"BWD_LATE_LOADS": 1} if self.loads_late else {}),
+                **({} if self.moves_outputs or self.pass_name != "forward" else {"OUT_DELTA": 0})}
 
     @property
     def barrier_per_group(self) -> bool:
@@ -868,6 +872,10 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
                                                                          self.input_reg_k_tiles),
                        regs_per_thread=self.regs_per_thread - mma_input_registers(self))
 
+    def without_moved_outputs(self) -> "MmaPlan":
+        """v58: the same forward with plain output stores (OUT_DELTA=0): a replay copies its outputs out."""
+        return replace(self, moves_outputs=False)
+
     def exchange_shape(self, directions: int) -> tuple:
         """uint32 words of the exchange buffer [D][2][B][row] (zeroed before each launch) through which
         the blocks pass the step's vector (H values forward, 4H backward): one tagged word per value
@@ -895,6 +903,8 @@ class MmaPlan(_PassGeometry, _LayerLaunch):
             split += LATE_LOADS_TEXT
         if self.cluster_k > 1:
             split += f", clusters of {self.cluster_k} blocks, each 1/{self.cluster_k} of K"
+        if not self.moves_outputs and self.pass_name == "forward":
+            split += ", a replay's outputs copied out"
         return (f"{self.pass_name} (tensor cores, {self.dtype}{split}): {self.grid} blocks x {self.threads} threads, "
                 f"{self.units} units/block, {self.reg_k_tiles}/{self.k_tiles} k-tiles in registers, "
                 f"{self.smem_bytes // 1024} KB smem, {self.launches} launch(es){projection}, "
