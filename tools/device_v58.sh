@@ -1,0 +1,17 @@
+#!/bin/bash
+# v58's device visit; results under $OUT.
+# STAGES (default "tests ab"; also probe, quick, san, cache); FILES (test files), ROUNDS (A/B rounds).
+source benchmarks/device_setup.sh
+OUT=${OUT:-/tmp/v58_out}; mkdir -p "$OUT"
+record_device "$OUT/device.txt"
+for stage in ${STAGES:-tests ab}; do
+  case $stage in
+    probe) python3 benchmarks/probe_nvrtc_spills_v58.py 2>&1 | grep -v arn | tee "$OUT/probe_nvrtc.txt" ;;
+    tests) TEST_TIMEOUT=${TEST_TIMEOUT:-400} run_gpu_tests "$OUT/tests.log" ${FILES:-$REPO/tests/test_persistent_v58_gpu.py} ;;
+    ab) (cd benchmarks && python3 ab_alternate.py "$OUT" ${AB:-bench_persistent_v58} --rounds ${ROUNDS:-4} \
+          --name ${AB_NAME:-ab_alternate_v58} 2>&1 | grep -v "^{" | tail -20) ;;
+    quick) python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | grep -v "^{" | tail -16 ;;
+    san) SAN_TIMEOUT=${SAN_TIMEOUT:-300} run_sanitizers ${SAN_SCRIPT:-benchmarks/persistent_prologue_small_run.py} "$OUT/sanitizer.log" 300 ;;
+    cache) save_cupy_cache "$OUT" ;;
+  esac
+done
