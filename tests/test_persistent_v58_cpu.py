@@ -30,6 +30,8 @@ def test_plain_stores_are_a_define_of_forwards_only(monkeypatch):
     assert (plain.reg_k_tiles, plain.smem_bytes) == (plan.reg_k_tiles, plan.smem_bytes)
     backward = persistent.plans_for(V44.replace(dtype="float16", batch=8), True)["backward"]
     assert backward.kind == "mma" and "OUT_DELTA" not in backward.without_moved_outputs().defines()
+    rows = persistent.plans_for(V44.replace(batch=4), True)["backward"]   # the fp32 backward's other kernel
+    assert rows.kind == "rows" and "OUT_DELTA" not in rows.defines()
     text = next(p for p in sources() if p.name == "persistent_mma.cu").read_text()
     assert "#define OUT_DELTA 1" in text and "return kOutDelta ? " in text
 

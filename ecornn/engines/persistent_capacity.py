@@ -522,8 +522,7 @@ class RowsPlan(_LayerLaunch):
         """Compile-time constants of kernels/persistent_bwd_rows.cu."""
         return {"BATCH": self.batch, "NWARPS": self.warps, "G_ROWS": 4 * self.units,
                 "COLS_PER_THREAD": self.cols_per_thread, "BLOCKS": self.blocks_per_dir,
-                **({"BWD_LATE_LOADS": 1} if self.loads_late else {}),
-                **({} if self.moves_outputs or self.pass_name != "forward" else {"OUT_DELTA": 0})}
+                **({"BWD_LATE_LOADS": 1} if self.loads_late else {})}
 
     def tile_shape(self) -> ColumnTileShape:
         return ColumnTileShape(blocks=self.blocks_per_dir, rows_per_block=4 * self.units,
