@@ -1,7 +1,8 @@
 """v52: training (forward + backward, ms per call) with the forward's W_ih k-tiles in registers against the rule's
 training plans (none), alternated over rounds in one process (ab_modes.alternate_rounds; fresh prepared weights per
 mode and round, the training graphs replayed as the quick bench's fwd+bwd). ``--set v55``: the fp32 H=1024 B=4
-training forward with and without v55's repoll backoff (rules.poll_backoff_ns) instead.
+training forward with and without v55's repoll backoff (rules.poll_backoff_ns) instead; ``--set v58``: the fp32
+backwards that NVRTC spills by a few registers, backed off one column at a time against v57's 8.
 
     python benchmarks/ab_train_v52.py OUT_DIR [--rounds N] [--repeats N] [--set v52|v55]
 Writes OUT_DIR/ab_train_{set}.{json,md} and prints the table.
@@ -24,23 +25,27 @@ ROWS = [("float16", 1024, 16), ("bfloat16", 1024, 16), ("float16", 1024, 12), ("
         ("float16", 1024, 4), ("float16", 1024, 8)]
 MODES = {"training forward as the rule (none)": {}, "2 W_ih k-tiles in registers": {"INPUT_REG_K_TILES": 2}}
 SETS = {"v52": (ROWS, MODES),
-        "v55": ([("float32", 1024, 4)], {"the rule (repolls after 100 ns)": {}, "no backoff": {"POLL_BACKOFF_NS": 0}})}
+        "v55": ([("float32", 1024, 4)], {"the rule (repolls after 100 ns)": {}, "no backoff": {"POLL_BACKOFF_NS": 0}}),
+        "v58": ([("float32", 1024, 8), ("float32", 512, 16), ("float32", 768, 3)],
+                {"v58 (a near miss moves 1 column)": {}, "v57 (8 columns a retry)": {"FINE_BACKOFF_BYTES": 0}})}
 
 
 def measure_cell(cell, rounds: int, repeats: int, modes=MODES) -> dict:
     config, weights, x, h0, c0 = bp._problem(*cell, seed=cell[1] + cell[2])
 
     def measure():
-        plan = persistent._final(persistent.plans_for(config, True)["forward"])
         prepared = persistent.prepare(config, weights)
-        return {"train_ms": _train_ms(config, weights, x, h0, c0, prepared, repeats),
-                "reg_k_tiles": plan.input_reg_k_tiles}
+        train_ms = _train_ms(config, weights, x, h0, c0, prepared, repeats)
+        plans = {k: persistent._final(p) for k, p in persistent.plans_for(config, True).items() if k != "cluster"}
+        # the forward's W_ih register k-tiles (v52) / the backward's register tiles (v58), as built
+        return {"train_ms": train_ms, "reg_k_tiles": f"{getattr(plans['forward'], 'input_reg_k_tiles', 0)}/"
+                                                      f"{persistent._register_tiles(plans['backward'])}"}
     return ab_modes.alternate_rounds(modes, rounds, measure)
 
 
 def markdown(rows, modes=MODES) -> str:
     names = list(modes)
-    lines = ["| dtype | H | B | " + " | ".join(f"fwd+bwd ms, {m} (median; rounds; register k-tiles)" for m in names)
+    lines = ["| dtype | H | B | " + " | ".join(f"fwd+bwd ms, {m} (median; rounds; register tiles: forward W_ih / backward)" for m in names)
              + " |", "|---|---|---|" + "---|" * len(names)]
     for r in rows:
         cells = [f"{np.median(r[m]['train_ms']):.3f} ({', '.join(f'{v:.3f}' for v in r[m]['train_ms'])}; "

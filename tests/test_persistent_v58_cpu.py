@@ -78,3 +78,50 @@ def test_only_forwards_built_with_the_delta_are_handed_it(monkeypatch):
     # the launch path asks of the built plan (its GPU test: test_persistent_v58_gpu)
     assert "_moved_outputs(packed, training, fwd is not cluster and _moves_outputs(built))" in \
         inspect.getsource(persistent._forward_at_batch)
+
+
+def _fp32_b8_backward(monkeypatch):
+    monkeypatch.setattr(persistent, "_props", cap.h100_properties)
+    plan = persistent.plans_for(LSTMConfig(1024, 1024, 1, False, "float32", 8, 16), True)["backward"]
+    assert (plan.kind, plan.reg_cols) == ("grid", 78)
+    return plan
+
+
+def test_a_near_miss_moves_one_column(monkeypatch):
+    """A build with a few spilled registers gives up one register column a retry, a larger spill (or an unknown one)
+    REG_COL_BACKOFF."""
+    plan = _fp32_b8_backward(monkeypatch)
+    props = persistent._props()
+    assert persistent._fewer_register_tiles(plan, props, 8).reg_cols == 77
+    assert persistent._fewer_register_tiles(plan, props, persistent.FINE_BACKOFF_BYTES).reg_cols == 77
+    assert persistent._fewer_register_tiles(plan, props, persistent.FINE_BACKOFF_BYTES + 8).reg_cols == 70
+    assert persistent._fewer_register_tiles(plan, props).reg_cols == 70
+    monkeypatch.setattr(persistent, "FINE_BACKOFF_BYTES", 0)   # v57's back-off (the A/B's ablation)
+    assert persistent._fewer_register_tiles(plan, props, 8).reg_cols == 70
+
+
+def test_the_compile_loop_keeps_the_most_columns_that_build(monkeypatch):
+    """On a stand-in compiler that spills as NVRTC 13.0 does (tests/test_kernel_build_nvrtc.py's report: 78 columns
+    an 8-byte stack frame, 77 none), the build keeps 77."""
+    plan = _fp32_b8_backward(monkeypatch)
+    built = []
+
+    def module(p, cooperative=True):
+        built.append(p.reg_cols)
+        return SimpleNamespace(get_function=lambda name: SimpleNamespace(local_size_bytes=8 if p.reg_cols > 77 else 0))
+
+    monkeypatch.setattr(persistent, "_module", module)
+    final, _ = persistent._compile_without_spills(plan, "persistent_lstm_bwd", True)
+    assert built == [78, 77] and final.reg_cols == 77
+
+
+def test_the_back_off_is_a_flag_in_the_keys(monkeypatch):
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import ab_modes
+    mode = persistent._graph_mode("auto")
+    assert "FINE_BACKOFF_BYTES" in ab_modes.ENGINE_FLAGS
+    monkeypatch.setattr(persistent, "FINE_BACKOFF_BYTES", 0)
+    assert persistent._graph_mode("auto") != mode
+    assert "FINE_BACKOFF_BYTES" in inspect.getsource(persistent._remembered)

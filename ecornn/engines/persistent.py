@@ -85,6 +85,8 @@ device = "gpu"
 
 SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
 REG_COL_BACKOFF = 8  # register columns moved to shared memory per retry when a build spills
+FINE_BACKOFF_BYTES = 64  # v58: a build with at most this much local memory (a few spilled registers) moves one column
+                         # per retry instead: NVRTC's near misses (fp32 H=1024 B=8's backward kept 77 of 78, not 70)
 CLUSTER_DEFAULT = "auto"  # fp32 inference: "auto" takes the cluster kernel where it fits and rules.cluster_pays
                           # (v27); True: wherever it fits (v3); False: never (the grid kernel)
 POISON_OUTPUTS = False  # tests set True: outputs start as NaN, so an element no kernel wrote fails
@@ -760,9 +762,10 @@ def _register_tiles(plan) -> int:
     return plan.reg_k_tiles if plan.kind == "mma" else plan.reg_cols
 
 
-def _fewer_register_tiles(plan, props: dict):
-    """``plan`` after its build spilled: part of its register tile moved to shared memory, or
-    NotSupported when nothing is left to move or the remainder does not fit shared memory."""
+def _fewer_register_tiles(plan, props: dict, local_bytes: int | None = None):
+    """``plan`` after its build spilled (``local_bytes``: the build's local memory, if known): part of its register
+    tile moved to shared memory, or NotSupported when nothing is left to move or the remainder does not fit shared
+    memory."""
     what = f"{plan.kind} {plan.pass_name} kernel"
     if plan.kind == "rows":   # all its weights must be registers: the grid backward takes over
         raise NotSupported(name, f"{what} spills registers ({plan.describe()})")
@@ -775,7 +778,8 @@ def _fewer_register_tiles(plan, props: dict):
     if plan.kind == "mma":
         smaller = plan.with_reg_tiles(plan.reg_k_tiles - 1)
     else:
-        smaller = plan.with_reg_cols(max(0, plan.reg_cols - REG_COL_BACKOFF))
+        near_miss = local_bytes is not None and local_bytes <= FINE_BACKOFF_BYTES
+        smaller = plan.with_reg_cols(max(0, plan.reg_cols - (1 if near_miss else REG_COL_BACKOFF)))
     room = props["smem_per_block_optin"] - (capacity.MMA_STATIC_SMEM_BYTES if plan.kind == "mma" else 0)
     if smaller.smem_bytes > room and _moves_outputs(plan):   # v58: the output delta's registers before NotSupported
         return plan.without_moved_outputs()
@@ -821,7 +825,7 @@ def _compile_without_spills(plan, function: str, cooperative: bool):
         kern = _module(plan, cooperative).get_function(function)
         if kern.local_size_bytes == 0:
             break
-        plan = _fewer_register_tiles(plan, props)
+        plan = _fewer_register_tiles(plan, props, kern.local_size_bytes)
     kern.max_dynamic_shared_size_bytes = plan.smem_bytes
     return plan, kern
 
@@ -834,7 +838,7 @@ def _remembered(build):
     @functools.wraps(build)
     def cached(plan, device_id: int):
         key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS, CLUSTER_COOPERATIVE,
-               DIAG_IN_K_TILES_USED, DIAG_X_STAGE_EVERY, H0_WIDE_LOADS)
+               DIAG_IN_K_TILES_USED, DIAG_X_STAGE_EVERY, H0_WIDE_LOADS, FINE_BACKOFF_BYTES)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -1374,7 +1378,7 @@ def _graph_mode(variant) -> tuple:
             DIRECT_16BIT_INPUT, ONE_OUTPUT_BUFFER, REGISTER_MODEL, KERNEL_WRITES_16BIT, GRID_KERNEL_BIAS, X_PREFETCH,
             FAST_FP32_GATES, TAGGED_WITH_WAIT, CLUSTER_DEFAULT, AUTO_MAX_CLUSTER, BATCH_GROUPS, GROUP_BARRIERS,
             BACKWARD_16BIT_GRADS, BACKWARD_16BIT_DY, BWD_LATE_LOADS, DEINTERLEAVE_BY_MEMCPY,
-            XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, H0_WIDE_LOADS, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
+            XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, H0_WIDE_LOADS, FINE_BACKOFF_BYTES, SPLIT_READS_X, gpu_blas.UNSCALE_BY_FOURS,
             gpu_blas.SPLIT_BY_WARPS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
             LONG_REDUCTION_CHUNK, STEP_CLOCKS, DIAG_IN_K_TILES_USED, DIAG_X_STAGE_EVERY, POLL_BACKOFF_NS,
