@@ -27,7 +27,9 @@ MODES = {"training forward as the rule (none)": {}, "2 W_ih k-tiles in registers
 SETS = {"v52": (ROWS, MODES),
         "v55": ([("float32", 1024, 4)], {"the rule (repolls after 100 ns)": {}, "no backoff": {"POLL_BACKOFF_NS": 0}}),
         "v58": ([("float32", 1024, 8), ("float32", 512, 16), ("float32", 768, 3)],
-                {"v58 (a near miss moves 1 column)": {}, "v57 (8 columns a retry)": {"FINE_BACKOFF_BYTES": 0}})}
+                {"v58 (a near miss moves 1 column)": {}, "v57 (8 columns a retry)": {"FINE_BACKOFF_BYTES": 0}}),
+        "v58-groups": ([("float32", 512, 24)],   # 12 groups at 64 columns against v57's fallback to 6 groups
+                       {"v58 (a near miss moves 1 column)": {}, "v57 (8 columns a retry)": {"FINE_BACKOFF_BYTES": 0}})}
 
 
 def measure_cell(cell, rounds: int, repeats: int, modes=MODES) -> dict:

@@ -10,7 +10,7 @@ for stage in ${STAGES:-tests ab}; do
     tests) TEST_TIMEOUT=${TEST_TIMEOUT:-400} run_gpu_tests "$OUT/tests.log" ${FILES:-$REPO/tests/test_persistent_v58_gpu.py} ;;
     ab) (cd benchmarks && python3 ab_alternate.py "$OUT" ${AB:-bench_persistent_v58} --rounds ${ROUNDS:-4} \
           --name ${AB_NAME:-ab_alternate_v58} 2>&1 | grep -v "^{" | tail -20) ;;
-    train) (cd benchmarks && python3 ab_train_v52.py "$OUT" --set v58 --rounds ${ROUNDS:-4} 2>&1 | grep -v "^{" | tail -8) ;;
+    train) (cd benchmarks && python3 ab_train_v52.py "$OUT" --set ${TRAIN_SET:-v58} --rounds ${ROUNDS:-4} 2>&1 | grep -v "^{" | tail -8) ;;
     quick) python3 benchmarks/bench_persistent.py --out "$OUT" --quick 2>&1 | grep -v "^{" | tail -16 ;;
     san) SAN_TIMEOUT=${SAN_TIMEOUT:-300} run_sanitizers ${SAN_SCRIPT:-benchmarks/persistent_prologue_small_run.py} "$OUT/sanitizer.log" 300 ;;
     cache) save_cupy_cache "$OUT" ;;
