@@ -38,10 +38,12 @@ def measure_cell(cell, rounds: int, repeats: int, modes=MODES) -> dict:
     def measure():
         prepared = persistent.prepare(config, weights)
         train_ms = _train_ms(config, weights, x, h0, c0, prepared, repeats)
-        plans = {k: persistent._final(p) for k, p in persistent.plans_for(config, True).items() if k != "cluster"}
+        built = persistent._built_plans(persistent.run_config(config, True), True, "auto")   # after any fallback
+        plans = {k: persistent._final(p) for k, p in built.items() if k in ("forward", "backward")}
         # the forward's W_ih register k-tiles (v52) / the backward's register tiles (v58), as built
         return {"train_ms": train_ms, "reg_k_tiles": f"{getattr(plans['forward'], 'input_reg_k_tiles', 0)}/"
-                                                      f"{persistent._register_tiles(plans['backward'])}"}
+                                                      f"{persistent._register_tiles(plans['backward'])}"
+                                                      f" in {plans['backward'].batch_groups} groups"}
     return ab_modes.alternate_rounds(modes, rounds, measure)
 
 
