@@ -100,6 +100,16 @@ def test_a_near_miss_moves_one_column(monkeypatch):
     assert persistent._fewer_register_tiles(plan, props, 8).reg_cols == 70
 
 
+def test_a_near_miss_keeps_a_fallback_where_the_coarse_step_would_not_fit(monkeypatch):
+    """fp32 H=1536 B=3's FFMA forward: 22 columns would build, but 15 (the coarse step) do not fit shared memory, so
+    it stays NotSupported and "auto" runs the split (v43's fallback, 4.24 against the FFMA's 4.81 us/step)."""
+    monkeypatch.setattr(persistent, "_props", cap.h100_properties)
+    plan = persistent.plans_for(LSTMConfig(1536, 1536, 1, False, "float32", 3, 16), False)["forward"]
+    assert (plan.kind, plan.reg_cols) == ("grid", 23)
+    with pytest.raises(NotSupported, match="does not fit shared memory"):
+        persistent._fewer_register_tiles(plan, persistent._props(), 8)
+
+
 def test_the_compile_loop_keeps_the_most_columns_that_build(monkeypatch):
     """On a stand-in compiler that spills as NVRTC 13.0 does (tests/test_kernel_build_nvrtc.py's report: 78 columns
     an 8-byte stack frame, 77 none), the build keeps 77."""

@@ -85,8 +85,8 @@ device = "gpu"
 
 SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
 REG_COL_BACKOFF = 8  # register columns moved to shared memory per retry when a build spills
-FINE_BACKOFF_BYTES = 64  # v58: a build with at most this much local memory (a few spilled registers) moves one column
-                         # per retry instead: NVRTC's near misses (fp32 H=1024 B=8's backward kept 77 of 78, not 70)
+FINE_BACKOFF_BYTES = 64  # v58: a grid build with at most this much local memory (a few spilled registers) gives
+                         # up one column a retry where 8 would fit too (fp32 H=1024 B=8's backward: 77 of 78, not 70)
 CLUSTER_DEFAULT = "auto"  # fp32 inference: "auto" takes the cluster kernel where it fits and rules.cluster_pays
                           # (v27); True: wherever it fits (v3); False: never (the grid kernel)
 POISON_OUTPUTS = False  # tests set True: outputs start as NaN, so an element no kernel wrote fails
@@ -778,14 +778,18 @@ def _fewer_register_tiles(plan, props: dict, local_bytes: int | None = None):
     if plan.kind == "mma":
         smaller = plan.with_reg_tiles(plan.reg_k_tiles - 1)
     else:
-        near_miss = local_bytes is not None and local_bytes <= FINE_BACKOFF_BYTES
-        smaller = plan.with_reg_cols(max(0, plan.reg_cols - (1 if near_miss else REG_COL_BACKOFF)))
+        smaller = plan.with_reg_cols(max(0, plan.reg_cols - REG_COL_BACKOFF))
     room = props["smem_per_block_optin"] - (capacity.MMA_STATIC_SMEM_BYTES if plan.kind == "mma" else 0)
     if smaller.smem_bytes > room and _moves_outputs(plan):   # v58: the output delta's registers before NotSupported
         return plan.without_moved_outputs()
     if smaller.smem_bytes > room:
         raise NotSupported(name, f"{what}: the tile spills registers and the remainder does not fit "
                                  f"shared memory ({smaller.smem_bytes} > {room} B)")
+    if plan.kind == "grid" and local_bytes is not None and local_bytes <= FINE_BACKOFF_BYTES:
+        # v58: a near miss gives up one column, where the coarse step would also fit: a plan the coarse back-off
+        # gives up on keeps its fallback (fp32 H=1536 B=3's FFMA forward at 22 columns read 4.81 us/step against its
+        # split fallback's 4.24: results/persistent_v58 call 11)
+        return plan.with_reg_cols(plan.reg_cols - 1)
     return smaller
 
 
