@@ -127,8 +127,9 @@
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=5 -DK_TILES=5 -DREG_K_TILES=3 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DPOLL_SPIN_CYCLES=800 -DCLUSTER_K=2
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=4 -DK_TILES=1 -DREG_K_TILES=1 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DPOLL_SPIN_CYCLES=800 -DCLUSTER_K=4
 // v44 (GROUPS with CLUSTER_K): the fp32 split in 2 groups of 8 on clusters (rules.cluster_split_pays): H=1024 B=16 as
-// the engine builds it (2 of 4 register k-tiles), H=768 B=16; the fp16 forward in 2 groups of 8 on clusters with the
-// input projection in the kernel (forced: slower than v30's grouped plan).
+// the engine builds it (2 of 4 register k-tiles; v58: plain output stores, NVRTC spilled the delta), H=768 B=16; the
+// fp16 forward in 2 groups of 8 on clusters with the input projection in the kernel (forced: slower than v30's grouped
+// plan).
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=8 -DK_TILES=4 -DREG_K_TILES=2 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DPOLL_SPIN_CYCLES=800 -DGROUPS=2 -DCLUSTER_K=2 -DOUT_DELTA=0
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=6 -DK_TILES=3 -DREG_K_TILES=3 -DTAGGED=1 -DSPLIT=1 -DPOLL_DELAY_NS=400 -DPOLL_SPIN_CYCLES=800 -DGROUPS=2 -DCLUSTER_K=2
 // ecornn-check: -DPASS=0 -DBF16=0 -DBATCH=8 -DNWARPS=8 -DM_TILES=8 -DK_TILES=4 -DREG_K_TILES=4 -DTAGGED=1 -DIN_K_TILES=4 -DPOLL_DELAY_NS=400 -DPOLL_SPIN_CYCLES=800 -DGROUPS=2 -DCLUSTER_K=2
