@@ -115,3 +115,62 @@ def test_the_check_reads_a_spill():
     log = nvrtc_log(code, ["-std=c++17", f"-arch={ARCH}", "-Xptxas", "-v", "-maxrregcount=16"])
     spills = {fn: (int(s), int(l)) for fn, s, l in SPILL.findall(log)}
     assert spills.get("persistent_probe", (0, 0))[0] > 0, log
+
+
+# ---- the engine's back-off under NVRTC ----
+# The quick bench's headline cells (benchmarks/bench_persistent.py) and v44's B=16, inference and training: every pass
+# as the engine builds it on the device (persistent._compile_without_spills, H200 properties), NVRTC standing in for
+# CuPy. A plan that backs off where it did not is a slower kernel that no nvcc check and no GPU test shows.
+HEADLINE_CELLS = [("float32", 256, 1), ("float32", 512, 4), ("float32", 1024, 4), ("float32", 1024, 8),
+                  ("float32", 512, 1), ("float32", 512, 8), ("float32", 1024, 1), ("float16", 1024, 8),
+                  ("float16", 1024, 16), ("bfloat16", 1024, 4), ("bfloat16", 2048, 4), ("float32", 1024, 16)]
+# (dtype, hidden, batch, training, pass) -> what its build keeps (NVRTC 13.0): the known back-offs
+KNOWN_BACKOFFS = {("float32", 1024, 16, False, "forward"): ("reg_k_tiles", 2, "moves_outputs", False),
+                  ("float32", 1024, 8, True, "backward"): ("reg_cols", 77)}
+
+
+def _stack_bytes(log: str, function: str) -> int:
+    found = re.search(rf"Function properties for {function}\n[^\n]*?(\d+) bytes stack frame", log)
+    assert found, log[-2000:]
+    return int(found.group(1))
+
+
+def _nvrtc_module(plan, cooperative=True):
+    """A stand-in for persistent._module: the build's local memory as NVRTC reports it (its stack frame)."""
+    from types import SimpleNamespace
+
+    from ecornn.engines import persistent
+    defines = {**plan.defines(), **persistent._flag_defines()}
+    log = nvrtc_log(source(plan.kernel_file), ["-std=c++17", f"-arch={ARCH}", "-Xptxas", "-v",
+                                               *(f"-I{d}" for d in cuda_include_dirs()),
+                                               *(f"-D{k}={v}" for k, v in defines.items())])
+    return SimpleNamespace(get_function=lambda name: SimpleNamespace(local_size_bytes=_stack_bytes(log, name)))
+
+
+@pytest.mark.kernel_build
+@needs_nvrtc
+@pytest.mark.parametrize("training", [False, True], ids=["inference", "training"])
+@pytest.mark.parametrize("dtype, hidden, batch", HEADLINE_CELLS)
+def test_the_headline_plans_build_as_planned_under_nvrtc(monkeypatch, dtype, hidden, batch, training):
+    from ecornn import LSTMConfig
+    from ecornn.devices import KNOWN
+    from ecornn.engines import persistent
+    if training and (dtype, hidden, batch) == ("float32", 1024, 16):
+        pytest.skip("v44's B=16 is an inference cell")
+    monkeypatch.setattr(persistent, "_props", lambda: dict(KNOWN["h200"].as_dict()))
+    monkeypatch.setattr(persistent, "_module", _nvrtc_module)
+    plans = persistent.plans_for(LSTMConfig(hidden, hidden, 1, False, dtype, batch, 256), training)
+    built = 0
+    for pass_name, plan in plans.items():
+        if plan.kind not in ("grid", "mma", "rows"):
+            continue
+        function = "persistent_lstm_fwd" if plan.pass_name == "forward" else "persistent_lstm_bwd"
+        final, _ = persistent._compile_without_spills(plan, function, True)
+        known = KNOWN_BACKOFFS.get((dtype, hidden, batch, training, pass_name))
+        if known is None:
+            assert final == plan, f"{pass_name} backed off:\n  asked {plan.describe()}\n  built {final.describe()}"
+        else:
+            kept = {known[k]: known[k + 1] for k in range(0, len(known), 2)}
+            assert {k: getattr(final, k) for k in kept} == kept, final.describe()
+        built += 1
+    assert built, plans
