@@ -147,8 +147,7 @@ def whole_forward_us(config, weights, x, h0, c0, prepared, repeats) -> float:
 def time_mode(config, weights, x, h0, c0, repeats, train=True) -> dict:
     """The current flags' forward plan, kernel µs/step, whole forward µs/step (fresh prepared weights,
     so the graphs are this mode's) and, with ``train``, fwd+bwd ms."""
-    built = persistent._built_plans(persistent.run_config(config, train), train, "auto")   # v58: after any fallback
-    plan = persistent._final(built["forward"])
+    plan = persistent._final(persistent.built_plans(config, train)["forward"])   # v58: after any fallback
     prepared = persistent.prepare(config, weights)
     out = {"plan": plan.describe(), "tagged": bool(getattr(plan, "tagged", False)),
            "kernel_us": _median_ms(kernel_launcher(config, prepared, x, h0, c0, plan), repeats) * 1e3 / STEPS}

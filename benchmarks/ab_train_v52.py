@@ -38,7 +38,7 @@ def measure_cell(cell, rounds: int, repeats: int, modes=MODES) -> dict:
     def measure():
         prepared = persistent.prepare(config, weights)
         train_ms = _train_ms(config, weights, x, h0, c0, prepared, repeats)
-        built = persistent._built_plans(persistent.run_config(config, True), True, "auto")   # after any fallback
+        built = persistent.built_plans(config, True)   # after any fallback
         plans = {k: persistent._final(p) for k, p in built.items() if k in ("forward", "backward")}
         # the forward's W_ih register k-tiles (v52) / the backward's register tiles (v58), as built
         return {"train_ms": train_ms, "reg_k_tiles": f"{getattr(plans['forward'], 'input_reg_k_tiles', 0)}/"

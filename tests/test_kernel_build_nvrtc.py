@@ -78,6 +78,13 @@ def nvrtc_log(code: str, options: list) -> str:
     return text
 
 
+def kernel_build_log(name: str, defines) -> str:
+    """NVRTC's log of kernels/``name`` with ``defines`` (-DNAME=V strings) as the engine builds it: CuPy 14's options,
+    ours and -arch=sm_XX (a cubin); no -rdc, cooperative groups or not."""
+    return nvrtc_log(source(name), ["-std=c++17", f"-arch={ARCH}", "-Xptxas", "-v",
+                                    *(f"-I{d}" for d in cuda_include_dirs()), *defines])
+
+
 def persistent_variants():
     for path in sources():
         text = path.read_text()
@@ -95,10 +102,7 @@ needs_nvrtc = pytest.mark.skipif(nvrtc_library_dir() is None or not cuda_include
 @needs_nvrtc
 @pytest.mark.parametrize("name, defines", list(persistent_variants()))
 def test_persistent_kernel_builds_without_spills_under_nvrtc(name, defines):
-    # CuPy 14's NVRTC options: ours, -arch=sm_XX (a cubin); no -rdc, cooperative groups or not
-    options = ["-std=c++17", f"-arch={ARCH}", "-Xptxas", "-v",
-               *(f"-I{d}" for d in cuda_include_dirs()), *defines]
-    log = nvrtc_log(source(name), options)
+    log = kernel_build_log(name, defines)
     spills = {fn: (int(s), int(l)) for fn, s, l in SPILL.findall(log)}
     kernels = [fn for fn in spills if fn.startswith("persistent_")]
     assert kernels, f"no persistent kernel in NVRTC's report ({defines}):\n{log[-2000:]}"
@@ -141,9 +145,7 @@ def _nvrtc_module(plan, cooperative=True):
 
     from ecornn.engines import persistent
     defines = {**plan.defines(), **persistent._flag_defines()}
-    log = nvrtc_log(source(plan.kernel_file), ["-std=c++17", f"-arch={ARCH}", "-Xptxas", "-v",
-                                               *(f"-I{d}" for d in cuda_include_dirs()),
-                                               *(f"-D{k}={v}" for k, v in defines.items())])
+    log = kernel_build_log(plan.kernel_file, [f"-D{k}={v}" for k, v in defines.items()])
     return SimpleNamespace(get_function=lambda name: SimpleNamespace(local_size_bytes=_stack_bytes(log, name)))
 
 

@@ -82,8 +82,7 @@ def _moves_outputs(config, entry) -> bool:
     was built with the output delta."""
     if entry.kind != "mma" or persistent.run_config(config).batch != config.batch:
         return False
-    built = persistent._built_plans(persistent.run_config(config, False), False, "auto")["forward"]
-    return persistent._moves_outputs(persistent._final(built))
+    return persistent._moves_outputs(persistent._final(persistent.built_plans(config)["forward"]))
 
 
 def test_forwards_whose_kernels_do_not_write_the_outputs_copy_them(rng, monkeypatch):

@@ -3,6 +3,8 @@ is built once more with plain output stores (OUT_DELTA=0) before NotSupported, a
 outputs out instead of handing the kernel the delta (v44's fp32 H=1024 B=16 on clusters: NVRTC spilled the delta's
 registers, and the forward fell back to the unclustered groups)."""
 import inspect
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -11,6 +13,9 @@ from ecornn import LSTMConfig
 from ecornn.engines import NotSupported, persistent
 from ecornn.engines import persistent_capacity as cap
 from ecornn.kernels import sources
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import ab_modes  # noqa: E402
 
 V44 = LSTMConfig(1024, 1024, 1, False, "float32", 16, 16)
 
@@ -76,7 +81,7 @@ def test_only_forwards_built_with_the_delta_are_handed_it(monkeypatch):
     grid = persistent.plans_for(LSTMConfig(256, 256, 1, False, "float32", 1, 16), False)["forward"]
     assert grid.kind != "mma" and not persistent._moves_outputs(grid)
     # the launch path asks of the built plan (its GPU test: test_persistent_v58_gpu)
-    assert "_moved_outputs(packed, training, fwd is not cluster and _moves_outputs(built))" in \
+    assert "_moved_outputs(packed, training, _moves_outputs(built))" in \
         inspect.getsource(persistent._forward_at_batch)
 
 
@@ -126,10 +131,6 @@ def test_the_compile_loop_keeps_the_most_columns_that_build(monkeypatch):
 
 
 def test_the_back_off_is_a_flag_in_the_keys(monkeypatch):
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import ab_modes
     mode = persistent._graph_mode("auto")
     assert "FINE_BACKOFF_BYTES" in ab_modes.ENGINE_FLAGS
     monkeypatch.setattr(persistent, "FINE_BACKOFF_BYTES", 0)

@@ -4,15 +4,13 @@ the forward had fallen back to the unclustered groups), so its replays copy thei
 tensor-core forwards keep the delta (v56). And the fp32 kernels NVRTC spills by a few registers give up one register
 column per retry, not 8 (FINE_BACKOFF_BYTES): they build with the most columns that fit, and train or infer within
 1e-5 of float64."""
-import numpy as np
 import pytest
 
-from ecornn import LSTMConfig, lstm_forward
+from ecornn import LSTMConfig
 from ecornn.engines import persistent
 from tests.test_persistent_v5_gpu import _gpu_inputs
 from tests.test_persistent_v17_gpu import _prepared
-from tests.helpers import random_problem, rel_err
-from tests.test_persistent_gpu import FP32_TOL, _as64, _compare
+from tests.test_persistent_gpu import FP32_TOL, _assert_graph_replays_match_float64, _compare
 from tests.test_persistent_v20_gpu import _entry, assert_replays_fetched_their_own
 
 pytestmark = pytest.mark.gpu
@@ -21,7 +19,7 @@ CLUSTERED_GROUPS = LSTMConfig(1024, 1024, 1, False, "float32", 16, 20)
 
 
 def _built_forward(config):
-    return persistent._final(persistent._built_plans(persistent.run_config(config, False), False, "auto")["forward"])
+    return persistent._final(persistent.built_plans(config)["forward"])
 
 
 def test_the_clustered_groups_build_with_plain_stores():
@@ -60,17 +58,12 @@ NEAR_MISSES = [(1024, 8, True, "backward", 77), (512, 16, True, "backward", 36),
 @pytest.mark.parametrize("hidden, batch, training, pass_name, columns", NEAR_MISSES)
 def test_near_misses_keep_the_most_register_columns(rng, hidden, batch, training, pass_name, columns):
     config = LSTMConfig(hidden, hidden, 1, False, "float32", batch, 7)
-    asked = persistent._built_plans(persistent.run_config(config, training), training, "auto")[pass_name]
+    asked = persistent.built_plans(config, training)[pass_name]
     plan = persistent._final(asked)
     report = persistent.kernel_report(plan)
     assert (plan.kind, plan.reg_cols, report["local_bytes"]) == ("grid", columns, 0), (asked.reg_cols, plan.describe())
     assert asked.reg_cols - 8 < columns < asked.reg_cols
     if training:
         _compare(rng, config, FP32_TOL)
-        return
-    weights, x, h0, c0 = random_problem(rng, config)
-    got = lstm_forward(x, weights, h0, c0, strategy="persistent")
-    f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
-    want = lstm_forward(f64(x), _as64(weights), f64(h0), f64(c0), strategy="reference")
-    for name, g, w in zip(("y", "hT", "cT"), (got.y, got.h, got.c), (want.y, want.h, want.c)):
-        assert rel_err(g, w) <= FP32_TOL, name
+    else:
+        _assert_graph_replays_match_float64(rng, config, "grid")

@@ -263,17 +263,22 @@ def check(config, training: bool = False) -> None:
     _plans(run_config(config, training), training=training)
 
 
+def built_plans(config, training: bool = False) -> dict:
+    """The plans an "auto" call runs on this device after _built_plans' fallbacks (each still as asked: ``_final``
+    gives its spill back-off's), or NotSupported. Compiles, cached."""
+    return _built_plans(run_config(config, training), training, "auto")
+
+
 def check_built(config, training: bool = False) -> None:
     """check, and that the call's kernels (or a fallback's: _built_plans) compile and co-reside on this device;
     NotSupported otherwise. Compiles, cached (the planner's check of a persistent choice, v43)."""
-    _built_plans(run_config(config, training), training, "auto")
+    built_plans(config, training)
 
 
 def runs_tensor_cores(config, training: bool = False) -> bool:
     """Whether "auto" runs this call on the tensor-core kernel after compiling it (False where the
     mma plans do not build on this device and the grid kernel takes over). Compiles, cached."""
-    plans = _built_plans(run_config(config, training), training, "auto")
-    return plans["forward"].kind == "mma"
+    return built_plans(config, training)["forward"].kind == "mma"
 
 
 def _check_dtype(config) -> None:
@@ -1497,7 +1502,7 @@ def _forward_at_batch(config, x, weights, h0, c0, *, training=False, dropout=0.0
     reserve = PersistentReserve(config, plans, prep, h0, c0)
     drawn = (steps, caller_batch or batch, dirs * hidden)   # dropout masks: the caller's columns, as unpadded
     packed, (y_last, h_final, c_final) = _output_views(config, out_dtype)
-    moved = _moved_outputs(packed, training, fwd is not cluster and _moves_outputs(built))
+    moved = _moved_outputs(packed, training, _moves_outputs(built))
     for layer in range(config.num_layers):
         s0 = slot(layer, 0, dirs)
         layer_in_16bit = _storage16(layer_in, x16_dtype) if x16_dtype else None
