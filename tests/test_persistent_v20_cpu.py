@@ -26,6 +26,9 @@ class _Array:
     def reshape(self, shape):
         return self
 
+    def view(self, dtype):   # v59: the ring fills the buffers of inputs read by reference with 0xff bytes
+        return SimpleNamespace(fill=lambda value: setattr(self, "filled", (np.dtype(dtype), value)))
+
 
 class _Device:
     """fetch_slot's side of the protocol, run when the emulated GPU gets to a launch."""
@@ -57,7 +60,7 @@ def ring(monkeypatch):
     def empty(shape, dtype):
         copies.append(_Array(10_000 + len(copies), shape, dtype))
         return copies[-1]
-    fake_cp = SimpleNamespace(cuda=cuda, zeros=np.zeros, uint64=np.uint64, int64=np.int64, empty=empty,
+    fake_cp = SimpleNamespace(cuda=cuda, zeros=np.zeros, uint64=np.uint64, int64=np.int64, uint8=np.uint8, empty=empty,
                               copyto=lambda dst, src, casting: None, asarray=lambda a: a)
     monkeypatch.setattr(ring_module, "_cp", lambda: fake_cp)
     monkeypatch.setattr(ring_module, "_fetch_kernels_for", lambda device: None)

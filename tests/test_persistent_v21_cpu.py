@@ -111,7 +111,7 @@ def test_a_capture_whose_forward_ignores_the_reference_fails(monkeypatch):
         def __init__(self, takes):
             self.takes, self.current = takes, object()
 
-        def capture_fetch(self):
+        def capture_fetch(self, branch=None):
             log.append("fetch")
 
         def reference(self, array, index):

@@ -976,8 +976,10 @@ def _launch(plan, args_before_dir: tuple, directions: int, bias=None, input_tile
     final, kern = _kernel(plan, cp.cuda.Device().id)
     shape = final.exchange_shape(directions)
     words = int(np.prod(shape))
-    zeroed = cp.zeros(words + 32 * shape[0], cp.uint32)   # barrier words, each on a 128-byte line of its own
-                                                          # (v30: one per direction and batch group)
+    with persistent_graph.on_front_branch():   # v59: in a capture, beside the projection (FrontBranch)
+        zeroed = cp.zeros(words + 32 * shape[0], cp.uint32)   # barrier words, each on a 128-byte line of its own
+                                                              # (v30: one per direction and batch group)
+    persistent_graph.join_front_branch()   # the kernel reads h0, c0 and the zeroed words
     tail = (zeroed[:words].reshape(shape),)
     if final.kind == "mma" and final.pass_name == "forward":
         tail += (bias, input_tiles if input_tiles is not None else _null(), np.int32(input_size), zeroed[words:],
@@ -1081,6 +1083,7 @@ def cluster_kernel_report(plan) -> dict:
 
 def _launch_cluster(plan, args: tuple):
     final, kern = _cluster_kernel(plan, _device_id())
+    persistent_graph.join_front_branch()   # v59: the kernel reads h0 and c0
     kern((final.grid,), (final.threads,), args, shared_mem=final.smem_bytes)
 
 
@@ -1457,6 +1460,7 @@ def _forward_eager(config, x, weights, h0, c0, *, training=False, dropout=0.0, r
         return _forward_at_batch(config, x, weights, h0, c0, training=training, dropout=dropout, rng=rng,
                                  prepared=prepared, variant=variant, cast=cast)
     x_at = persistent_graph.input_reference(x) if PAD_READS_X and batch_pad.kernel_pads(x) else None
+    persistent_graph.join_front_branch()   # v59: the padding reads h0 and c0
     x, h0, c0 = batch_pad.pad_inputs((x, h0, c0), wide.batch, x_at=x_at)
     y, hT, cT, reserve = _forward_at_batch(wide, x, weights, h0, c0, training=training, dropout=dropout, rng=rng,
                                            prepared=prepared, variant=variant, cast=cast, caller_batch=config.batch)
@@ -1498,7 +1502,7 @@ def _forward_at_batch(config, x, weights, h0, c0, *, training=False, dropout=0.0
     out_dtype = x.dtype if out16 else np.float32
     # v23: h0 and c0 read by the kernel as they are (inference: the backward reads c0 as fp32)
     states16 = out16 and not training and h0.dtype == x.dtype and c0.dtype == x.dtype
-    h0, c0 = (_cp().ascontiguousarray(a) if states16 else _f32(a) for a in (h0, c0))
+    h0, c0 = _states_for_kernels(h0, c0, states16)
     reserve = PersistentReserve(config, plans, prep, h0, c0)
     drawn = (steps, caller_batch or batch, dirs * hidden)   # dropout masks: the caller's columns, as unpadded
     packed, (y_last, h_final, c_final) = _output_views(config, out_dtype)
@@ -1668,7 +1672,20 @@ def split_h0(h0, preps, projection_in_kernel: bool):
     """The split forward's h0 argument: h0 (v34, H0_IN_PRODUCT: the kernel scales it into its product), or
     W_hh h0 computed here in strict fp32 (fp16 halves hold h0 only scaled: it is unbounded), as with v29's
     in-kernel projection, whose step-0 product starts from the input product."""
-    return h0 if H0_IN_PRODUCT and not projection_in_kernel else _initial_recurrence(h0, preps)
+    if H0_IN_PRODUCT and not projection_in_kernel:
+        return h0
+    persistent_graph.join_front_branch()   # v59: the product reads h0
+    return _initial_recurrence(h0, preps)
+
+
+def _states_for_kernels(h0, c0, states16: bool) -> tuple:
+    """h0 and c0 as the forward kernels read them: C-ordered, in x's 16-bit dtype (``states16``) or fp32. v59: where
+    that takes a cast or copy, which reads them now, a capture's front branch (their copy) is joined first."""
+    def ready(a):
+        return a.flags.c_contiguous and (states16 or a.dtype == np.float32)
+    if not (ready(h0) and ready(c0)):
+        persistent_graph.join_front_branch()
+    return tuple(_cp().ascontiguousarray(a) if states16 else _f32(a) for a in (h0, c0))
 
 
 def _initial_recurrence(h0, preps):

@@ -29,6 +29,7 @@ capture cooperative launches), the configuration stays eager, and the reason is 
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from collections import OrderedDict
@@ -64,6 +65,10 @@ OUTPUTS_IN_PLACE = True     # v56 (with a ring): where the captured forward kern
                             # hands them the caller's new output buffer through the ring, and copies nothing out
                             # (persistent_mma.cu's output_delta); False: the graph's outputs copied out (the ablation)
 _last_replay: dict = {}     # device -> (stream ptr, event recorded after the last replay's work)
+FRONT_BRANCH = True         # v59: an inference capture's copy of h0 and c0 and its first kernel's exchange memset on a
+                            # side branch beside the input projection (FrontBranch); False: all in line (the ablation)
+_front: list = []           # the FrontBranch of the capture in progress
+_side_streams: dict = {}    # device -> the side stream of every capture's front branch
 
 
 @dataclass
@@ -177,7 +182,7 @@ def _cp():
 
 def _key(config, mode, x, h0, c0) -> tuple:
     return (config.key(), mode, CAPTURE_INPUT_CASTS, CAPTURE_OUTPUT_CASTS, INPUTS_BY_REFERENCE, KERNEL_READS_X,
-            OUTPUTS_IN_PLACE, _cp().cuda.runtime.getDevice(), x.dtype, h0.dtype, c0.dtype)
+            OUTPUTS_IN_PLACE, FRONT_BRANCH, _cp().cuda.runtime.getDevice(), x.dtype, h0.dtype, c0.dtype)
 
 
 def _graphs(prepared) -> OrderedDict:
@@ -433,7 +438,7 @@ def capture(prepared, config, mode, x, h0, c0, run_eager, x_by_reference: bool =
                 inputs = tuple(cp.empty(a.shape, a.dtype if CAPTURE_INPUT_CASTS else cp.float32) for a in (x, h0, c0))
                 by_reference = (x_by_reference and KERNEL_READS_X and CAPTURE_INPUT_CASTS, False, False)
                 ring = ring_module.InputRing(inputs, by_reference=by_reference) if use_input_ring() else None
-                graph, (*outputs, kind) = captured(stream, run_eager, *inputs, ring=ring)
+                graph, (*outputs, kind) = captured(stream, run_eager, *inputs, ring=ring, front_branch=FRONT_BRANCH)
         except Exception as exc:  # noqa: BLE001 - recorded; the call path stays eager
             capture_errors[key] = f"{type(exc).__name__}: {exc}"
             return
@@ -450,26 +455,83 @@ def use_input_ring() -> bool:
     return INPUTS_BY_REFERENCE and ring_module.host_orders_stores()
 
 
-def captured(stream, run, *args, ring=None):
+def captured(stream, run, *args, ring=None, front_branch: bool = False):
     """``(graph, run(*args))`` with run's work captured on ``stream`` (not executed), after the
-    ``ring``'s fetch of the inputs where one is given (v20)."""
+    ``ring``'s fetch of the inputs where one is given (v20). ``front_branch`` (v59, inference captures): the copy of
+    h0 and c0 and the first exchange memset go on a FrontBranch, joined before their first reader."""
+    branch = FrontBranch(stream, _side_stream()) if front_branch else None   # its events made outside the capture
     with stream:
         stream.begin_capture()
         try:
             if ring is not None:
-                ring.capture_fetch()
+                ring.capture_fetch(branch)
                 _capturing.append(ring)
+            elif branch is not None:
+                branch.fork()
+            if branch is not None:
+                _front.append(branch)
             try:
                 result = run(*args)
             finally:
                 if ring is not None:
                     _capturing.remove(ring)
+                if branch is not None:
+                    _front.remove(branch)
+                    branch.join()   # a capture must end with every branch joined
             if ring is not None:
                 ring.check_references()
         except Exception:
             _abandon(stream)
             raise
         return stream.end_capture(), result
+
+
+class FrontBranch:
+    """v59: a side branch of an inference capture, forked after the ring's fetch. Before v59 the graph ran fetch, the
+    copy of h0 and c0, the x split, the projection GEMM, the exchange memset and the kernel in one line; the copy and
+    the memset (~2.4 and ~1.2 µs) only feed the kernel, so they run here, beside the x split and the GEMM. The engine
+    joins the branch before the first node that reads h0, c0 or the zeroed buffer (join_front_branch): the first
+    kernel launch, or a cast, pad or product of h0 and c0 ahead of it."""
+
+    def __init__(self, main, side):
+        cp = _cp()
+        self.main, self.side, self.open = main, side, False
+        self._fork, self._join = cp.cuda.Event(disable_timing=True), cp.cuda.Event(disable_timing=True)
+
+    def fork(self) -> None:
+        """Start the branch at the main stream's current point (work issued there from now on runs beside it)."""
+        self._fork.record(self.main)
+        self.side.wait_event(self._fork)
+        self.open = True
+
+    def join(self) -> None:
+        """Order the main stream after the branch's work (once; later calls do nothing)."""
+        if self.open:
+            self.open = False
+            self._join.record(self.side)
+            self.main.wait_event(self._join)
+
+
+def _side_stream():
+    """The side stream of the capture stream of this device (one per device, as _graph_stream)."""
+    cp = _cp()
+    device = cp.cuda.Device().id
+    if device not in _side_streams:
+        _side_streams[device] = cp.cuda.Stream(non_blocking=True)
+    return _side_streams[device]
+
+
+def on_front_branch():
+    """A context that issues work on the open front branch of the capture in progress (v59), else where it is."""
+    branch = _front[-1] if _front else None
+    return branch.side if branch is not None and branch.open else contextlib.nullcontext()
+
+
+def join_front_branch() -> None:
+    """Join the open front branch of the capture in progress (v59) into its main stream; nothing otherwise. Called
+    before anything reads h0, c0 (the branch copies them) or an exchange buffer zeroed there."""
+    if _front:
+        _front[-1].join()
 
 
 def input_reference(array, index: int = 0):

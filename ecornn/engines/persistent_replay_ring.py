@@ -96,25 +96,50 @@ class InputRing:
         self.state = cp.zeros(1, cp.uint64)               # device: the fetch count
         self.current = cp.zeros(5, cp.int64)   # device: this launch's x, h0, c0, whether its tag matched, output delta
         self.output_buffer = None   # v56: (address, bytes) of the packed outputs the capture's kernels move (output_reference)
+        self._fill_referenced_with_nan()
         cp.cuda.get_current_stream().synchronize()       # zeroed before any stream's first launch
         self.last_sources = tuple(data_address(b) for b in self.buffers)
         _fetch_kernels_for(cp.cuda.runtime.getDevice())  # compiled now: never inside the capture
 
-    def capture_fetch(self) -> None:
+    def capture_fetch(self, branch=None) -> None:
         """Issue the fetch kernels on the current stream (called at the start of a capture): one warp
-        reads the slot (host memory, read once), then the copies read device memory only."""
+        reads the slot (host memory, read once), then the copies read device memory only. v59, ``branch``
+        (persistent_graph.FrontBranch): the copy of h0 and c0 goes on the branch, forked after the fetch; x's copy, where
+        it has one, stays in line (the projection reads it next); an input read by reference gets no copy node (its
+        buffer holds NaN from the ring's making: _fill_referenced_with_nan)."""
         cp = _cp()
         fetch_slot, copy_current = _fetch_kernels_for(cp.cuda.runtime.getDevice())
         fetch_slot((1,), (32,), (np.uint64(self.host.device_ptr), self.state,
                                  np.uint64(self.host.device_ptr + 8 * SLOT_WORDS * self.slots), np.int32(self.slots),
                                  np.int32(SLOT_WORDS), self.current))
-        sizes = [np.int64(b.nbytes) for b in self.buffers]
-        words = max(int(n) for n in sizes) // 16 + 1
+        sizes = [int(b.nbytes) for b in self.buffers]
+        if branch is None:   # v20's single copy node: by-reference inputs only NaN-filled after a wrong tag
+            mask = sum(1 << k for k, b in enumerate(self.by_reference) if b)
+            self._copy(copy_current, mask, sizes)
+            return
+        branch.fork()
+        copied = [0 if by_ref else n for n, by_ref in zip(sizes, self.by_reference)]
+        if copied[0]:
+            self._copy(copy_current, 0, [copied[0], 0, 0])
+        if any(copied[1:]):
+            with branch.side:
+                self._copy(copy_current, 0, [0] + copied[1:])
+
+    def _copy(self, copy_current, by_reference_mask: int, sizes) -> None:
+        """One copy_current node over the buffers, ``sizes`` bytes of each (0: that buffer untouched)."""
+        words = max(sizes) // 16 + 1
         blocks = max(1, min(-(-words // FETCH_THREADS), FETCH_MAX_BLOCKS))
-        args = [self.current, np.int32(sum(1 << k for k, b in enumerate(self.by_reference) if b))]
+        args = [self.current, np.int32(by_reference_mask)]
         for buffer, size in zip(self.buffers, sizes):
-            args += [buffer, size]
+            args += [buffer, np.int64(size)]
         copy_current((blocks,), (FETCH_THREADS,), tuple(args))
+
+    def _fill_referenced_with_nan(self) -> None:
+        """v59: the buffers of inputs read by reference hold NaN (0xff bytes in fp32, fp16, bf16) for good: a kernel
+        reads them only after a wrong tag, and nothing else writes them (v20's copy node filled them then)."""
+        for buffer, by_ref in zip(self.buffers, self.by_reference):
+            if by_ref:
+                buffer.view(_cp().uint8).fill(0xff)
 
     def publish(self, inputs, wait_for_fetches, output_delta: int = 0) -> list:
         """Fill the next slot with ``inputs``' addresses (converted copies where an input is not a
