@@ -66,7 +66,8 @@ OUTPUTS_IN_PLACE = True     # v56 (with a ring): where the captured forward kern
                             # (persistent_mma.cu's output_delta); False: the graph's outputs copied out (the ablation)
 _last_replay: dict = {}     # device -> (stream ptr, event recorded after the last replay's work)
 FRONT_BRANCH = True         # v59: an inference capture's copy of h0 and c0 and its first kernel's exchange memset on a
-                            # side branch beside the input projection (FrontBranch); False: all in line (the ablation)
+                            # side branch beside the input projection (FrontBranch); "in line": the same nodes in one
+                            # line (a diagnostic); False: v58's graph (the ablation)
 _front: list = []           # the FrontBranch of the capture in progress
 _side_streams: dict = {}    # device -> the side stream of every capture's front branch
 
@@ -459,7 +460,9 @@ def captured(stream, run, *args, ring=None, front_branch: bool = False):
     """``(graph, run(*args))`` with run's work captured on ``stream`` (not executed), after the
     ``ring``'s fetch of the inputs where one is given (v20). ``front_branch`` (v59, inference captures): the copy of
     h0 and c0 and the first exchange memset go on a FrontBranch, joined before their first reader."""
-    branch = FrontBranch(stream, _side_stream()) if front_branch else None   # its events made outside the capture
+    branch = None   # its events made outside the capture
+    if front_branch:
+        branch = FrontBranch(stream, stream if front_branch == "in line" else _side_stream())
     with stream:
         stream.begin_capture()
         try:
@@ -500,6 +503,8 @@ class FrontBranch:
 
     def fork(self) -> None:
         """Start the branch at the main stream's current point (work issued there from now on runs beside it)."""
+        if self.side is self.main:   # "in line": the branch's nodes in the main line
+            return
         self._fork.record(self.main)
         self.side.wait_event(self._fork)
         self.open = True
