@@ -215,3 +215,15 @@ def test_the_flag_is_in_the_graph_key_and_the_ab_flags(monkeypatch):
     on = persistent_graph._key(config, (), a, a, a)
     monkeypatch.setattr(persistent_graph, "FRONT_BRANCH", False)
     assert persistent_graph._key(config, (), a, a, a) != on
+
+
+@pytest.mark.parametrize("in_kernel", [True, False])
+def test_the_branch_is_asked_for_where_a_projection_precedes_the_kernel(monkeypatch, in_kernel):
+    asked = []
+    monkeypatch.setattr(persistent, "kernel_reads_x", lambda config, x, variant: in_kernel)
+    monkeypatch.setattr(persistent, "_forward_eager", lambda *a, **k: ("y", "h", "c", None))
+    monkeypatch.setattr(persistent_graph, "replay", lambda *a: None)
+    monkeypatch.setattr(persistent_graph, "capture", lambda *a, **k: asked.append(k))
+    config = LSTMConfig(8, 8, 1, False, "float32", 2, 3)
+    persistent.forward(config, np.zeros(config.input_shape, np.float32), None, None, None)
+    assert asked[0]["front_branch"] is not in_kernel

@@ -416,12 +416,14 @@ def _copy_in(dst, src, stream) -> None:
         cp.copyto(dst, src, casting="unsafe")
 
 
-def capture(prepared, config, mode, x, h0, c0, run_eager, x_by_reference: bool = False) -> None:
+def capture(prepared, config, mode, x, h0, c0, run_eager, x_by_reference: bool = False,
+            front_branch: bool = True) -> None:
     """Capture ``run_eager(x, h0, c0) -> (output, hT, cT, kind)`` (inputs in the caller's dtypes,
     outputs in the caller's dtype or fp32: CAPTURE_OUTPUT_CASTS) into a graph
     (called after an eager call of the same configuration: modules are compiled, cuBLAS warm).
     ``x_by_reference``: the kernel (v21) or layer 0's x split (v35) is x's only reader and takes it through
-    input_reference.
+    input_reference. ``front_branch`` (v59): the forward has work ahead of its first kernel for a FrontBranch to run
+    beside (its input projection; not an in-kernel one).
     Nothing runs now; a failure leaves the configuration eager."""
     if not _wanted(prepared, x):
         return
@@ -439,7 +441,8 @@ def capture(prepared, config, mode, x, h0, c0, run_eager, x_by_reference: bool =
                 inputs = tuple(cp.empty(a.shape, a.dtype if CAPTURE_INPUT_CASTS else cp.float32) for a in (x, h0, c0))
                 by_reference = (x_by_reference and KERNEL_READS_X and CAPTURE_INPUT_CASTS, False, False)
                 ring = ring_module.InputRing(inputs, by_reference=by_reference) if use_input_ring() else None
-                graph, (*outputs, kind) = captured(stream, run_eager, *inputs, ring=ring, front_branch=FRONT_BRANCH)
+                graph, (*outputs, kind) = captured(stream, run_eager, *inputs, ring=ring,
+                                                   front_branch=FRONT_BRANCH if front_branch else False)
         except Exception as exc:  # noqa: BLE001 - recorded; the call path stays eager
             capture_errors[key] = f"{type(exc).__name__}: {exc}"
             return
