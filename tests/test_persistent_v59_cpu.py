@@ -227,3 +227,16 @@ def test_the_branch_is_asked_for_where_a_projection_precedes_the_kernel(monkeypa
     config = LSTMConfig(8, 8, 1, False, "float32", 2, 3)
     persistent.forward(config, np.zeros(config.input_shape, np.float32), None, None, None)
     assert asked[0]["front_branch"] is not in_kernel
+
+
+def test_in_line_keeps_the_nodes_of_the_branch_on_the_main_stream(streams):
+    """FRONT_BRANCH = "in line" (call 3's diagnostic): the compact copy and the memset, no fork and no join."""
+    log, where, main, side = streams
+    seen = []
+
+    def run():
+        with persistent_graph.on_front_branch():
+            seen.append(where[-1])
+        persistent_graph.join_front_branch()
+    persistent_graph.captured(main, run, ring=_Ring(log), front_branch="in line")
+    assert seen == ["main"] and not any(e[0] in ("record", "wait") for e in log)
