@@ -240,3 +240,23 @@ def test_in_line_keeps_the_nodes_of_the_branch_on_the_main_stream(streams):
         persistent_graph.join_front_branch()
     persistent_graph.captured(main, run, ring=_Ring(log), front_branch="in line")
     assert seen == ["main"] and not any(e[0] in ("record", "wait") for e in log)
+
+
+def test_another_threads_forward_does_not_see_the_branch(streams):
+    """An eager forward in another thread while a capture holds the branch open issues nothing into the capture."""
+    import threading
+    log, where, main, side = streams
+    seen = []
+
+    def other_thread():
+        with persistent_graph.on_front_branch():
+            seen.append(where[-1])
+        persistent_graph.join_front_branch()
+
+    def run():
+        worker = threading.Thread(target=other_thread)
+        worker.start()
+        worker.join()
+        assert persistent_graph._front[-1].open   # not joined by the other thread
+    persistent_graph.captured(main, run, ring=_Ring(log), front_branch=True)
+    assert seen == ["main"]

@@ -459,10 +459,12 @@ def use_input_ring() -> bool:
     return INPUTS_BY_REFERENCE and ring_module.host_orders_stores()
 
 
-def captured(stream, run, *args, ring=None, front_branch: bool = False):
+def captured(stream, run, *args, ring=None, front_branch: bool | str = False):
     """``(graph, run(*args))`` with run's work captured on ``stream`` (not executed), after the
     ``ring``'s fetch of the inputs where one is given (v20). ``front_branch`` (v59, inference captures): the copy of
-    h0 and c0 and the first exchange memset go on a FrontBranch, joined before their first reader."""
+    h0 and c0 and the first exchange memset go on a FrontBranch, joined before their first reader ("in line": the
+    same nodes on ``stream``). Captures hold _LOCK, so one FrontBranch at a time is open (_front); only the capturing
+    thread's forward sees it (an eager call in another thread must not issue work into the capture)."""
     branch = None   # its events made outside the capture
     if front_branch:
         branch = FrontBranch(stream, stream if front_branch == "in line" else _side_stream())
@@ -502,6 +504,7 @@ class FrontBranch:
     def __init__(self, main, side):
         cp = _cp()
         self.main, self.side, self.open = main, side, False
+        self.thread = threading.get_ident()
         self._fork, self._join = cp.cuda.Event(disable_timing=True), cp.cuda.Event(disable_timing=True)
 
     def fork(self) -> None:
@@ -529,17 +532,24 @@ def _side_stream():
     return _side_streams[device]
 
 
+def _this_threads_branch():
+    """The open FrontBranch of the capture this thread is running, or None."""
+    branch = _front[-1] if _front else None
+    return branch if branch is not None and branch.open and branch.thread == threading.get_ident() else None
+
+
 def on_front_branch():
     """A context that issues work on the open front branch of the capture in progress (v59), else where it is."""
-    branch = _front[-1] if _front else None
-    return branch.side if branch is not None and branch.open else contextlib.nullcontext()
+    branch = _this_threads_branch()
+    return branch.side if branch is not None else contextlib.nullcontext()
 
 
 def join_front_branch() -> None:
     """Join the open front branch of the capture in progress (v59) into its main stream; nothing otherwise. Called
     before anything reads h0, c0 (the branch copies them) or an exchange buffer zeroed there."""
-    if _front:
-        _front[-1].join()
+    branch = _this_threads_branch()
+    if branch is not None:
+        branch.join()
 
 
 def input_reference(array, index: int = 0):
