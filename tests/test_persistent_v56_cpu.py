@@ -148,14 +148,19 @@ def test_the_copy_stays_where_the_kernels_do_not_move_the_outputs(monkeypatch):
     assert published == [0] and log == ["launch", "launched", "empty", "copy", "record"]
 
 
-def test_the_graph_key_holds_the_flag(monkeypatch):
+def assert_graph_key_holds(monkeypatch, flag: str, off) -> None:
+    """persistent_graph's ``flag`` set to ``off`` gives another graph key (v59 uses it too)."""
     monkeypatch.setattr(persistent_graph, "_cp", lambda: SimpleNamespace(
         cuda=SimpleNamespace(runtime=SimpleNamespace(getDevice=lambda: 0))))
     config = LSTMConfig(8, 8, 1, False, "float32", 2, 3)
     a = np.zeros(1, np.float32)
     on = persistent_graph._key(config, (), a, a, a)
-    monkeypatch.setattr(persistent_graph, "OUTPUTS_IN_PLACE", False)
+    monkeypatch.setattr(persistent_graph, flag, off)
     assert persistent_graph._key(config, (), a, a, a) != on
+
+
+def test_the_graph_key_holds_the_flag(monkeypatch):
+    assert_graph_key_holds(monkeypatch, "OUTPUTS_IN_PLACE", False)
 
 
 @pytest.mark.parametrize("layers, training, mma, want", [

@@ -12,6 +12,7 @@ from ecornn import LSTMConfig
 from ecornn.engines import persistent, persistent_graph
 from ecornn.engines import persistent_replay_ring as ring_module
 from tests.test_persistent_v20_cpu import ring  # noqa: F401 (fixture)
+from tests.test_persistent_v56_cpu import assert_graph_key_holds
 
 
 class _Stream:
@@ -208,13 +209,7 @@ def test_the_flag_is_in_the_graph_key_and_the_ab_flags(monkeypatch):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     import ab_modes
     assert "FRONT_BRANCH" in ab_modes.GRAPH_FLAGS and ab_modes.ENGINE_FLAG_DEFAULTS["FRONT_BRANCH"] is True
-    monkeypatch.setattr(persistent_graph, "_cp", lambda: SimpleNamespace(
-        cuda=SimpleNamespace(runtime=SimpleNamespace(getDevice=lambda: 0))))
-    config = LSTMConfig(8, 8, 1, False, "float32", 2, 3)
-    a = np.zeros(1, np.float32)
-    on = persistent_graph._key(config, (), a, a, a)
-    monkeypatch.setattr(persistent_graph, "FRONT_BRANCH", False)
-    assert persistent_graph._key(config, (), a, a, a) != on
+    assert_graph_key_holds(monkeypatch, "FRONT_BRANCH", False)
 
 
 @pytest.mark.parametrize("in_kernel", [True, False])
@@ -229,16 +224,18 @@ def test_the_branch_is_asked_for_where_a_projection_precedes_the_kernel(monkeypa
     assert asked[0]["front_branch"] is not in_kernel
 
 
+def _issue_and_join(where, seen) -> None:
+    """What a forward does with the branch: its memset where on_front_branch says (recorded), then the join."""
+    with persistent_graph.on_front_branch():
+        seen.append(where[-1])
+    persistent_graph.join_front_branch()
+
+
 def test_in_line_keeps_the_nodes_of_the_branch_on_the_main_stream(streams):
     """FRONT_BRANCH = "in line" (call 3's diagnostic): the compact copy and the memset, no fork and no join."""
     log, where, main, side = streams
     seen = []
-
-    def run():
-        with persistent_graph.on_front_branch():
-            seen.append(where[-1])
-        persistent_graph.join_front_branch()
-    persistent_graph.captured(main, run, ring=_Ring(log), front_branch="in line")
+    persistent_graph.captured(main, lambda: _issue_and_join(where, seen), ring=_Ring(log), front_branch="in line")
     assert seen == ["main"] and not any(e[0] in ("record", "wait") for e in log)
 
 
@@ -248,13 +245,8 @@ def test_another_threads_forward_does_not_see_the_branch(streams):
     log, where, main, side = streams
     seen = []
 
-    def other_thread():
-        with persistent_graph.on_front_branch():
-            seen.append(where[-1])
-        persistent_graph.join_front_branch()
-
     def run():
-        worker = threading.Thread(target=other_thread)
+        worker = threading.Thread(target=_issue_and_join, args=(where, seen))
         worker.start()
         worker.join()
         assert persistent_graph._front[-1].open   # not joined by the other thread
