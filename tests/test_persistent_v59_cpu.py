@@ -231,14 +231,6 @@ def _issue_and_join(where, seen) -> None:
     persistent_graph.join_front_branch()
 
 
-def test_in_line_keeps_the_nodes_of_the_branch_on_the_main_stream(streams):
-    """FRONT_BRANCH = "in line" (call 3's diagnostic): the compact copy and the memset, no fork and no join."""
-    log, where, main, side = streams
-    seen = []
-    persistent_graph.captured(main, lambda: _issue_and_join(where, seen), ring=_Ring(log), front_branch="in line")
-    assert seen == ["main"] and not any(e[0] in ("record", "wait") for e in log)
-
-
 def test_another_threads_forward_does_not_see_the_branch(streams):
     """An eager forward in another thread while a capture holds the branch open issues nothing into the capture."""
     import threading

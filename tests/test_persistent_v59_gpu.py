@@ -38,7 +38,8 @@ def _forks(monkeypatch) -> list:
 
 def _call(config, gpu_weights, prepared, variant, inputs):
     import cupy as cp
-    out = persistent.forward(config, *inputs[:1], gpu_weights, *inputs[1:], prepared=prepared, variant=variant)
+    x, h0, c0 = inputs
+    out = persistent.forward(config, x, gpu_weights, h0, c0, prepared=prepared, variant=variant)
     return [cp.asnumpy(a) for a in out[:3]]
 
 

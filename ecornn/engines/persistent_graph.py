@@ -66,8 +66,7 @@ OUTPUTS_IN_PLACE = True     # v56 (with a ring): where the captured forward kern
                             # (persistent_mma.cu's output_delta); False: the graph's outputs copied out (the ablation)
 _last_replay: dict = {}     # device -> (stream ptr, event recorded after the last replay's work)
 FRONT_BRANCH = True         # v59: an inference capture's copy of h0 and c0 and its first kernel's exchange memset on a
-                            # side branch beside the input projection (FrontBranch); "in line": the same nodes in one
-                            # line (a diagnostic); False: v58's graph (the ablation)
+                            # side branch beside the input projection (FrontBranch); False: v58's graph (the ablation)
 _front: list = []           # the FrontBranch of the capture in progress
 _side_streams: dict = {}    # device -> the side stream of every capture's front branch
 
@@ -442,7 +441,7 @@ def capture(prepared, config, mode, x, h0, c0, run_eager, x_by_reference: bool =
                 by_reference = (x_by_reference and KERNEL_READS_X and CAPTURE_INPUT_CASTS, False, False)
                 ring = ring_module.InputRing(inputs, by_reference=by_reference) if use_input_ring() else None
                 graph, (*outputs, kind) = captured(stream, run_eager, *inputs, ring=ring,
-                                                   front_branch=FRONT_BRANCH if front_branch else False)
+                                                   front_branch=FRONT_BRANCH and front_branch)
         except Exception as exc:  # noqa: BLE001 - recorded; the call path stays eager
             capture_errors[key] = f"{type(exc).__name__}: {exc}"
             return
@@ -459,15 +458,12 @@ def use_input_ring() -> bool:
     return INPUTS_BY_REFERENCE and ring_module.host_orders_stores()
 
 
-def captured(stream, run, *args, ring=None, front_branch: bool | str = False):
+def captured(stream, run, *args, ring=None, front_branch: bool = False):
     """``(graph, run(*args))`` with run's work captured on ``stream`` (not executed), after the
     ``ring``'s fetch of the inputs where one is given (v20). ``front_branch`` (v59, inference captures): the copy of
-    h0 and c0 and the first exchange memset go on a FrontBranch, joined before their first reader ("in line": the
-    same nodes on ``stream``). Captures hold _LOCK, so one FrontBranch at a time is open (_front); only the capturing
+    h0 and c0 and the first exchange memset go on a FrontBranch, joined before their first reader. Captures hold _LOCK, so one FrontBranch at a time is open (_front); only the capturing
     thread's forward sees it (an eager call in another thread must not issue work into the capture)."""
-    branch = None   # its events made outside the capture
-    if front_branch:
-        branch = FrontBranch(stream, stream if front_branch == "in line" else _side_stream())
+    branch = FrontBranch(stream, _side_stream()) if front_branch else None   # its events made outside the capture
     with stream:
         stream.begin_capture()
         try:
@@ -509,8 +505,6 @@ class FrontBranch:
 
     def fork(self) -> None:
         """Start the branch at the main stream's current point (work issued there from now on runs beside it)."""
-        if self.side is self.main:   # "in line": the branch's nodes in the main line
-            return
         self._fork.record(self.main)
         self.side.wait_event(self._fork)
         self.open = True
