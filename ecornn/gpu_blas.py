@@ -22,6 +22,7 @@ import ctypes
 import functools
 
 import numpy as np
+from .flag_changes import count_assignments
 
 OP_N, OP_T = 0, 1
 _CUDA_TYPES = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 14}
@@ -507,3 +508,6 @@ def matmul_3xtf32(a, b, out, *, beta=0.0, a_parts=None, b_parts=None, stream=Non
     matmul(a_lo, b_hi, out, beta=beta, tf32=True, stream=stream)
     matmul(a_hi, b_lo, out, beta=1.0, tf32=True, stream=stream)
     return matmul(a_hi, b_hi, out, beta=1.0, tf32=True, stream=stream)
+
+
+count_assignments(__name__)   # v60: assignments to these flags counted (flag_changes)

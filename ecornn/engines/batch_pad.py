@@ -15,6 +15,7 @@ import numpy as np
 
 from ..arrays import is_gpu_array, module_of
 from ..layouts import first_columns, pad_columns
+from ..flag_changes import count_assignments
 
 PAD_BY_KERNEL = True   # False: layouts.pad_columns per array (v47; the ablation)
 THREADS, MAX_BLOCKS = 256, 1024
@@ -109,3 +110,6 @@ def _row_bytes(a) -> int:
 def _kernel(device: int):   # cached: compile_module hashes the source on every call
     from ..gpu import compile_module
     return compile_module("batch_pad.cu").get_function("pad_rows3")
+
+
+count_assignments(__name__)   # v60: assignments to these flags counted (flag_changes)

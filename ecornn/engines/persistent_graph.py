@@ -248,6 +248,7 @@ class MovedOutputs:
 
     def __init__(self, outputs: PackedOutputs):
         self.outputs, self.spare = outputs, None   # spare: (stream pointer, buffer)
+        self.address = outputs.buffer.data.ptr     # v60: the captured buffer's, read once (the delta's origin)
 
     def take(self, stream, dtype):
         """A new buffer of the packed outputs for a replay on ``stream`` returning ``dtype`` (None: their own), or
@@ -279,7 +280,7 @@ def launch_with_copies(graph, buffers, inputs, outputs, dtype=None, ring=None, m
     caller = cp.cuda.get_current_stream()
     _after_last_replay(caller)
     buffer = moved.take(caller, dtype) if moved is not None and OUTPUTS_IN_PLACE else None
-    delta = buffer.data.ptr - outputs.buffer.data.ptr if buffer is not None else 0
+    delta = buffer.data.ptr - moved.address if buffer is not None else 0
     kept = _hand_inputs(buffers, inputs, caller, ring, delta)   # alive until the launch is issued
     graph.launch(stream=caller)
     _count_launch(ring)

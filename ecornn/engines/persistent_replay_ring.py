@@ -86,6 +86,8 @@ class InputRing:
         cp = _cp()
         self.buffers, self.slots, self.issued = tuple(buffers), slots, 0
         self.by_reference = tuple(bool(b) for b in by_reference)   # v21: read by the kernel, not copied
+        self._ndarray = getattr(cp, "ndarray", None)   # v60: publish's attribute-read check of the inputs
+        self._expected = tuple((b.dtype, b.size, r) for b, r in zip(self.buffers, self.by_reference))
         self.referenced = [False] * len(self.buffers)                # ... and taken up by the capture
         self.host = host_words(SLOT_WORDS * slots + 2)   # the slots, then done[0] (fetches) and done[1] (mismatch)
         self.slot_words = self.host.words[:SLOT_WORDS * slots].reshape(slots, SLOT_WORDS)
@@ -148,6 +150,11 @@ class InputRing:
         writes its outputs (0: the graph's own). ``wait_for_fetches()`` blocks until every issued launch has fetched.
         v49: on the benches' span (the GPU idles until the launch), so plain attribute reads and word stores only."""
         self._claim_slot(wait_for_fetches)
+        sources = self._addresses_where_they_lie(inputs)
+        if sources is not None:
+            self.last_sources = sources
+            self._write(sources, output_delta)
+            return []   # the caller's own arrays: nothing of the ring's to keep
         kept, sources = [], []
         for src, dst, by_ref in zip(inputs, self.buffers, self.by_reference):
             address = _address_as(src, dst, by_ref)   # v56: checked and read once (was two passes)
@@ -159,6 +166,20 @@ class InputRing:
         self.last_sources = tuple(sources)   # device arrays, all of them
         self._write(self.last_sources, output_delta)
         return kept
+
+    def _addresses_where_they_lie(self, inputs):
+        """v60: the inputs' device addresses where every one is a plain CuPy array of its buffer's dtype and size,
+        C-ordered (and on 16 bytes where read by reference): a replay's usual case, checked by attribute reads only
+        (_address_as's function calls per input cost ~1 µs on the span before the launch); else None."""
+        sources = []
+        for src, (dtype, size, by_ref) in zip(inputs, self._expected):
+            if type(src) is not self._ndarray or src.dtype != dtype or src.size != size or not src._c_contiguous:
+                return None
+            address = src.data.ptr
+            if by_ref and address % 16:
+                return None
+            sources.append(address)
+        return tuple(sources)
 
     def reference(self, array, index: int):
         """``current`` (the fetched addresses, for the kernel's ``x_at`` argument) where input ``index``

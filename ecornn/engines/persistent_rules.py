@@ -8,6 +8,8 @@ docstring (results/persistent_vN). Pure Python, no GPU needed.
 """
 from __future__ import annotations
 
+from ..flag_changes import count_assignments
+
 # the cluster kernel (fp32 inference)
 CLUSTER_MAX_ISSUE_SLOTS = 1000  # v27: the cluster forward wins at B <= 2 up to 932 issue slots per step ...
 CLUSTER_MAX_ISSUE_SLOTS_BATCHED = 600   # ... and at B > 2 up to 560; it loses from 1088 and 620
@@ -570,3 +572,6 @@ def split_xw_unscale_pays(plan) -> bool:
 # ties (fp32 H=1024 B=5 and 7, fp16 H=1536 B=11). Up to 3 columns the group count would also pad B=1 -> 4 (fp32 H <= 768)
 # and fp16 H=1024 B=8 -> 10, where more groups are not faster: unmeasured, not taken.
 MAX_BATCH_PADDING = 1
+
+
+count_assignments(__name__)   # v60: assignments to these flags counted (flag_changes)
