@@ -6,6 +6,8 @@ Per cell, in one process, modes alternated by round (event spans after a device 
   on a key computed once, the caller's stream, the spare output buffer, the ring's claim check, the three input
   addresses checked by attribute reads and written with the output delta and the tag, the launch; then (after the
   launch) the replay's event and the next spare. No lock, no mode tuple, no graph key;
+- `v59's path`: persistent.forward with v59's host path (v60's call 7; the mode rebuilt per call, the publish's
+  checks by function calls);
 - `bare`: the graph replayed on its last inputs (the ring republished).
 forward - lean is what a leaner path could save; lean - bare what the replay's own inputs cost.
 
@@ -13,6 +15,7 @@ forward - lean is what a leaner path could save; lean - bare what the replay's o
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -22,6 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_persistent import STEPS, _problem, bench_args, bench_meta, save_rows  # noqa: E402
 from diag_host_layers_v60 import _span_us  # noqa: E402
 from diag_replay_span_v56 import parse_cells  # noqa: E402
+
+V59 = "v59's path"
 
 
 def lean_launcher(cp, persistent, persistent_graph, config, x, h0, c0, prepared):
@@ -64,6 +69,20 @@ def lean_launcher(cp, persistent, persistent_graph, config, x, h0, c0, prepared)
     return launch
 
 
+@contextlib.contextmanager
+def v59_path(persistent):
+    """v59's host path (v60's call 7): the mode tuple built anew per call, the ring's inputs checked by _address_as
+    (the attribute-read publish off)."""
+    from ecornn.engines.persistent_replay_ring import InputRing
+    mode_of, short = persistent._graph_mode, InputRing._addresses_where_they_lie
+    persistent._graph_mode = persistent._mode_items
+    InputRing._addresses_where_they_lie = lambda self, inputs: None
+    try:
+        yield
+    finally:
+        persistent._graph_mode, InputRing._addresses_where_they_lie = mode_of, short
+
+
 def cell_row(dtype, hidden, batch, repeats, rounds) -> dict:
     import cupy as cp
     from ecornn.engines import persistent, persistent_graph
@@ -75,6 +94,7 @@ def cell_row(dtype, hidden, batch, repeats, rounds) -> dict:
     entry = next(reversed(prepared.graphs.values()))
     stream = cp.cuda.get_current_stream()
     modes = {"forward": lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared),
+             V59: lambda: persistent.forward(config, x, weights, h0, c0, prepared=prepared),
              "bare": lambda: entry.launch_bare(stream)}
     if lean is not None:
         modes["lean"] = lean
@@ -84,23 +104,25 @@ def cell_row(dtype, hidden, batch, repeats, rounds) -> dict:
     spans = {m: [] for m in modes}
     for _ in range(rounds):
         for m, fn in modes.items():
-            spans[m] += [_span_us(cp, fn) for _ in range(repeats)]
+            with v59_path(persistent) if m == V59 else contextlib.nullcontext():
+                spans[m] += [_span_us(cp, fn) for _ in range(repeats)]
     med = {m: float(np.median(v)) for m, v in spans.items()}
     return {"dtype": dtype, "hidden": hidden, "batch": batch, "span_us": med,
             "per_step": {m: v / STEPS for m, v in med.items()}, "lean_bitwise_forward": same if lean else None}
 
 
 def markdown(rows) -> str:
-    lines = ["| cell | forward µs | lean | bare | forward - lean | lean - bare | forward µs/step | lean µs/step | "
-             "lean's y bitwise forward's |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| cell | forward µs | v59's path | lean | bare | forward - lean | v59's path - forward | lean - bare | "
+             "forward µs/step | v59's path µs/step | lean's y bitwise forward's |", "|---" * 11 + "|"]
     for r in rows:
         s, p = r["span_us"], r["per_step"]
         if "lean" not in s:
             lines.append(f"| {r['dtype']} H={r['hidden']} B={r['batch']} | {s['forward']:.1f} | (not in place) |")
             continue
-        lines.append(f"| {r['dtype']} H={r['hidden']} B={r['batch']} | {s['forward']:.1f} | {s['lean']:.1f} | "
-                     f"{s['bare']:.1f} | {s['forward'] - s['lean']:.1f} | {s['lean'] - s['bare']:.1f} | "
-                     f"{p['forward']:.3f} | {p['lean']:.3f} | {r['lean_bitwise_forward']} |")
+        lines.append(f"| {r['dtype']} H={r['hidden']} B={r['batch']} | {s['forward']:.1f} | {s[V59]:.1f} | "
+                     f"{s['lean']:.1f} | {s['bare']:.1f} | {s['forward'] - s['lean']:.1f} | "
+                     f"{s[V59] - s['forward']:.1f} | {s['lean'] - s['bare']:.1f} | {p['forward']:.3f} | "
+                     f"{p[V59]:.3f} | {r['lean_bitwise_forward']} |")
     return "\n".join(lines)
 
 
