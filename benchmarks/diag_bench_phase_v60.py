@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_persistent import STEPS, _median_ms, _problem, bench_args, bench_meta, cudnn_times, save_rows  # noqa: E402
-from diag_replay_span_v56 import parse_cells  # noqa: E402
+from bench_persistent import STEPS, _median_ms, _problem, cudnn_times  # noqa: E402
+from diag_host_layers_v60 import diag_main  # noqa: E402
 
 
 def cell_row(dtype, hidden, batch) -> dict:
@@ -42,11 +42,8 @@ def markdown(rows) -> str:
 
 
 def main(argv=None):
-    args, out = bench_args(argv, configure=lambda p: p.add_argument("--cells", default="float32:1024:8,float32:1024:4"))
-    rows = [cell_row(*cell) for cell in parse_cells(args.cells)]
-    text = markdown(rows)
-    print(text)
-    save_rows(out, "diag_bench_phase_v60", bench_meta(), rows, text)
+    diag_main(argv, "diag_bench_phase_v60", lambda dtype, hidden, batch, *_: cell_row(dtype, hidden, batch), markdown,
+              "float32:1024:8,float32:1024:4")
 
 
 if __name__ == "__main__":

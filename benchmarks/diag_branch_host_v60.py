@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_persistent import _problem, bench_args, bench_meta, save_rows  # noqa: E402
-from diag_host_layers_v60 import _span_us  # noqa: E402
-from diag_replay_span_v56 import cupti_parts, parse_cells  # noqa: E402
+from bench_persistent import _problem  # noqa: E402
+from diag_host_layers_v60 import _span_us, diag_main  # noqa: E402
+from diag_replay_span_v56 import cupti_parts, node_lines  # noqa: E402
 
 
 def _entries(persistent, persistent_graph, config, x, weights, h0, c0, prepared) -> dict:
@@ -71,24 +71,13 @@ def markdown(rows) -> str:
         lines += [f"| {k} | {v:.1f} |" for k, v in r["span_us"].items()]
         for k, c in r["cupti"].items():
             lines += ["", f"CUPTI {k}: first→last {c.get('first_to_last', float('nan')):.1f} µs", ""]
-            if "error" in c:
-                lines.append(c["error"])
-                continue
-            gaps = [0.0] + c["gaps"]
-            lines += [f"- {name}: {t:.1f} (gap {g:.1f})" for (name, t), g in zip(c["nodes"], gaps)]
+            lines += node_lines(c)
         lines.append("")
     return "\n".join(lines)
 
 
 def main(argv=None):
-    def configure(p):
-        p.add_argument("--rounds", type=int, default=3)
-        p.add_argument("--cells", default="float32:1024:8")
-    args, out = bench_args(argv, repeats=100, configure=configure)
-    rows = [cell_row(*cell, args.repeats, args.rounds) for cell in parse_cells(args.cells)]
-    text = markdown(rows)
-    print(text)
-    save_rows(out, "diag_branch_host_v60", bench_meta(), rows, text)
+    diag_main(argv, "diag_branch_host_v60", cell_row, markdown, "float32:1024:8", rounds=3)
 
 
 if __name__ == "__main__":

@@ -109,19 +109,33 @@ def markdown(rows) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None):
-    def configure(p):
-        p.add_argument("--rounds", type=int, default=4)
-        p.add_argument("--cells", default=CELLS)
-        p.add_argument("--front-branch", type=int, default=1, help="persistent_graph.FRONT_BRANCH (0: v58's graph)")
-        p.add_argument("--name", default="diag_host_layers_v60")
-    args, out = bench_args(argv, repeats=100, configure=configure)
-    from ecornn.engines import persistent_graph
-    persistent_graph.FRONT_BRANCH = bool(args.front_branch)
-    rows = [cell_row(*cell, args.repeats, args.rounds) for cell in parse_cells(args.cells)]
+def diag_main(argv, stem: str, row, markdown, cells: str, rounds: int = 4, configure=None, before=None) -> None:
+    """The v60 diagnostics' command line: OUT_DIR [--repeats N] [--rounds R] [--cells dtype:H:B,...] [--name NAME]
+    (and what ``configure(parser)`` adds); ``before(args)``, then ``row(dtype, hidden, batch, repeats, rounds)`` per
+    cell; the table printed and saved as OUT_DIR/NAME.{json,md} (NAME: ``stem``)."""
+    def setup(parser):
+        parser.add_argument("--rounds", type=int, default=rounds)
+        parser.add_argument("--cells", default=cells)
+        parser.add_argument("--name", default=stem)
+        if configure is not None:
+            configure(parser)
+    args, out = bench_args(argv, repeats=100, configure=setup)
+    if before is not None:
+        before(args)
+    rows = [row(*cell, args.repeats, args.rounds) for cell in parse_cells(args.cells)]
     text = markdown(rows)
     print(text)
     save_rows(out, args.name, bench_meta(), rows, text)
+
+
+def _front_branch(args) -> None:
+    from ecornn.engines import persistent_graph
+    persistent_graph.FRONT_BRANCH = bool(args.front_branch)
+
+
+def main(argv=None):
+    diag_main(argv, "diag_host_layers_v60", cell_row, markdown, CELLS, configure=lambda p: p.add_argument(
+        "--front-branch", type=int, default=1, help="persistent_graph.FRONT_BRANCH (0: v58's graph)"), before=_front_branch)
 
 
 if __name__ == "__main__":

@@ -22,9 +22,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_persistent import STEPS, _problem, bench_args, bench_meta, save_rows  # noqa: E402
-from diag_host_layers_v60 import _span_us  # noqa: E402
-from diag_replay_span_v56 import parse_cells  # noqa: E402
+from bench_persistent import STEPS, _problem  # noqa: E402
+from diag_host_layers_v60 import _span_us, diag_main  # noqa: E402
 
 V59 = "v59's path"
 
@@ -127,14 +126,8 @@ def markdown(rows) -> str:
 
 
 def main(argv=None):
-    def configure(p):
-        p.add_argument("--rounds", type=int, default=4)
-        p.add_argument("--cells", default="float32:1024:8,float32:1024:4,float16:1024:16,bfloat16:1024:4")
-    args, out = bench_args(argv, repeats=100, configure=configure)
-    rows = [cell_row(*cell, args.repeats, args.rounds) for cell in parse_cells(args.cells)]
-    text = markdown(rows)
-    print(text)
-    save_rows(out, "diag_lean_replay_v60", bench_meta(), rows, text)
+    diag_main(argv, "diag_lean_replay_v60", cell_row, markdown,
+              "float32:1024:8,float32:1024:4,float16:1024:16,bfloat16:1024:4")
 
 
 if __name__ == "__main__":

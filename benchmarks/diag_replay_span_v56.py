@@ -107,12 +107,16 @@ def markdown(rows) -> str:
     for r in rows:
         c = r["cupti"]
         lines += ["", f"**{r['dtype']} H={r['hidden']} B={r['batch']}** nodes in order (µs; the gap before each)", ""]
-        if "error" in c:
-            lines.append(c["error"])
-            continue
-        gaps = [0.0] + c["gaps"]
-        lines += [f"- {name}: {t:.1f} (gap {g:.1f})" for (name, t), g in zip(c["nodes"], gaps)]
+        lines += node_lines(c)
     return "\n".join(lines)
+
+
+def node_lines(parts: dict) -> list:
+    """cupti_parts' nodes as markdown list lines (each with the gap before it), or its error."""
+    if "error" in parts:
+        return [parts["error"]]
+    gaps = [0.0] + parts["gaps"]
+    return [f"- {name}: {t:.1f} (gap {g:.1f})" for (name, t), g in zip(parts["nodes"], gaps)]
 
 
 def main(argv=None):

@@ -80,7 +80,6 @@ from . import persistent_capacity as capacity
 from . import persistent_rules as rules
 from . import batch_pad, persistent_graph, persistent_refresh, persistent_train_graph
 from .. import flag_changes
-from ..flag_changes import count_assignments
 
 name = "persistent"
 device = "gpu"
@@ -1994,4 +1993,4 @@ def _ones16(shape, dtype: str):
     return _cp().ones(shape, np.float16)
 
 
-count_assignments(__name__)   # v60: assignments to these flags counted (flag_changes)
+flag_changes.count_assignments(__name__)   # v60: assignments to these flags counted
