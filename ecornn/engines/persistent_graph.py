@@ -197,11 +197,16 @@ def _wanted(prepared, x) -> bool:
 def _graph_stream():
     """One stream per device for every capture and replay: all graphs share one cuBLAS handle and
     workspace (gpu_blas keys them by stream), and replays run in issue order, never side by side."""
+    return _device_stream(_streams)
+
+
+def _device_stream(streams: dict):
+    """The current device's stream in ``streams`` (device -> stream), made non-blocking at first use."""
     cp = _cp()
     device = cp.cuda.Device().id
-    if device not in _streams:
-        _streams[device] = cp.cuda.Stream(non_blocking=True)
-    return _streams[device]
+    if device not in streams:
+        streams[device] = cp.cuda.Stream(non_blocking=True)
+    return streams[device]
 
 
 def _warm_blas(stream) -> None:
@@ -462,8 +467,9 @@ def use_input_ring() -> bool:
 def captured(stream, run, *args, ring=None, front_branch: bool = False):
     """``(graph, run(*args))`` with run's work captured on ``stream`` (not executed), after the
     ``ring``'s fetch of the inputs where one is given (v20). ``front_branch`` (v59, inference captures): the copy of
-    h0 and c0 and the first exchange memset go on a FrontBranch, joined before their first reader. Captures hold _LOCK, so one FrontBranch at a time is open (_front); only the capturing
-    thread's forward sees it (an eager call in another thread must not issue work into the capture)."""
+    h0 and c0 and the first exchange memset go on a FrontBranch, joined before their first reader. Captures hold
+    _LOCK, so one FrontBranch at a time is open (_front); only the capturing thread's forward sees it (an eager call
+    in another thread must not issue work into the capture)."""
     branch = FrontBranch(stream, _side_stream()) if front_branch else None   # its events made outside the capture
     with stream:
         stream.begin_capture()
@@ -520,11 +526,7 @@ class FrontBranch:
 
 def _side_stream():
     """The side stream of the capture stream of this device (one per device, as _graph_stream)."""
-    cp = _cp()
-    device = cp.cuda.Device().id
-    if device not in _side_streams:
-        _side_streams[device] = cp.cuda.Stream(non_blocking=True)
-    return _side_streams[device]
+    return _device_stream(_side_streams)
 
 
 def _this_threads_branch():
