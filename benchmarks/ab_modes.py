@@ -27,7 +27,7 @@ ENGINE_FLAGS = ("FP32_TENSOR_CORES", "TAGGED_EXCHANGE", "PAIRED_SPLIT", "SPLIT_W
                 "H0_WIDE_LOADS", "FINE_BACKOFF_BYTES")
 BLAS_FLAGS = ("UNSCALE_BY_FOURS", "SPLIT_BY_WARPS")   # gpu_blas's (v35, v48)
 PAD_FLAGS = ("PAD_BY_KERNEL",)   # v48: batch_pad's
-GRAPH_FLAGS = ("OUTPUTS_IN_PLACE", "FRONT_BRANCH")   # v56, v59: persistent_graph's (part of the graph key)
+GRAPH_FLAGS = ("OUTPUTS_IN_PLACE", "FRONT_BRANCH", "LOOKUP_MEMO")   # v56, v59, v61: persistent_graph's flags
 CAPACITY_FLAGS = ("BATCH_GROUP_MIN",)   # v46: the capacity model's (the cached plans are dropped when one changes)
 # The engine's own defaults, read once at import (before any mode sets a flag), so that a changed
 # default in persistent.py needs no second edit here.

@@ -527,6 +527,7 @@ class PersistentWeights:
     refresh_graphs: OrderedDict = field(default_factory=OrderedDict)  # persistent_refresh
     tile_index: dict = field(default_factory=dict)  # tiles key -> gather_index of its pack (refresh)
     last_refresh_key: tuple = None                # the sources of the latest refresh (persistent_refresh)
+    last_lookup: tuple = None                     # v61: (stamp, key) of the latest replay (persistent_graph._lookup)
 
 
 def prepare(config, weights) -> PersistentWeights:
