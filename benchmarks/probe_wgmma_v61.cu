@@ -7,6 +7,8 @@
 //   variant 1: mma.sync, A by ldmatrix    the same, A read from shared memory each step
 //   variant 2: wgmma, A in registers      2 warpgroups, each K/2 (32 k-steps; warp w%4 holds rows 16(w%4)..)
 //   variant 3: wgmma, A in shared memory  the same, A and B by matrix descriptors (no swizzle, core matrices)
+//   variant 6: mma.sync, A as the kernels hold shared-memory tiles: each lane's fragment one uint4 ([kt][mt][lane]),
+//              plain loads the compiler may hoist, k-tiles unrolled by 2 (persistent_mma.cu's smem_tile_products)
 //   variants 4, 5: as 2, 3 with 4 accumulator chains per warpgroup (k-step kt into chain kt % 4), whose wgmmas
 //   do not wait for each other (a chain of 32 dependent wgmmas is latency-bound)
 // x (B) sits in shared memory as 8-column core matrices ([K/8][8 n][8 k]) for wgmma, n-major rows for mma.sync.
@@ -62,7 +64,8 @@ __global__ void __launch_bounds__(256, 1) product_steps(const unsigned* __restri
     extern __shared__ __align__(128) unsigned char smem[];
     float* partial = reinterpret_cast<float*>(smem);                         // [8][ROWS][COLS]
     unsigned short* xs = reinterpret_cast<unsigned short*>(smem + 8 * ROWS * COLS * 4);
-    const int x_halves = V >= 2 ? K_TOTAL * COLS : COLS * (K_TOTAL + XPAD);
+    constexpr bool wg = V >= 2 && V <= 5;   // a wgmma variant
+    const int x_halves = wg ? K_TOTAL * COLS : COLS * (K_TOTAL + XPAD);
     unsigned short* as = xs + x_halves;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
     const unsigned short* a16 = reinterpret_cast<const unsigned short*>(a);
@@ -71,11 +74,19 @@ __global__ void __launch_bounds__(256, 1) product_steps(const unsigned* __restri
     // x into shared memory: n-major padded rows (mma.sync) or [K/8][8 n][8 k] core matrices (wgmma)
     for (int i = threadIdx.x; i < COLS * K_TOTAL; i += blockDim.x) {
         const int n = i / K_TOTAL, k = i % K_TOTAL;
-        xs[V >= 2 ? (k / 8) * 64 + n * 8 + k % 8 : n * (K_TOTAL + XPAD) + k] = x16[i];
+        xs[wg ? (k / 8) * 64 + n * 8 + k % 8 : n * (K_TOTAL + XPAD) + k] = x16[i];
     }
     if (V == 1) {
         for (int i = threadIdx.x; i < ROWS * K_TOTAL; i += blockDim.x)
             as[(i / K_TOTAL) * (K_TOTAL + XPAD) + i % K_TOTAL] = a16[i];
+    }
+    if (V == 6) {   // per warp: [kt (8)][mt (4)][lane (32)] uint4, the lane's A fragment of m16n8k16
+        uint4* frag = reinterpret_cast<uint4*>(as);
+        for (int i = threadIdx.x; i < 8 * 8 * 4 * 32; i += blockDim.x) {
+            const int w = i / 1024, kt = (i / 128) % 8, mt = (i / 32) % 4, l = i % 32, gg = l / 4, cc = l % 4;
+            const unsigned* base = a + ((mt * 16 + gg) * K_TOTAL + w * (K_TOTAL / 8) + kt * 16 + 2 * cc) / 2;
+            frag[i] = make_uint4(base[0], base[4 * K_TOTAL], base[4], base[4 * K_TOTAL + 4]);
+        }
     }
     if (V == 3 || V == 5) {   // per warpgroup half of K: [kc (64)][mg (8)][8 rows][8 k], kc = k / 8 within the half
         for (int i = threadIdx.x; i < ROWS * K_TOTAL; i += blockDim.x) {
@@ -88,11 +99,11 @@ __global__ void __launch_bounds__(256, 1) product_steps(const unsigned* __restri
 #endif
     __syncthreads();
 
-    constexpr int KT = V >= 2 ? 32 : 8;
+    constexpr int KT = wg ? 32 : 8;
     constexpr int CH = V >= 4 ? 4 : 1;
     constexpr bool in_regs = V == 0 || V == 2 || V == 4;   // k-steps of 16 per warp (mma.sync) or per warpgroup (wgmma)
     unsigned areg[in_regs ? KT : 1][V == 0 ? 4 : 1][4];
-    const int k_base = V >= 2 ? (warp / 4) * (K_TOTAL / 2) : warp * (K_TOTAL / 8);
+    const int k_base = wg ? (warp / 4) * (K_TOTAL / 2) : warp * (K_TOTAL / 8);
     if (in_regs) {   // the A fragments of mma.m16n8k16: rows m0 + g (+8), columns k0 + 2c (+8)
 #pragma unroll
         for (int kt = 0; kt < KT; ++kt)
@@ -110,17 +121,20 @@ __global__ void __launch_bounds__(256, 1) product_steps(const unsigned* __restri
     long long start = 0;
     for (int step = 0; step <= steps; ++step) {
         if (step == 1) start = clock64();   // step 0 warms up
-        if (V <= 1) {
+        if (V <= 1 || V == 6) {
             float acc[4][4] = {};
             const unsigned* xrow = reinterpret_cast<const unsigned*>(xs + g * (K_TOTAL + XPAD));
-#pragma unroll
+#pragma unroll(V == 6 ? 2 : KT)
             for (int kt = 0; kt < KT; ++kt) {
                 const int k0 = k_base + kt * 16;
                 const unsigned b0 = xrow[(k0 + 2 * c) / 2], b1 = xrow[(k0 + 2 * c + 8) / 2];
 #pragma unroll
                 for (int mt = 0; mt < 4; ++mt) {
                     unsigned f[4];
-                    if (V == 0) {
+                    if (V == 6) {
+                        const uint4 q = reinterpret_cast<const uint4*>(as)[((warp * 8 + kt) * 4 + mt) * 32 + lane];
+                        f[0] = q.x; f[1] = q.y; f[2] = q.z; f[3] = q.w;
+                    } else if (V == 0) {
                         f[0] = areg[kt][mt][0]; f[1] = areg[kt][mt][1]; f[2] = areg[kt][mt][2]; f[3] = areg[kt][mt][3];
                     } else {
                         const unsigned short* row = as + (mt * 16 + lane % 16) * (K_TOTAL + XPAD) + k0 + (lane / 16) * 8;
@@ -163,7 +177,7 @@ __global__ void __launch_bounds__(256, 1) product_steps(const unsigned* __restri
         __syncthreads();
         float sum[2] = {0.f, 0.f};   // thread t: outputs 2t, 2t+1
 #pragma unroll
-        for (int s = 0; s < (V >= 2 ? 2 * CH : 8); ++s) {
+        for (int s = 0; s < (wg ? 2 * CH : 8); ++s) {
             sum[0] += partial[s * ROWS * COLS + 2 * threadIdx.x];
             sum[1] += partial[s * ROWS * COLS + 2 * threadIdx.x + 1];
         }
@@ -184,3 +198,4 @@ template __global__ void product_steps<2>(const unsigned*, const unsigned*, floa
 template __global__ void product_steps<3>(const unsigned*, const unsigned*, float*, long long*, int, int);
 template __global__ void product_steps<4>(const unsigned*, const unsigned*, float*, long long*, int, int);
 template __global__ void product_steps<5>(const unsigned*, const unsigned*, float*, long long*, int, int);
+template __global__ void product_steps<6>(const unsigned*, const unsigned*, float*, long long*, int, int);
