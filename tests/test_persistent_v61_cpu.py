@@ -129,3 +129,35 @@ def test_any_sequence_of_calls_finds_the_key_built_now(built, monkeypatch):
             prepared.graphs[want] = ("graph", step)
         key, entry = persistent_graph._lookup(prepared, config, mode, *arrays, device)
         assert key == want and entry == prepared.graphs.get(want)
+
+
+def _grouped_b16(monkeypatch, reg_tiles):
+    from ecornn.devices import KNOWN
+    monkeypatch.setattr(persistent, "_props", lambda: dict(KNOWN["h200"].as_dict()))
+    monkeypatch.setattr(persistent, "INPUT_REG_K_TILES", reg_tiles)
+    return persistent.plans_for(LSTMConfig(1024, 1024, 1, False, "float16", 16, 256), False)["forward"]
+
+
+@pytest.mark.parametrize("accepted, want", [(0, [3, 1]), (16, [3]), (15, [3, 1])])
+def test_the_spill_diagnostic_keeps_a_build_within_its_bytes(monkeypatch, accepted, want):
+    """v61d: DIAG_SPILL_BYTES_ACCEPTED keeps a build with at most that much local memory as built (timing only); 0,
+    the default, backs off as before (3 W_ih register k-tiles halve to 1). Stand-in compiler: 16 bytes at 3."""
+    plan = _grouped_b16(monkeypatch, 3)
+    monkeypatch.setattr(persistent, "DIAG_SPILL_BYTES_ACCEPTED", accepted)
+    built = []
+
+    def module(p, cooperative=True):
+        built.append(p.input_reg_k_tiles)
+        return SimpleNamespace(get_function=lambda name: SimpleNamespace(
+            local_size_bytes=16 if p.input_reg_k_tiles > 2 else 0))
+    monkeypatch.setattr(persistent, "_module", module)
+    final, _ = persistent._compile_without_spills(plan, "persistent_lstm_fwd", True)
+    assert built == want and final.input_reg_k_tiles == want[-1]
+
+
+def test_the_spill_diagnostic_is_in_the_graph_mode_and_the_build_cache(monkeypatch):
+    import inspect
+    first = persistent._graph_mode("auto")
+    monkeypatch.setattr(persistent, "DIAG_SPILL_BYTES_ACCEPTED", 64)
+    assert persistent._graph_mode("auto") != first
+    assert "DIAG_SPILL_BYTES_ACCEPTED" in inspect.getsource(persistent._remembered)

@@ -238,6 +238,8 @@ POLL_BACKOFF_NS = "auto"   # v55: tagged tensor-core forwards' lanes sleep after
                            # rules.poll_backoff_ns says, an int that many ns on every such forward, 0 never
 DIAG_X_STAGE_EVERY = None   # v55 diagnostic (timing only, wrong sums): the in-kernel projection stages x_{t+1} only
                             # every n-th step, to bound what staging several steps of x at once would save
+DIAG_SPILL_BYTES_ACCEPTED = 0   # v61 diagnostic (timing only): a build with at most this many bytes of local memory is
+                                # kept instead of backed off (a register share that spills a little, timed as it is)
 TAGGED_EXCHANGE = "auto"  # grid and tensor-core kernels: tagged h/dz exchange (v5/v6) or grid.sync()
                           # per the capacity model's rule; True / False force one (tests, ablation)
 last_kinds: dict = {}    # pass -> kernel kind ("grid", "cluster", "mma") of the latest call (tests, benchmarks)
@@ -834,7 +836,7 @@ def _compile_without_spills(plan, function: str, cooperative: bool):
     props = _props()
     while True:
         kern = _module(plan, cooperative).get_function(function)
-        if kern.local_size_bytes == 0:
+        if kern.local_size_bytes <= DIAG_SPILL_BYTES_ACCEPTED:
             break
         plan = _fewer_register_tiles(plan, props, kern.local_size_bytes)
     kern.max_dynamic_shared_size_bytes = plan.smem_bytes
@@ -849,7 +851,7 @@ def _remembered(build):
     @functools.wraps(build)
     def cached(plan, device_id: int):
         key = (plan, device_id, X_PREFETCH, FAST_FP32_GATES, XW_AT_LOAD, H0_IN_PRODUCT, STEP_CLOCKS, CLUSTER_COOPERATIVE,
-               DIAG_IN_K_TILES_USED, DIAG_X_STAGE_EVERY, H0_WIDE_LOADS, FINE_BACKOFF_BYTES)
+               DIAG_IN_K_TILES_USED, DIAG_X_STAGE_EVERY, H0_WIDE_LOADS, FINE_BACKOFF_BYTES, DIAG_SPILL_BYTES_ACCEPTED)
         if key not in outcomes:
             try:
                 outcomes[key] = (build(plan, device_id), None)
@@ -1408,7 +1410,8 @@ def _mode_items(variant) -> tuple:
             XW_UNSCALE_IN_KERNEL, XW_AT_LOAD, H0_IN_PRODUCT, H0_WIDE_LOADS, FINE_BACKOFF_BYTES, SPLIT_READS_X,
             gpu_blas.UNSCALE_BY_FOURS, gpu_blas.SPLIT_BY_WARPS,
             POLL_SPIN_CYCLES, FP32_LONG_REDUCTION_FROM_K, FP32_PROJECTION_LONG_FROM_K, LONG_REDUCTIONS,
-            LONG_REDUCTION_CHUNK, STEP_CLOCKS, DIAG_IN_K_TILES_USED, DIAG_X_STAGE_EVERY, POLL_BACKOFF_NS,
+            LONG_REDUCTION_CHUNK, STEP_CLOCKS, DIAG_IN_K_TILES_USED, DIAG_X_STAGE_EVERY, DIAG_SPILL_BYTES_ACCEPTED,
+            POLL_BACKOFF_NS,
             INPUT_PART_K_TILES, INPUT_REG_K_TILES,
             FORWARD_WARPS, CLUSTER_K, CLUSTER_WARPS,
             CLUSTER_POLL_DELAY_NS, CLUSTER_COOPERATIVE,
