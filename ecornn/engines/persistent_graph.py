@@ -194,8 +194,9 @@ def _key(config, mode, x, h0, c0, device=None) -> tuple:
 def _lookup(prepared, config, mode, x, h0, c0, device) -> tuple:
     """(key, graph or None) of a replay. v61: the last found key of ``prepared`` is reused while this call's stamp
     (configuration, mode, dtypes, device, the count of flag assignments) equals that call's: the same objects call
-    after call, so the comparison is by identity, and the key is neither built nor hashed again (~1-2 µs of host
-    time after a device sync, before the launch). Equal but new objects compare equal, and give the same key."""
+    after call, which the tuple comparison checks by identity first, and the key is neither built nor hashed again
+    (measured −0.3 to −1.3 µs per call, on the span before the launch). Equal new objects compare equal and give
+    the same key."""
     stamp = (config, mode, x.dtype, h0.dtype, c0.dtype, device, flag_changes.assignments)
     memo = prepared.last_lookup if LOOKUP_MEMO else None
     key = memo[1] if memo is not None and memo[0] == stamp else flag_changes.HashedTuple(
