@@ -166,13 +166,15 @@ def test_the_claim_still_waits_and_a_mismatch_still_raises(fast_ring):
         fast_ring.publish(_plain_inputs(5), lambda: None)
 
 
-def test_fp32_itself_reads_dw_hh_far_from_float64_when_one_h0_column_is_scaled_by_1e3(rng):
+def test_fp32_itself_reads_dw_hh_farthest_from_float64_when_one_h0_column_is_scaled_by_1e3(rng):
     """v57's open question: with one batch column of h0 scaled by 1e3, fp32 training's dW_hh read 7e-5 from float64
-    on the GPU. The NumPy reference does so in fp32 too, while every other output and gradient stays near 1e-6:
-    that column's first pre-activations are sums of terms ~1e3 that cancel to O(1) where a gate is not saturated, so
-    fp32 rounds them ~1e-4 off and their gates' derivatives up to 2% (an fp32 forward under a float64 backward
-    reads the same dW_hh error). dW_hh weights those derivatives by h0's 1e3, no other result sees them. So the GPU
-    test bounds dW_hh there by the fp32 reference's own error."""
+    on the GPU. The NumPy reference does so in fp32 too: that column's first pre-activations are sums of terms ~1e3
+    that cancel to O(1) where a gate is not saturated, so fp32 rounds them ~1e-4 off and their gates' derivatives up
+    to 2% (an fp32 forward under a float64 backward reads the same dW_hh error). dW_hh weights those derivatives by
+    h0's 1e3. So the GPU test bounds dW_hh there by the fp32 reference's own error.
+    v61: over 460 seeds (CI's seed 3819805309 read dW_hh 8.5e-6) the fp32 reference's dW_hh error ran 1e-6 to 3.4e-4,
+    median 3.9e-5, and was always the largest, ≥ 2.2x every other result's. dh0 (the gradient into the scaled column)
+    reached 3.4e-5 in 4 seeds; every other result stayed ≤ 5.5e-6."""
     from ecornn import LSTMConfig, lstm_backward, lstm_forward
     from tests.helpers import random_problem, rel_err
     config = LSTMConfig(256, 256, 1, False, "float32", 8, 32)
@@ -187,4 +189,5 @@ def test_fp32_itself_reads_dw_hh_far_from_float64_when_one_h0_column_is_scaled_b
         grads = lstm_backward(out.reserve, dy.astype(dtype))
         runs.append([out.y, out.h, out.c, grads.dx, grads.dh0, grads.dc0, *grads.dweights[0]])
     errors = [rel_err(a, b) for a, b in zip(*runs)]
-    assert errors[7] > 1e-5 and max(errors[:7] + errors[8:]) < 5e-6, errors   # 7: dW_hh
+    others = errors[:4] + errors[5:7] + errors[8:]   # 4: dh0, 7: dW_hh
+    assert errors[7] > max(errors[:7] + errors[8:]) and max(others) < 1e-5, errors

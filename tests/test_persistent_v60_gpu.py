@@ -109,8 +109,8 @@ def test_a_flag_set_between_calls_gets_its_own_graph_and_set_back_finds_the_firs
 @pytest.mark.parametrize("hidden, batch, steps", [(1024, 8, 9), (256, 4, 16)])
 def test_fp32_training_with_one_h0_column_at_1e3_is_as_close_as_fp32_itself(rng, hidden, batch, steps):
     """v57's open question (dW_hh 7e-5 from float64 with h0 scaled by 1e3 in one batch column): every output and
-    gradient within 1e-5 of float64 but dW_hh, and dW_hh within 3x the fp32 reference's own error there (the fp32
-    forward's rounding of that column's cancelling pre-activations: test_persistent_v60_cpu)."""
+    gradient within 1e-5 of float64 but dW_hh and dh0, and those two within 3x the fp32 reference's own error there
+    (the fp32 forward's rounding of that column's cancelling pre-activations: test_persistent_v60_cpu)."""
     from tests.test_persistent_gpu import _gradient_seeds, _run
     config = LSTMConfig(hidden, hidden, 1, False, "float32", batch, steps)
     weights, x, h0, c0 = random_problem(rng, config)
@@ -121,6 +121,7 @@ def test_fp32_training_with_one_h0_column_at_1e3_is_as_close_as_fp32_itself(rng,
     fp32 = _run("reference", x, weights, h0, c0, *seeds, False)
     want = _run("reference", f64(x), _as64(weights), f64(h0), f64(c0), *(f64(s) for s in seeds), False)
     errors = [rel_err(np.asarray(g, np.float64), w) for g, w in zip(got, want)]
-    own = rel_err(fp32[7], want[7])   # 7: dW_hh
-    assert max(errors[:7] + errors[8:]) <= FP32_TOL, errors
-    assert errors[7] <= 3 * own + FP32_TOL, (errors[7], own)
+    assert max(errors[:4] + errors[5:7] + errors[8:]) <= FP32_TOL, errors
+    for i in (4, 7):   # dh0 and dW_hh: within 3x fp32's own error (the reference's reached 3.4e-5 and 3.4e-4, v61)
+        own = rel_err(fp32[i], want[i])
+        assert errors[i] <= 3 * own + FP32_TOL, (i, errors[i], own)
