@@ -281,7 +281,7 @@ class MovedOutputs:
         """A new buffer of the packed outputs for a replay on ``stream`` returning ``dtype`` (None: their own), or
         None where the outputs are to be cast (the copies out cast them)."""
         buffer = self.outputs.buffer
-        if dtype is not None and dtype is not buffer.dtype and dtype != buffer.dtype:   # v61: identity first
+        if dtype is not None and dtype != buffer.dtype:
             return None
         spare, self.spare = self.spare, None
         if spare is not None and spare[0] == stream.ptr:   # CuPy's pool reuses a block on its own stream only

@@ -149,9 +149,7 @@ class InputRing:
         is issued) and (v56) ``output_delta``: bytes from the captured output buffer to where this launch's kernel
         writes its outputs (0: the graph's own). ``wait_for_fetches()`` blocks until every issued launch has fetched.
         v49: on the benches' span (the GPU idles until the launch), so plain attribute reads and word stores only."""
-        words, done_at = self._words, self._done_at
-        if words[done_at + 1] or self.issued - words[done_at] >= self.slots:   # v61: the usual case read inline
-            self._claim_slot(wait_for_fetches)   # a mismatch raises, a full ring waits
+        self._claim_slot(wait_for_fetches)
         sources = self._addresses_where_they_lie(inputs)
         if sources is not None:
             self.last_sources = sources
